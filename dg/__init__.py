@@ -1,0 +1,77 @@
+"""dg: a small deep-learning language embedded in Python.
+
+    import dg
+    m = dg.load("model.dg")            # or dg.loads(text)
+    y = m.forward(w, x)
+
+    @dg.function
+    def f(x: dg.f32["N", 3]) -> dg.f32:
+        return sum(tanh(x) * 2.0)
+
+See LANGUAGE.md for the language; `dg --help` for the command line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
+
+__all__ = [
+    "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
+    "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
+    "grad", "value_and_grad", "vjp", "jvp",
+]
+__version__ = "0.1.0"
+
+
+def load(path, mode: str | None = None, device: str | None = None):
+    """Load a `.dg` file; its functions become attributes of the result."""
+    from .runtime.program import DgModule, source_from_file
+
+    return DgModule(source_from_file(path), mode, device)
+
+
+def loads(text: str, mode: str | None = None, device: str | None = None, filename: str = "<string>"):
+    """Load dg source text (imports are looked up in the current folder and DG_PATH)."""
+    from .runtime.program import DgModule, source_from_text
+
+    register_source(filename, text)
+    return DgModule(source_from_text(text, filename, Path.cwd()), mode, device)
+
+
+def function(fn=None, *, mode: str | None = None, device: str | None = None):
+    """Decorator: a Python function whose body is dg syntax, run by dg."""
+    from .runtime.embedded import make_function
+
+    if fn is None:
+        return lambda f: make_function(f, mode, device)
+    return make_function(fn, mode, device)
+
+
+def _not_built(name):
+    def f(*args, **kwargs):
+        raise DgError(f"dg.{name} is not available yet: autodiff is not built")
+
+    f.__name__ = name
+    return f
+
+
+grad = _not_built("grad")
+value_and_grad = _not_built("value_and_grad")
+vjp = _not_built("vjp")
+jvp = _not_built("jvp")
+
+
+def _types():
+    from .dsl.embed import TypeAnn
+
+    return {n: TypeAnn(n) for n in ("f16", "bf16", "f32", "f64", "i32", "i64", "bool")}
+
+
+_T = _types()
+f16, bf16, f32, f64, i32, i64 = (_T[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))
+bool_ = _T["bool"]
+
+
+def types_namespace() -> dict:
+    return dict(_T)

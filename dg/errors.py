@@ -1,0 +1,125 @@
+"""The errors a dg user can cause, each pointing at `.dg` source.
+
+Every message starts with `FILE:LINE:COL: error: ...`, followed by the source
+line and a caret under the column, so that editors and terminals can jump to
+the place.
+"""
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in a `.dg` file: 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def mlir(self, name: str | None = None) -> str:
+        """The location as MLIR text: `loc("f.dg":3:5)`, or a name location."""
+        inner = f'"{_esc(self.file)}":{self.line}:{self.col}'
+        if name:
+            return f'loc("{_esc(name)}"({inner}))'
+        return f"loc({inner})"
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+
+
+def loc_from_mlir(text: str) -> Loc | None:
+    """Recover the innermost file location from an MLIR location's text."""
+    found = None
+    for m in _LOC_RE.finditer(text):
+        found = m
+    if found is None:
+        return None
+    file = found.group(1).replace('\\"', '"').replace("\\\\", "\\")
+    return Loc(file, int(found.group(2)), int(found.group(3)))
+
+
+# Source text registered for files that do not exist on disk (dg.loads, tests).
+_SOURCES: dict[str, list[str]] = {}
+
+
+def register_source(file: str, text: str) -> None:
+    _SOURCES[file] = text.splitlines()
+
+
+def source_line(file: str, line: int) -> str | None:
+    lines = _SOURCES.get(file)
+    if lines is not None:
+        return lines[line - 1] if 0 < line <= len(lines) else None
+    text = linecache.getline(file, line)
+    return text.rstrip("\n") if text else None
+
+
+def format_diagnostic(loc: Loc | None, message: str, kind: str = "error") -> str:
+    if loc is None:
+        return f"<unknown>: {kind}: {message}"
+    out = f"{loc}: {kind}: {message}"
+    src = source_line(loc.file, loc.line)
+    if src is not None:
+        caret_col = max(loc.col - 1, 0)
+        prefix = "".join(c if c == "\t" else " " for c in src[:caret_col])
+        out += f"\n  {src}\n  {prefix}^"
+    return out
+
+
+class DgError(Exception):
+    """Base class of every error a dg user can cause."""
+
+    def __init__(self, message: str, loc: Loc | None = None, notes: list[str] | None = None):
+        self.loc = loc
+        self.raw_message = message
+        self.notes = list(notes or [])
+        text = format_diagnostic(loc, message)
+        for n in self.notes:
+            text += "\n" + n
+        super().__init__(text)
+
+
+class DgSyntaxError(DgError):
+    """The text is not dg syntax."""
+
+
+class DgTypeError(DgError):
+    """Names, element types and shapes that do not fit, found before running."""
+
+
+class DgRuntimeError(DgError):
+    """A failed assert, an index out of bounds, or a mismatch found while running."""
+
+
+class DgErrors:
+    """Collects several diagnostics and raises them together."""
+
+    def __init__(self) -> None:
+        self.errors: list[DgError] = []
+
+    def add(self, err: DgError) -> None:
+        for e in self.errors:
+            if e.loc == err.loc and e.raw_message == err.raw_message:
+                return
+        self.errors.append(err)
+
+    def raise_if_any(self) -> None:
+        if not self.errors:
+            return
+        first = self.errors[0]
+        if len(self.errors) == 1:
+            raise first
+        cls = type(first)
+        combined = cls(first.raw_message, first.loc, notes=[str(e) for e in self.errors[1:]])
+        combined.all_errors = list(self.errors)
+        raise combined

@@ -1,0 +1,19 @@
+"""The one place dg imports MLIR's Python bindings from.
+
+Prefers the official `mlir` package when it is installed; otherwise uses the
+copy of the upstream bindings that the `torch-mlir` wheel carries.
+"""
+try:  # pragma: no cover - depends on what is installed
+    from mlir import ir, passmanager  # type: ignore
+    from mlir.dialects import irdl, func, scf, arith  # type: ignore
+    from mlir.dialects.ext import Pure  # type: ignore
+
+    SOURCE = "mlir"
+except ImportError:
+    from torch_mlir import ir, passmanager  # type: ignore
+    from torch_mlir.dialects import irdl, func, scf, arith  # type: ignore
+    from torch_mlir.dialects.ext import Pure  # type: ignore
+
+    SOURCE = "torch_mlir"
+
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "Pure", "SOURCE"]

@@ -1,0 +1,110 @@
+"""Effects and glue: print, assert, breakpoint, stop_gradient, and the
+conversions between dg tensors and the `index`/`i1` values that `scf` needs.
+
+print/assert/breakpoint are not pure: their NumPy implementations here are
+only the pure parts; the interpreter wires them to the runtime (stdout, a
+located `DgRuntimeError`, pdb).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dg.dsl.types import ShapeError, TensorType, is_int
+from .registry import OpDef, register
+
+
+def format_value(v) -> str:
+    return str(np.asarray(v)) if isinstance(v, np.ndarray) else str(v)
+
+
+def _print(*vals, pieces=(), end=True):
+    """The pure part of print: the text of this op's pieces (the runtime buffers lines)."""
+    out = []
+    it = iter(vals)
+    for p in pieces:
+        out.append(format_value(next(it)) if p == "\0" else p)
+    return " ".join(out)
+
+
+register(OpDef(
+    name="print", impl=_print, nargs=None, nfixed=0, nresults=0, pure=False,
+    attrs={"pieces": "strs", "end": "bool"},
+    infer=lambda types, pieces=(), end=True: [],
+    doc='print: one op per value (at most one operand), pieces "\\0" marks the value; end closes the line',
+))
+
+
+def _assert_rule(types, msg=""):
+    if types[0].dtype != "bool" or types[0].rank:
+        raise ShapeError(f"assert needs a bool scalar, got {types[0]}")
+    return []
+
+
+def _assert(c, msg=""):
+    return bool(c)
+
+
+register(OpDef(
+    name="assert", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
+    infer=_assert_rule, doc="fail with msg (a located DgRuntimeError) when the condition is false",
+))
+
+
+register(OpDef(
+    name="breakpoint", impl=lambda *vals, name="", last=True: None, nargs=None, nfixed=0, nresults=0,
+    pure=False, attrs={"name": "str", "last": "bool"}, infer=lambda types, name="", last=True: [],
+    doc="breakpoint(): one op per dg variable in scope (name, value); the last opens pdb with them all",
+))
+
+
+def _identity(x):
+    return x
+
+
+register(OpDef(
+    name="stop_gradient", impl=_identity, infer=lambda types: types[0],
+    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32")], {}),
+    doc="identity whose gradient is zero",
+))
+
+
+def _scalar_int_rule(types):
+    t = types[0]
+    if not is_int(t.dtype) or t.rank:
+        raise ShapeError(f"expected an integer scalar, got {t}")
+    return TensorType("index", ())
+
+
+register(OpDef(
+    name="to_index", impl=int, infer=_scalar_int_rule,
+    doc="i64 scalar tensor -> index (for scf.for bounds)",
+))
+register(OpDef(
+    name="from_index", impl=np.int64, infer=lambda types: TensorType("i64", ()),
+    doc="index -> i64 scalar tensor (an scf.for induction variable as a dg value)",
+))
+
+
+def _to_i1_rule(types):
+    if types[0].dtype != "bool" or types[0].rank:
+        raise ShapeError(f"a condition must be a bool scalar, got {types[0]}")
+    return TensorType("i1", ())
+
+
+register(OpDef(
+    name="to_i1", impl=bool, infer=_to_i1_rule,
+    doc="bool scalar tensor -> i1 (for scf.if / scf.condition)",
+))
+
+
+def _range_len(a, b, s):
+    if s == 0:
+        raise ValueError("range() step cannot be zero")
+    return max(0, -((a - b) // s)) if s > 0 else max(0, -((b - a) // -s))
+
+
+register(OpDef(
+    name="range_len", impl=lambda a, b, s: int(_range_len(int(a), int(b), int(s))), nargs=3,
+    infer=lambda types: TensorType("index", ()),
+    doc="the trip count of range(a, b, s) as an index (any sign of step)",
+))

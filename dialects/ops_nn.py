@@ -1,0 +1,194 @@
+"""Linear algebra and NN ops: matmul (NumPy semantics, batched), softmax,
+log_softmax, cross_entropy; and the functional random-number ops.
+
+Random numbers are counter based, so both modes (and every backend) give
+the same bits: a key is a `u64` scalar; element i of a draw is
+splitmix64(key + (i + 1) * golden), turned into a float in [0, 1) from its
+top 24 bits; `normal` uses the Box-Muller transform on two such streams.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dg.dsl.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
+from .registry import OpDef, register
+from .ops_shape import DYN, _shape_from, _type_shape
+
+
+# ---------------------------------------------------------------- matmul
+def _matmul_rule(types):
+    a, b = types
+    if a.rank == 0 or b.rank == 0:
+        raise ShapeError(f"matmul needs tensors of rank >= 1, got {a} and {b}")
+    ash = a.shape if a.rank > 1 else (1,) + a.shape
+    bsh = b.shape if b.rank > 1 else b.shape + (1,)
+    k1, k2 = ash[-1], bsh[-2]
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ShapeError(f"matmul: inner sizes differ: {a} @ {b} ({k1} != {k2})")
+    batch = broadcast_shapes(ash[:-2], bsh[:-2])
+    out = batch + (ash[-2], bsh[-1])
+    if a.rank == 1:
+        out = out[:-2] + out[-1:]
+    if b.rank == 1:
+        out = out[:-1]
+    return TensorType(a.dtype, out)
+
+
+def _matmul(a, b):
+    return np.matmul(a, b)
+
+
+register(OpDef(
+    name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype("f32"), rng.standard_normal((4, 5)).astype("f32")], {}),
+    doc="matrix product with NumPy's rules (1-D operands, batch broadcasting)",
+))
+
+
+def _outer_rule(types):
+    a, b = types
+    return TensorType(a.dtype, (a.shape[0] if a.rank else 1, b.shape[0] if b.rank else 1)) if a.rank <= 1 and b.rank <= 1 \
+        else TensorType(a.dtype, (Sym(), Sym()))
+
+
+def _outer(a, b):
+    return np.outer(a, b)
+
+
+register(OpDef(
+    name="outer", impl=_outer, nargs=2, infer=_outer_rule,
+    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32"), rng.standard_normal((4,)).astype("f32")], {}),
+    doc="outer product of two vectors",
+))
+
+
+# ---------------------------------------------------------------- softmax family
+def _axis_rule(types, axis=-1):
+    t = types[0]
+    if not is_float(t.dtype):
+        raise ShapeError(f"needs a float tensor, got {t}")
+    if not 0 <= axis < t.rank:
+        raise ShapeError(f"axis {axis} is out of range for {t}")
+    return t
+
+
+def _softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    s = x - m
+    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+
+
+for _name, _impl in {"softmax": _softmax, "log_softmax": _log_softmax}.items():
+    register(OpDef(
+        name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
+        sample=lambda rng: ([rng.standard_normal((3, 5)).astype("f32")], {"axis": 1}),
+        doc=f"{_name} along an axis",
+    ))
+
+
+def _ce_rule(types):
+    logits, labels = types
+    if not is_float(logits.dtype) or logits.rank != 2:
+        raise ShapeError(f"cross_entropy: logits must be a float [batch, classes] tensor, got {logits}")
+    if not is_int(labels.dtype) or labels.rank != 1:
+        raise ShapeError(f"cross_entropy: labels must be an integer [batch] tensor, got {labels}")
+    a, b = logits.shape[0], labels.shape[0]
+    if isinstance(a, int) and isinstance(b, int) and a != b:
+        raise ShapeError(f"cross_entropy: {a} rows of logits but {b} labels")
+    return TensorType(logits.dtype, ())
+
+
+def _cross_entropy(logits, labels):
+    n, c = logits.shape
+    if np.any((labels < 0) | (labels >= c)):
+        raise IndexError(f"cross_entropy: a label is outside [0, {c})")
+    if labels.shape[0] != n:
+        raise ValueError(f"cross_entropy: {n} rows of logits but {labels.shape[0]} labels")
+    lsm = _log_softmax(logits, axis=1)
+    return np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype)
+
+
+register(OpDef(
+    name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype("f32"), np.array([0, 2, 1, 2])], {}),
+    doc="mean softmax cross-entropy of logits [N, C] against integer labels [N]",
+))
+
+
+# ---------------------------------------------------------------- random
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def splitmix64(z):
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = z + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _key(seed):
+    return splitmix64(np.asarray(seed).astype(np.uint64))
+
+
+register(OpDef(
+    name="key", impl=_key, infer=lambda types: TensorType("u64", ()),
+    sample=lambda rng: ([np.int64(42)], {}), doc="a random key from an integer seed",
+))
+
+
+def _split(k):
+    return splitmix64(k ^ np.uint64(1)), splitmix64(k ^ np.uint64(2))
+
+
+register(OpDef(
+    name="split", impl=_split, nresults=2,
+    infer=lambda types: [TensorType("u64", ()), TensorType("u64", ())],
+    sample=lambda rng: ([np.uint64(7)], {}), doc="two independent keys from one",
+))
+
+
+def _bits(k, n):
+    with np.errstate(over="ignore"):
+        ctr = (np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN) + np.asarray(k, np.uint64)
+    return splitmix64(ctr)
+
+
+def uniform_bits(k, shape):
+    n = int(np.prod(shape, dtype=np.int64))
+    u = (_bits(k, n) >> np.uint64(40)).astype(np.float64) * (1.0 / (1 << 24))
+    return u.reshape(shape)
+
+
+def _rand_rule(types, shape=(), dtype="f32"):
+    if types[0].dtype != "u64":
+        raise ShapeError(f"expected a key (from key(seed) or split), got {types[0]}")
+    return TensorType(dtype, _type_shape(shape))
+
+
+def _uniform(k, *dims, shape=(), dtype="f32"):
+    return uniform_bits(k, _shape_from(shape, dims)).astype(np_dtype(dtype))
+
+
+def _normal(k, *dims, shape=(), dtype="f32"):
+    sh = _shape_from(shape, dims)
+    k1, k2 = _split(k)
+    u1 = uniform_bits(k1, sh)
+    u2 = uniform_bits(k2, sh)
+    z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+    return z.astype(np_dtype(dtype))
+
+
+for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
+    register(OpDef(
+        name=_name, impl=_impl, nargs=None, attrs={"shape": "ints", "dtype": "dtype"}, infer=_rand_rule,
+        sample=lambda rng: ([np.uint64(3), np.int64(4)], {"shape": (DYN, 2), "dtype": "f32"}),
+        doc=f"{_name} random numbers; operands: key, then one i64 per -2 in shape",
+    ))

@@ -1,0 +1,463 @@
+"""Shape ops, indexing, creation, constants and casts.
+
+Sizes that are only known at run time travel as `i64` scalar operands: in a
+`shape` attribute, -2 stands for "the next size operand" (and, in
+`reshape`, -1 for "inferred", as in NumPy).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dg.dsl.types import ShapeError, Sym, TensorType, is_int, np_dtype, same_dim
+from .registry import OpDef, register
+
+DYN = -2
+
+
+def _shape_from(attr_shape, dims):
+    dims = list(dims)
+    out = []
+    for s in attr_shape:
+        out.append(int(dims.pop(0)) if s == DYN else int(s))
+    return out
+
+
+def _type_shape(attr_shape):
+    return tuple(Sym() if s == DYN else s for s in attr_shape)
+
+
+# ---------------------------------------------------------------- reshape
+def _reshape_rule(types, shape=()):
+    x = types[0]
+    out = list(_type_shape(shape))
+    if sum(1 for d in out if d == -1) > 1:
+        raise ShapeError("reshape allows at most one -1")
+    if any(isinstance(d, int) and d < -1 for d in out):
+        raise ShapeError(f"reshape to a negative size {list(shape)}")
+    known = [d for d in out if isinstance(d, int) and d != -1]
+    if x.is_static() and all(isinstance(d, int) for d in out):
+        total = int(np.prod(x.shape, dtype=np.int64))
+        part = int(np.prod(known, dtype=np.int64))
+        if -1 in out:
+            if part == 0 or total % part:
+                raise ShapeError(f"cannot reshape {x} into {list(shape)}")
+            out[out.index(-1)] = total // part
+        elif part != total:
+            raise ShapeError(f"cannot reshape {x} ({total} elements) into {list(shape)} ({part} elements)")
+    elif -1 in out:
+        out[out.index(-1)] = Sym()
+    return TensorType(x.dtype, tuple(out))
+
+
+def _reshape(x, *dims, shape=()):
+    return np.reshape(x, _shape_from(shape, dims))
+
+
+register(OpDef(
+    name="reshape", impl=_reshape, nargs=None, attrs={"shape": "ints"}, infer=_reshape_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 6)).astype("f32")], {"shape": (3, -1)}),
+    doc="reshape; operands: x, then one i64 scalar per -2 in shape",
+))
+
+
+# ---------------------------------------------------------------- transpose
+def _transpose_rule(types, perm=()):
+    x = types[0]
+    if sorted(perm) != list(range(x.rank)):
+        raise ShapeError(f"transpose: {list(perm)} is not a permutation of the {x.rank} axes of {x}")
+    return TensorType(x.dtype, tuple(x.shape[p] for p in perm))
+
+
+def _transpose(x, perm=()):
+    return np.transpose(x, perm)
+
+
+register(OpDef(
+    name="transpose", impl=_transpose, attrs={"perm": "ints"}, infer=_transpose_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype("f32")], {"perm": (2, 0, 1)}),
+    doc="permute axes",
+))
+
+
+# ---------------------------------------------------------------- expand_dims / squeeze
+def _expand_rule(types, axes=()):
+    x = types[0]
+    n = x.rank + len(axes)
+    if any(not 0 <= a < n for a in axes) or len(set(axes)) != len(axes):
+        raise ShapeError(f"expand_dims: bad axes {list(axes)} for {x}")
+    it = iter(x.shape)
+    return TensorType(x.dtype, tuple(1 if i in axes else next(it) for i in range(n)))
+
+
+def _expand(x, axes=()):
+    return np.expand_dims(x, tuple(axes)) if axes else x
+
+
+register(OpDef(
+    name="expand_dims", impl=_expand, attrs={"axes": "ints"}, infer=_expand_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype("f32")], {"axes": (0, 3)}),
+    doc="insert size-1 axes (axes refer to the result)",
+))
+
+
+def _squeeze_rule(types, axes=()):
+    x = types[0]
+    for a in axes:
+        if not 0 <= a < x.rank:
+            raise ShapeError(f"squeeze: axis {a} out of range for {x}")
+        if isinstance(x.shape[a], int) and x.shape[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of {x} has size {x.shape[a]}, not 1")
+    return TensorType(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def _squeeze(x, axes=()):
+    return np.squeeze(x, tuple(axes)) if axes else x
+
+
+register(OpDef(
+    name="squeeze", impl=_squeeze, attrs={"axes": "ints"}, infer=_squeeze_rule,
+    sample=lambda rng: ([rng.standard_normal((1, 3, 1)).astype("f32")], {"axes": (0, 2)}),
+    doc="remove size-1 axes",
+))
+
+
+# ---------------------------------------------------------------- broadcast_to
+def _bto_rule(types, shape=()):
+    x = types[0]
+    out = _type_shape(shape)
+    if len(out) < x.rank:
+        raise ShapeError(f"cannot broadcast {x} to a rank-{len(out)} shape")
+    for d, o in zip(x.shape[::-1], out[::-1]):
+        if isinstance(d, int) and isinstance(o, int) and d != 1 and d != o:
+            raise ShapeError(f"cannot broadcast {x} to {list(shape)}")
+    return TensorType(x.dtype, out)
+
+
+def _bto(x, *dims, shape=()):
+    return np.broadcast_to(x, _shape_from(shape, dims))
+
+
+register(OpDef(
+    name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule,
+    sample=lambda rng: ([rng.standard_normal((3, 1)).astype("f32")], {"shape": (2, 3, 4)}),
+    doc="broadcast to a shape; operands: x, then one i64 scalar per -2",
+))
+
+
+# ---------------------------------------------------------------- concat / stack
+def _concat_rule(types, axis=0):
+    first = types[0]
+    if not 0 <= axis < first.rank:
+        raise ShapeError(f"concat: axis {axis} out of range for {first}")
+    total = 0
+    for t in types:
+        if t.rank != first.rank:
+            raise ShapeError(f"concat: ranks differ ({first} and {t})")
+        for i, (a, b) in enumerate(zip(first.shape, t.shape)):
+            if i != axis and isinstance(a, int) and isinstance(b, int) and a != b:
+                raise ShapeError(f"concat: shapes {first} and {t} differ outside axis {axis}")
+        d = t.shape[axis]
+        total = total + d if isinstance(total, int) and isinstance(d, int) else Sym()
+    shape = list(first.shape)
+    shape[axis] = total
+    return TensorType(first.dtype, tuple(shape))
+
+
+def _concat(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+register(OpDef(
+    name="concat", impl=_concat, nargs=2, attrs={"axis": "int"}, infer=_concat_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype("f32"), rng.standard_normal((2, 5)).astype("f32")], {"axis": 1}),
+    doc="join two tensors along an existing axis (concat of more is a chain)",
+))
+
+
+# ---------------------------------------------------------------- take
+def _take_rule(types, axis=0):
+    x, idx = types
+    if not is_int(idx.dtype):
+        raise ShapeError(f"take: indices must be integers, got {idx}")
+    if not 0 <= axis < x.rank:
+        raise ShapeError(f"take: axis {axis} out of range for {x}")
+    return TensorType(x.dtype, x.shape[:axis] + idx.shape + x.shape[axis + 1:])
+
+
+def _take(x, idx, axis=0):
+    n = x.shape[axis]
+    if np.any((idx < -n) | (idx >= n)):
+        raise IndexError(f"take: index out of bounds for axis {axis} with size {n}")
+    return np.take(x, idx, axis=axis)
+
+
+register(OpDef(
+    name="take", impl=_take, nargs=2, attrs={"axis": "int"}, infer=_take_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype("f32"), np.array([3, 0, 1, 1])], {"axis": 0}),
+    doc="gather along an axis with an integer index tensor",
+))
+
+
+# ---------------------------------------------------------------- indexing
+# `spec` has one string per index item:
+#   "i:K" / "i:$"        integer index (static K or the next operand)
+#   "s:A:B:C"            slice; each of A, B, C is empty, an integer, or $
+#   "n"                  new axis (None)
+#   "e"                  ellipsis
+#   "t:$"                an integer index tensor (the next operand)
+def _expand_spec(spec, rank):
+    """Replace the ellipsis and pad with full slices; returns the item list."""
+    items = list(spec)
+    consumed = sum(1 for s in items if s[0] in "ist")
+    if consumed > rank:
+        raise ShapeError(f"too many indices ({consumed}) for a rank-{rank} tensor")
+    if "e" in items:
+        if items.count("e") > 1:
+            raise ShapeError("an index can only have a single ellipsis")
+        k = items.index("e")
+        items[k:k + 1] = ["s:::"] * (rank - consumed)
+    else:
+        items += ["s:::"] * (rank - consumed)
+    return items
+
+
+def _static_slice(dim, parts):
+    if not isinstance(dim, int) or any(p == "$" for p in parts):
+        return Sym()
+    a, b, c = (int(p) if p else None for p in parts)
+    if c == 0:
+        raise ShapeError("slice step cannot be zero")
+    return len(range(*slice(a, b, c).indices(dim)))
+
+
+def _index_result(x: TensorType, spec, operand_types):
+    items = _expand_spec(spec, x.rank)
+    ops = list(operand_types)
+    out = []
+    ax = 0
+    for it in items:
+        kind = it[0]
+        if kind == "n":
+            out.append(1)
+        elif kind == "i":
+            val = it[2:]
+            if val == "$":
+                t = ops.pop(0)
+                if not is_int(t.dtype) or t.rank:
+                    raise ShapeError(f"an index must be an integer scalar, got {t}")
+            else:
+                k = int(val)
+                d = x.shape[ax]
+                if isinstance(d, int) and not -d <= k < d:
+                    raise ShapeError(f"index {k} is out of bounds for axis {ax} with size {d}")
+            ax += 1
+        elif kind == "s":
+            parts = it[2:].split(":")
+            for p in parts:
+                if p == "$":
+                    t = ops.pop(0)
+                    if not is_int(t.dtype) or t.rank:
+                        raise ShapeError(f"a slice bound must be an integer scalar, got {t}")
+            out.append(_static_slice(x.shape[ax], parts))
+            ax += 1
+        elif kind == "t":
+            t = ops.pop(0)
+            if not is_int(t.dtype):
+                raise ShapeError(f"an index tensor must hold integers, got {t}")
+            out.extend(t.shape)
+            ax += 1
+    return tuple(out)
+
+
+def _np_index(spec, dyn):
+    dyn = list(dyn)
+    idx = []
+    for it in spec:
+        kind = it[0]
+        if kind == "n":
+            idx.append(None)
+        elif kind == "e":
+            idx.append(Ellipsis)
+        elif kind == "i":
+            v = it[2:]
+            idx.append(int(dyn.pop(0)) if v == "$" else int(v))
+        elif kind == "s":
+            parts = []
+            for p in it[2:].split(":"):
+                parts.append(int(dyn.pop(0)) if p == "$" else (int(p) if p else None))
+            if parts[2] == 0:
+                raise ValueError("slice step cannot be zero")
+            idx.append(slice(*parts))
+        elif kind == "t":
+            idx.append(np.asarray(dyn.pop(0)))
+    return tuple(idx)
+
+
+def _getitem_rule(types, spec=()):
+    x = types[0]
+    if sum(1 for s in spec if s[0] == "t") > 1:
+        raise ShapeError("at most one index tensor per subscript")
+    return TensorType(x.dtype, _index_result(x, spec, types[1:]))
+
+
+def _getitem(x, *dyn, spec=()):
+    r = x[_np_index(spec, dyn)]
+    return np.array(r) if r.base is not None or not isinstance(r, np.ndarray) else r
+
+
+register(OpDef(
+    name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype("f32"), np.int64(2)],
+                        {"spec": ("i:$", "s:1:-1:", "n", "e")}),
+    doc="NumPy basic indexing; operands: x, then the $ values (i64 scalars) of spec in order",
+))
+
+
+def _setitem_rule(types, spec=()):
+    x, v = types[0], types[1]
+    target = _index_result(x, spec, types[2:])
+    if v.rank > len(target):
+        raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
+    for a, b in zip(v.shape[::-1], target[::-1]):
+        if isinstance(a, int) and isinstance(b, int) and a != 1 and a != b:
+            raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
+    return x
+
+
+def _setitem(x, v, *dyn, spec=()):
+    out = np.array(x, copy=True)
+    out[_np_index(spec, dyn)] = v
+    return out
+
+
+register(OpDef(
+    name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype("f32"), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
+    doc="functional slice update: a copy of x with x[spec] = v",
+))
+
+
+# ---------------------------------------------------------------- dims and creation
+def _dim_rule(types, axis=0):
+    if not 0 <= axis < types[0].rank:
+        raise ShapeError(f"axis {axis} is out of range for {types[0]}")
+    return TensorType("i64", ())
+
+
+def _dim(x, axis=0):
+    return np.int64(x.shape[axis])
+
+
+register(OpDef(
+    name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype("f32")], {"axis": 1}),
+    doc="the size of one axis, as an i64 scalar",
+))
+
+
+def _full_rule(types, shape=()):
+    v = types[0]
+    if v.rank:
+        raise ShapeError(f"full: the fill value must be a scalar, got {v}")
+    for t in types[1:]:
+        if not is_int(t.dtype) or t.rank:
+            raise ShapeError(f"a size must be an integer scalar, got {t}")
+    if any(s < 0 and s != DYN for s in shape):
+        raise ShapeError(f"negative size in shape {list(shape)}")
+    return TensorType(v.dtype, _type_shape(shape))
+
+
+def _full(v, *dims, shape=()):
+    sh = _shape_from(shape, dims)
+    if any(s < 0 for s in sh):
+        raise ValueError(f"negative size in shape {sh}")
+    return np.full(sh, v, dtype=v.dtype)
+
+
+register(OpDef(
+    name="full", impl=_full, nargs=None, attrs={"shape": "ints"}, infer=_full_rule,
+    sample=lambda rng: ([np.float32(1.5), np.int64(3)], {"shape": (2, DYN)}),
+    doc="a tensor filled with a scalar; operands: value, then one i64 per -2 in shape",
+))
+
+
+def _arange_rule(types, size=DYN, dtype="i64"):
+    return TensorType(dtype, (size if size >= 0 else Sym(),))
+
+
+def _arange(start, stop, step, size=DYN, dtype="i64"):
+    if step == 0:
+        raise ValueError("arange: step cannot be zero")
+    return np.arange(start, stop, step).astype(np_dtype(dtype))
+
+
+register(OpDef(
+    name="arange", impl=_arange, nargs=3, attrs={"size": "int", "dtype": "dtype"}, infer=_arange_rule,
+    sample=lambda rng: ([np.int64(1), np.int64(7), np.int64(2)], {"size": 3, "dtype": "i64"}),
+    doc="start, start+step, ... below stop; size is the static length or -2",
+))
+
+
+def _eye_rule(types, size=DYN, dtype="f32"):
+    n = size if size >= 0 else Sym()
+    return TensorType(dtype, (n, n))
+
+
+def _eye(n, size=DYN, dtype="f32"):
+    return np.eye(int(n), dtype=np_dtype(dtype))
+
+
+register(OpDef(
+    name="eye", impl=_eye, nargs=1, attrs={"size": "int", "dtype": "dtype"}, infer=_eye_rule,
+    sample=lambda rng: ([np.int64(3)], {"size": 3, "dtype": "f32"}),
+    doc="identity matrix of size n",
+))
+
+
+def _constant_rule(types, value=None):
+    arr, t = value
+    return t
+
+
+def _constant(value=None):
+    return value
+
+
+register(OpDef(
+    name="constant", impl=_constant, nargs=0, attrs={"value": "dense"}, infer=_constant_rule,
+    doc="a tensor constant",
+))
+
+
+def _undef_rule(types, shape=(), dtype="f32"):
+    return TensorType(dtype, _type_shape(shape))
+
+
+def _undef(shape=(), dtype="f32"):
+    return np.zeros([0 if s == DYN else s for s in shape], dtype=np_dtype(dtype))
+
+
+register(OpDef(
+    name="undef", impl=_undef, nargs=0, attrs={"shape": "ints", "dtype": "dtype"}, infer=_undef_rule,
+    sample=lambda rng: ([], {"shape": (2, 3), "dtype": "f32"}),
+    doc="a placeholder for a value not yet defined on some path (zeros; never read)",
+))
+
+
+def _cast_rule(types, dtype="f32"):
+    return types[0].with_dtype(dtype)
+
+
+def _cast(x, dtype="f32"):
+    d = np_dtype(dtype)
+    if np.dtype(x.dtype).kind == "f" and d.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(d)
+    return np.asarray(x).astype(d)
+
+
+register(OpDef(
+    name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule,
+    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32") * 10], {"dtype": "i32"}),
+    doc="convert the element type (floats to ints truncate toward zero)",
+))

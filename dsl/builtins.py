@@ -1,0 +1,803 @@
+"""The built-in functions of LANGUAGE.md §2, as emitters of dg ops.
+
+Each entry takes the emitter, the call node and its bound arguments, and
+emits one op or a small composition of ops. Arguments that must be known at
+compile time (axes, dtypes, keepdims) are read here; sizes may be run-time
+values and travel as operands.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dg.dialects.ops_shape import DYN
+
+from . import ast as A
+from .types import DTYPES, TensorType, is_bool, is_float, is_int, scalar
+from .values import POISON, ListVal, Str, V, is_tuple
+
+_MISSING = object()
+
+
+class _Args:
+    def __init__(self, em, call, name, params, defaults, static=()):
+        self.ok = True
+        self.vals = {}
+        self.ast = {}
+        self.loc = call.loc
+        self.em = em
+        given = {}
+        if len(call.args) > len(params):
+            em.error(f"{name}() takes at most {len(params)} arguments ({len(call.args)} given)", call.loc)
+            self.ok = False
+            return
+        for p, a in zip(params, call.args):
+            given[p] = a
+        for k in call.kwargs:
+            if k.name not in params:
+                em.error(f"{name}() has no argument '{k.name}'", k.loc)
+                self.ok = False
+                return
+            if k.name in given:
+                em.error(f"{name}() got two values for '{k.name}'", k.loc)
+                self.ok = False
+                return
+            given[k.name] = k.value
+        for p in params:
+            if p in given:
+                self.ast[p] = given[p]
+                if p in static:
+                    self.vals[p] = given[p]
+                else:
+                    self.vals[p] = em.expr(given[p])
+            elif p in defaults:
+                self.vals[p] = defaults[p]
+            else:
+                em.error(f"{name}() is missing the argument '{p}'", call.loc)
+                self.ok = False
+        if self.ok:
+            for p in params:
+                v = self.vals.get(p)
+                if isinstance(v, V) and v.poison:
+                    self.ok = False
+
+    def __getitem__(self, k):
+        return self.vals[k]
+
+    def loc_of(self, k):
+        a = self.ast.get(k)
+        return a.loc if a is not None else self.loc
+
+
+def tensor(em, v, loc, what="argument"):
+    v = em.as_value(v, loc)
+    if isinstance(v, V):
+        return v
+    em.error(f"{what} must be a tensor", loc)
+    return POISON
+
+
+def static_int(em, v, loc, what):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, V) and not v.poison and v.name is None and isinstance(v.const, int) and not isinstance(v.const, bool):
+        return v.const
+    if isinstance(v, V) and v.poison:
+        return None
+    em.error(f"{what} must be a constant integer", loc)
+    return None
+
+
+def static_axes(em, v, rank, loc, what="axis"):
+    """None -> every axis; int or tuple of ints -> normalized sorted list."""
+    if v is None:
+        return list(range(rank))
+    items = list(v) if is_tuple(v) or isinstance(v, (list, tuple)) else (
+        v.items if isinstance(v, ListVal) else [v])
+    out = []
+    for it in items:
+        a = static_int(em, it, loc, what)
+        if a is None:
+            return None
+        if not -rank <= a < max(rank, 1) or (rank == 0):
+            if rank == 0 and a in (0, -1):
+                continue
+            em.error(f"{what} {a} is out of range for a tensor of rank {rank}", loc)
+            return None
+        a %= rank
+        if a in out:
+            em.error(f"repeated {what} {a}", loc)
+            return None
+        out.append(a)
+    return sorted(out)
+
+
+def static_dtype(em, node, loc, default="f32"):
+    if node is None:
+        return default
+    if isinstance(node, str):
+        return node
+    if isinstance(node, A.Name) and node.id in DTYPES and node.id != "u64":
+        return node.id
+    if isinstance(node, A.Attribute) and isinstance(node.value, A.Name) and node.attr in DTYPES:
+        return node.attr
+    if isinstance(node, A.Const) and isinstance(node.value, str) and node.value in DTYPES:
+        return node.value
+    em.error("dtype must be one of f32, f64, f16, bf16, i32, i64, bool", loc)
+    return None
+
+
+def shape_operands(em, v, loc):
+    """A shape ([n, 3], (n, 3), x.shape, or a single int) -> (attr list with -2, dynamic operands)."""
+    if isinstance(v, ListVal):
+        items = v.items
+    elif is_tuple(v):
+        items = list(v)
+    elif isinstance(v, V) and not v.poison and v.rank == 0:
+        items = [v]
+    elif isinstance(v, V) and not v.poison and v.rank == 1 and v.name is None:
+        items = [em.weak(int(x)) for x in np.asarray(v.const)]
+    else:
+        if not (isinstance(v, V) and v.poison):
+            em.error("a shape must be a list or tuple of integers such as [n, 3]", loc)
+        return None, None
+    attr, dyn = [], []
+    for it in items:
+        it = em.as_value(it, loc)
+        if not isinstance(it, V) or it.poison:
+            if not isinstance(it, V):
+                em.error("a shape entry must be an integer", loc)
+            return None, None
+        if it.rank != 0 or not (is_int(it.dtype) or is_bool(it.dtype)):
+            em.error(f"a shape entry must be an integer scalar, got {it.type}", loc)
+            return None, None
+        if it.name is None:
+            attr.append(int(it.const))
+        else:
+            attr.append(DYN)
+            dyn.append(em.cast(it, "i64", loc))
+    return attr, dyn
+
+
+# ------------------------------------------------------------------ handlers
+def _unary(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x"], {})
+        if not a.ok:
+            return POISON
+        x = tensor(em, a["x"], call.loc)
+        if x.poison:
+            return POISON
+        if x.name is None:
+            x = em.materialize(x, "f32" if opname not in ("abs", "sign", "relu", "neg") else None, call.loc)
+        if is_bool(x.dtype) or (is_int(x.dtype) and opname not in ("abs", "sign", "relu")):
+            x = em.cast(x, "f32", call.loc)
+        return em.op(opname, [x], loc=call.loc)
+
+    return h
+
+
+def _binary(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["a", "b"], {})
+        if not a.ok:
+            return POISON
+        x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
+        if x.poison or y.poison:
+            return POISON
+        dt = em.result_dtype(x, y)
+        if opname == "pow" and not is_float(dt):
+            return em.binop("**", x, y, call.loc)
+        return em.op(opname, [em.materialize(x, dt, call.loc), em.materialize(y, dt, call.loc)], loc=call.loc)
+
+    return h
+
+
+def _where(em, call, name):
+    a = _Args(em, call, name, ["c", "a", "b"], {})
+    if not a.ok:
+        return POISON
+    c, x, y = (tensor(em, a[k], call.loc) for k in ("c", "a", "b"))
+    if c.poison or x.poison or y.poison:
+        return POISON
+    if c.name is None:
+        c = em.materialize(c, "bool", call.loc)
+    if not is_bool(c.dtype):
+        c = em.op("ne", [c, em.const(0, c.dtype, call.loc)], loc=call.loc)
+    dt = em.result_dtype(x, y)
+    return em.op("where", [c, em.materialize(x, dt, call.loc), em.materialize(y, dt, call.loc)], loc=call.loc)
+
+
+def _clip(em, call, name):
+    a = _Args(em, call, name, ["x", "lo", "hi"], {})
+    if not a.ok:
+        return POISON
+    x = tensor(em, a["x"], call.loc)
+    lo, hi = tensor(em, a["lo"], call.loc), tensor(em, a["hi"], call.loc)
+    if x.poison or lo.poison or hi.poison:
+        return POISON
+    r = em.op("maximum", [em.materialize(x, em.result_dtype(x, lo), call.loc),
+                          em.materialize(lo, em.result_dtype(x, lo), call.loc)], loc=call.loc)
+    if r.poison:
+        return r
+    dt = em.result_dtype(r, hi)
+    return em.op("minimum", [em.materialize(r, dt, call.loc), em.materialize(hi, dt, call.loc)], loc=call.loc)
+
+
+def _reduction(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "axis", "keepdims"], {"axis": None, "keepdims": False},
+                  static=("axis", "keepdims"))
+        if not a.ok:
+            return POISON
+        x = tensor(em, a["x"], call.loc)
+        if x.poison:
+            return POISON
+        x = em.materialize(x, loc=call.loc)
+        axis = a["axis"]
+        if isinstance(axis, A.Node):
+            axis = em.expr(axis)
+            if isinstance(axis, V) and axis.poison:
+                return POISON
+            if isinstance(axis, V) and axis.name is None and axis.const is None:
+                axis = None
+        if isinstance(a.ast.get("axis"), A.Const) and a.ast["axis"].value is None:
+            axis = None
+        keep = a["keepdims"]
+        if isinstance(keep, A.Node):
+            keep = em.expr(keep)
+            if not (isinstance(keep, V) and keep.name is None and isinstance(keep.const, bool)):
+                em.error("keepdims must be True or False", a.loc_of("keepdims"))
+                return POISON
+            keep = keep.const
+        axes = static_axes(em, axis, x.rank, a.loc_of("axis"))
+        if axes is None:
+            return POISON
+        if opname in ("argmax", "argmin") and len(axes) > 1 and len(axes) != x.rank:
+            em.error(f"{opname} takes a single axis or None", call.loc)
+            return POISON
+        if opname in ("mean", "var", "logsumexp") and not is_float(x.dtype):
+            x = em.cast(x, "f32", call.loc)
+        if opname in ("sum", "prod") and is_bool(x.dtype):
+            x = em.cast(x, "i64", call.loc)
+        return em.op(opname, [x], {"axes": axes, "keepdims": bool(keep)}, call.loc)
+
+    return h
+
+
+def _creation(fill):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["shape", "dtype"], {"dtype": None}, static=("dtype",))
+        if not a.ok:
+            return POISON
+        dt = static_dtype(em, a["dtype"], a.loc_of("dtype"))
+        attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+        if attr is None or dt is None:
+            return POISON
+        return em.op("full", [em.const(fill, dt, call.loc)] + dyn, {"shape": attr}, call.loc)
+
+    return h
+
+
+def _full(em, call, name):
+    a = _Args(em, call, name, ["shape", "value", "dtype"], {"dtype": None}, static=("dtype",))
+    if not a.ok:
+        return POISON
+    v = tensor(em, a["value"], call.loc)
+    if v.poison:
+        return POISON
+    if v.rank != 0:
+        em.error(f"full() needs a scalar fill value, got {v.type}", call.loc)
+        return POISON
+    dt = static_dtype(em, a["dtype"], a.loc_of("dtype"), default=None) if a["dtype"] is not None else None
+    v = em.materialize(v, dt, call.loc) if v.name is None else (em.cast(v, dt, call.loc) if dt else v)
+    attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+    if attr is None:
+        return POISON
+    return em.op("full", [v] + dyn, {"shape": attr}, call.loc)
+
+
+def _like(fill):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "dtype"], {"dtype": None}, static=("dtype",))
+        if not a.ok:
+            return POISON
+        x = tensor(em, a["x"], call.loc)
+        if x.poison:
+            return POISON
+        dt = static_dtype(em, a["dtype"], call.loc, default=x.dtype) if a["dtype"] is not None else x.dtype
+        attr, dyn = [], []
+        for i, d in enumerate(x.type.shape):
+            if isinstance(d, int):
+                attr.append(d)
+            else:
+                attr.append(DYN)
+                dyn.append(em.op("dim", [x], {"axis": i}, call.loc))
+        return em.op("full", [em.const(fill, dt, call.loc)] + dyn, {"shape": attr}, call.loc)
+
+    return h
+
+
+def _arange(em, call, name):
+    a = _Args(em, call, name, ["start", "stop", "step", "dtype"], {"stop": None, "step": None, "dtype": None},
+              static=("dtype",))
+    if not a.ok:
+        return POISON
+    vals = [a["start"], a["stop"], a["step"]]
+    if vals[1] is None:
+        vals = [em.weak(0), vals[0], em.weak(1)]
+    elif vals[2] is None:
+        vals[2] = em.weak(1)
+    vals = [tensor(em, v, call.loc) for v in vals]
+    if any(v.poison for v in vals):
+        return POISON
+    floaty = any(is_float(v.dtype) for v in vals)
+    dt = static_dtype(em, a["dtype"], call.loc, default="f32" if floaty else "i64") if a["dtype"] is not None \
+        else ("f32" if floaty else "i64")
+    if floaty:
+        em.error("arange() takes integer arguments in dg", call.loc)
+        return POISON
+    if all(v.name is None for v in vals):
+        if vals[2].const == 0:
+            em.error("arange() step must not be zero", call.loc)
+            return POISON
+        size = len(range(vals[0].const, vals[1].const, vals[2].const))
+    else:
+        size = DYN
+    ops = [em.materialize(v, "i64", call.loc) if v.name is None else em.cast(v, "i64", call.loc) for v in vals]
+    return em.op("arange", ops, {"size": size, "dtype": dt}, call.loc)
+
+
+def _eye(em, call, name):
+    a = _Args(em, call, name, ["n", "dtype"], {"dtype": None}, static=("dtype",))
+    if not a.ok:
+        return POISON
+    n = tensor(em, a["n"], call.loc)
+    dt = static_dtype(em, a["dtype"], call.loc)
+    if n.poison or dt is None:
+        return POISON
+    size = n.const if n.name is None else DYN
+    return em.op("eye", [em.materialize(n, "i64", call.loc)], {"size": size, "dtype": dt}, call.loc)
+
+
+def _reshape(em, call, name):
+    a = _Args(em, call, name, ["x", "shape"], {})
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+    if attr is None or x.poison:
+        return POISON
+    return em.op("reshape", [x] + dyn, {"shape": attr}, call.loc)
+
+
+def _transpose(em, call, name):
+    a = _Args(em, call, name, ["x", "perm"], {"perm": None}, static=("perm",))
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    if x.poison:
+        return POISON
+    if a["perm"] is None:
+        perm = list(range(x.rank))[::-1]
+    else:
+        pv = em.expr(a["perm"])
+        items = pv.items if isinstance(pv, ListVal) else (list(pv) if is_tuple(pv) else None)
+        if items is None:
+            em.error("perm must be a list of axes", a.loc_of("perm"))
+            return POISON
+        perm = [static_int(em, i, a.loc_of("perm"), "an axis") for i in items]
+        if any(p is None for p in perm):
+            return POISON
+        perm = [p % x.rank if x.rank else p for p in perm]
+    return em.op("transpose", [x], {"perm": perm}, call.loc)
+
+
+def _expand_dims(em, call, name):
+    a = _Args(em, call, name, ["x", "axis"], {}, static=("axis",))
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    if x.poison:
+        return POISON
+    av = em.expr(a["axis"])
+    items = av.items if isinstance(av, ListVal) else (list(av) if is_tuple(av) else [av])
+    n = x.rank + len(items)
+    axes = []
+    for it in items:
+        k = static_int(em, it, a.loc_of("axis"), "axis")
+        if k is None:
+            return POISON
+        if not -n <= k < n:
+            em.error(f"axis {k} is out of range for the rank-{n} result", a.loc_of("axis"))
+            return POISON
+        axes.append(k % n)
+    return em.op("expand_dims", [x], {"axes": sorted(axes)}, call.loc)
+
+
+def _squeeze(em, call, name):
+    a = _Args(em, call, name, ["x", "axis"], {"axis": None}, static=("axis",))
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    if x.poison:
+        return POISON
+    if a["axis"] is None:
+        axes = [i for i, d in enumerate(x.type.shape) if isinstance(d, int) and d == 1]
+    else:
+        axes = static_axes(em, em.expr(a["axis"]), x.rank, a.loc_of("axis"))
+        if axes is None:
+            return POISON
+    return em.op("squeeze", [x], {"axes": axes}, call.loc)
+
+
+def _broadcast_to(em, call, name):
+    a = _Args(em, call, name, ["x", "shape"], {})
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+    if attr is None or x.poison:
+        return POISON
+    return em.op("broadcast_to", [x] + dyn, {"shape": attr}, call.loc)
+
+
+def _join(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["xs", "axis"], {"axis": 0}, static=("axis",))
+        if not a.ok:
+            return POISON
+        xs = a["xs"]
+        items = xs.items if isinstance(xs, ListVal) else (list(xs) if is_tuple(xs) else None)
+        if not items:
+            em.error(f"{name}() needs a non-empty list of tensors", a.loc_of("xs"))
+            return POISON
+        vals = [tensor(em, v, call.loc) for v in items]
+        if any(v.poison for v in vals):
+            return POISON
+        strong = [v.dtype for v in vals if v.name is not None]
+        dt = strong[0] if strong else vals[0].dtype
+        from .types import promote
+        for d in strong[1:]:
+            dt = promote(dt, d)
+        vals = [em.materialize(v, dt, call.loc) if v.name is None else em.cast(v, dt, call.loc) for v in vals]
+        axis_v = a["axis"]
+        axis = axis_v if isinstance(axis_v, int) else static_int(em, em.expr(axis_v), a.loc_of("axis"), "axis")
+        if axis is None:
+            return POISON
+        rank = vals[0].rank + (1 if opname == "stack" else 0)
+        if rank == 0 or not -rank <= axis < rank:
+            em.error(f"axis {axis} is out of range for {name}() of rank-{vals[0].rank} tensors", a.loc_of("axis"))
+            return POISON
+        axis %= rank
+        if opname == "stack":
+            for v in vals[1:]:
+                if v.rank != vals[0].rank:
+                    em.error(f"stack: shapes {vals[0].type} and {v.type} differ", call.loc)
+                    return POISON
+            vals = [em.op("expand_dims", [v], {"axes": [axis]}, call.loc) for v in vals]
+        # A chain of two-operand concats (IRDL variadics hold one type; shapes differ here).
+        out = vals[0]
+        for v in vals[1:]:
+            out = em.op("concat", [out, v], {"axis": axis}, call.loc)
+        return out
+
+    return h
+
+
+def _take(em, call, name):
+    a = _Args(em, call, name, ["x", "idx", "axis"], {"axis": 0}, static=("axis",))
+    if not a.ok:
+        return POISON
+    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+    idx = em.materialize(tensor(em, a["idx"], call.loc), loc=call.loc)
+    if x.poison or idx.poison:
+        return POISON
+    axis_v = a["axis"]
+    axis = axis_v if isinstance(axis_v, int) else static_int(em, em.expr(axis_v), a.loc_of("axis"), "axis")
+    if axis is None:
+        return POISON
+    if x.rank == 0 or not -x.rank <= axis < x.rank:
+        em.error(f"axis {axis} is out of range for {x.type}", a.loc_of("axis"))
+        return POISON
+    return em.op("take", [x, idx], {"axis": axis % x.rank}, call.loc)
+
+
+def _len(em, call, name):
+    a = _Args(em, call, name, ["x"], {})
+    if not a.ok:
+        return POISON
+    x = a["x"]
+    if is_tuple(x):
+        return em.weak(len(x))
+    if isinstance(x, ListVal):
+        return em.weak(len(x.items))
+    x = tensor(em, x, call.loc)
+    if x.poison:
+        return POISON
+    if x.rank == 0:
+        em.error("len() of a scalar", call.loc)
+        return POISON
+    return em.shape_dim(x, 0, call.loc)
+
+
+def _matmul(em, call, name):
+    a = _Args(em, call, name, ["a", "b"], {})
+    if not a.ok:
+        return POISON
+    return em.binop("@", a["a"], a["b"], call.loc)
+
+
+def _dot(em, call, name):
+    a = _Args(em, call, name, ["a", "b"], {})
+    if not a.ok:
+        return POISON
+    x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
+    if x.poison or y.poison:
+        return POISON
+    if x.rank == 0 or y.rank == 0:
+        return em.binop("*", x, y, call.loc)
+    if x.rank > 2 or y.rank > 2:
+        em.error("dot() takes tensors of rank 1 or 2; use matmul for batches", call.loc)
+        return POISON
+    return em.binop("@", x, y, call.loc)
+
+
+def _outer(em, call, name):
+    a = _Args(em, call, name, ["a", "b"], {})
+    if not a.ok:
+        return POISON
+    x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
+    if x.poison or y.poison:
+        return POISON
+    dt = em.result_dtype(x, y)
+    x, y = em.materialize(x, dt, call.loc), em.materialize(y, dt, call.loc)
+    if x.rank != 1 or y.rank != 1:
+        em.error(f"outer() takes two vectors, got {x.type} and {y.type}", call.loc)
+        return POISON
+    return em.op("outer", [x, y], loc=call.loc)
+
+
+def _axis_op(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "axis"], {"axis": -1}, static=("axis",))
+        if not a.ok:
+            return POISON
+        x = tensor(em, a["x"], call.loc)
+        if x.poison:
+            return POISON
+        x = em.materialize(x, "f32", call.loc)
+        if not is_float(x.dtype):
+            x = em.cast(x, "f32", call.loc)
+        axis_v = a["axis"]
+        axis = axis_v if isinstance(axis_v, int) else static_int(em, em.expr(axis_v), a.loc_of("axis"), "axis")
+        if axis is None:
+            return POISON
+        if x.rank == 0 or not -x.rank <= axis < x.rank:
+            em.error(f"axis {axis} is out of range for {x.type}", a.loc_of("axis"))
+            return POISON
+        return em.op(opname, [x], {"axis": axis % x.rank}, call.loc)
+
+    return h
+
+
+def _cross_entropy(em, call, name):
+    a = _Args(em, call, name, ["logits", "labels"], {})
+    if not a.ok:
+        return POISON
+    lg, lb = tensor(em, a["logits"], call.loc), tensor(em, a["labels"], call.loc)
+    if lg.poison or lb.poison:
+        return POISON
+    return em.op("cross_entropy", [em.materialize(lg, loc=call.loc), em.materialize(lb, loc=call.loc)], loc=call.loc)
+
+
+def _mse(em, call, name):
+    a = _Args(em, call, name, ["a", "b"], {})
+    if not a.ok:
+        return POISON
+    d = em.binop("-", a["a"], a["b"], call.loc)
+    if d.poison:
+        return POISON
+    sq = em.binop("*", d, d, call.loc)
+    if not is_float(sq.dtype):
+        sq = em.cast(sq, "f32", call.loc)
+    return em.op("mean", [sq], {"axes": list(range(sq.rank)), "keepdims": False}, call.loc)
+
+
+def _layer_norm(em, call, name):
+    a = _Args(em, call, name, ["x", "g", "b", "eps"], {"eps": 1e-5})
+    if not a.ok:
+        return POISON
+    x = tensor(em, a["x"], call.loc)
+    if x.poison:
+        return POISON
+    if x.rank == 0:
+        em.error("layer_norm() needs a tensor of rank >= 1", call.loc)
+        return POISON
+    loc = call.loc
+    eps = a["eps"] if isinstance(a["eps"], V) else em.weak(a["eps"])
+    last = [x.rank - 1]
+    mu = em.op("mean", [x], {"axes": last, "keepdims": True}, loc)
+    var = em.op("var", [x], {"axes": last, "keepdims": True}, loc)
+    xc = em.binop("-", x, mu, loc)
+    inv = em.op("rsqrt", [em.binop("+", var, eps, loc)], loc=loc)
+    y = em.binop("*", xc, inv, loc)
+    y = em.binop("*", y, a["g"], loc)
+    return em.binop("+", y, a["b"], loc)
+
+
+def _dropout(em, call, name):
+    a = _Args(em, call, name, ["x", "p", "key"], {})
+    if not a.ok:
+        return POISON
+    x, p, k = tensor(em, a["x"], call.loc), tensor(em, a["p"], call.loc), tensor(em, a["key"], call.loc)
+    if x.poison or p.poison or k.poison:
+        return POISON
+    loc = call.loc
+    if p.name is None and p.const == 0:
+        return x
+    attr, dyn = [], []
+    for i, d in enumerate(x.type.shape):
+        attr.append(d if isinstance(d, int) else DYN)
+        if not isinstance(d, int):
+            dyn.append(em.op("dim", [x], {"axis": i}, loc))
+    u = em.op("uniform", [k] + dyn, {"shape": attr, "dtype": x.dtype}, loc)
+    keep = em.binop(">=", u, p, loc)
+    scaled = em.binop("/", x, em.binop("-", em.weak(1.0), p, loc), loc)
+    return em.op("where", [keep, em.materialize(scaled, x.dtype, loc), em.const(0, x.dtype, loc)], loc=loc)
+
+
+def _cast_to(dt):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x"], {})
+        if not a.ok:
+            return POISON
+        x = tensor(em, a["x"], call.loc)
+        if x.poison:
+            return POISON
+        if x.name is None:
+            from .emit import _py_cast
+            if dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool") and x.rank == 0:
+                return em.materialize(V(None, scalar(dt), const=_py_cast(x.const, dt)), dt, call.loc)
+        return em.cast(x, dt, call.loc)
+
+    return h
+
+
+def _key(em, call, name):
+    a = _Args(em, call, name, ["seed"], {})
+    if not a.ok:
+        return POISON
+    s = tensor(em, a["seed"], call.loc)
+    if s.poison:
+        return POISON
+    if not is_int(s.dtype) or s.rank:
+        em.error(f"key() takes an integer seed, got {s.type}", call.loc)
+        return POISON
+    return em.op("key", [em.cast(em.materialize(s, "i64", call.loc), "i64", call.loc)], loc=call.loc)
+
+
+def _split(em, call, name):
+    a = _Args(em, call, name, ["key"], {})
+    if not a.ok:
+        return POISON
+    k = tensor(em, a["key"], call.loc)
+    if k.poison:
+        return POISON
+    r = em.op("split", [k], loc=call.loc)
+    return tuple(r) if isinstance(r, list) else POISON
+
+
+def _random(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, ["key", "shape", "dtype"], {"dtype": None}, static=("dtype",))
+        if not a.ok:
+            return POISON
+        k = tensor(em, a["key"], call.loc)
+        dt = static_dtype(em, a["dtype"], a.loc_of("dtype"))
+        attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+        if k.poison or attr is None or dt is None:
+            return POISON
+        if not is_float(dt):
+            em.error(f"{name}() draws floats; dtype {dt} is not a float type", call.loc)
+            return POISON
+        return em.op(opname, [k] + dyn, {"shape": attr, "dtype": dt}, call.loc)
+
+    return h
+
+
+def _print(em, call, name):
+    """One dg.print per value (its literal pieces around it); the last one ends the line."""
+    if call.kwargs:
+        em.error("print() takes no keyword arguments", call.loc)
+    groups = [[[], None]]  # [pieces, value]
+    for arg in call.args:
+        v = em.expr(arg)
+        if isinstance(v, Str):
+            groups[-1][0].append(v.value)
+            continue
+        v = em.as_value(v, arg.loc)
+        for x in (list(v) if is_tuple(v) else [v]):
+            if not isinstance(x, V):
+                em.error("print() takes tensors, numbers and strings", arg.loc)
+                return None
+            if x.poison:
+                return None
+            groups[-1][0].append("\0")
+            groups[-1][1] = em.materialize(x, loc=arg.loc)
+            groups.append([[], None])
+    if not groups[-1][0] and len(groups) > 1:
+        groups.pop()
+    for i, (pieces, value) in enumerate(groups):
+        em.op("print", [value] if value is not None else [],
+              {"pieces": pieces, "end": i == len(groups) - 1}, call.loc)
+    return None
+
+
+def _breakpoint(em, call, name):
+    """One dg.breakpoint per dg variable in scope; the last one opens the debugger."""
+    names, vals = [], []
+    for n, v in em.env.items():
+        if n.startswith("__") or not isinstance(v, V) or v.poison:
+            continue
+        names.append(n)
+        vals.append(em.materialize(v, loc=call.loc))
+    if not names:
+        em.op("breakpoint", [], {"name": "", "last": True}, call.loc)
+    for i, (n, v) in enumerate(zip(names, vals)):
+        em.op("breakpoint", [v], {"name": n, "last": i == len(names) - 1}, call.loc)
+    return None
+
+
+def _stop_gradient(em, call, name):
+    a = _Args(em, call, name, ["x"], {})
+    if not a.ok:
+        return POISON
+    x = tensor(em, a["x"], call.loc)
+    if x.poison:
+        return POISON
+    return em.op("stop_gradient", [em.materialize(x, loc=call.loc)], loc=call.loc)
+
+
+def _not_yet(what, issue):
+    def h(em, call, name):
+        em.error(f"{name}() is not available yet: {what}", call.loc)
+        return POISON
+
+    return h
+
+
+def _range(em, call, name):
+    em.error("range() can only be used as the iterable of a for loop", call.loc)
+    return POISON
+
+
+BUILTINS = {
+    "zeros": _creation(0), "ones": _creation(1), "full": _full,
+    "zeros_like": _like(0), "ones_like": _like(1), "arange": _arange, "eye": _eye,
+    "clip": _clip, "where": _where,
+    "maximum": _binary("maximum"), "minimum": _binary("minimum"), "pow": _binary("pow"),
+    "reshape": _reshape, "transpose": _transpose, "expand_dims": _expand_dims, "squeeze": _squeeze,
+    "broadcast_to": _broadcast_to, "concat": _join("concat"), "stack": _join("stack"), "take": _take,
+    "len": _len,
+    "matmul": _matmul, "dot": _dot, "outer": _outer,
+    "softmax": _axis_op("softmax"), "log_softmax": _axis_op("log_softmax"),
+    "cross_entropy": _cross_entropy, "mse": _mse, "layer_norm": _layer_norm, "dropout": _dropout,
+    "float": _cast_to("f32"), "int": _cast_to("i64"),
+    "key": _key, "split": _split, "normal": _random("normal"), "uniform": _random("uniform"),
+    "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
+    "conv2d": _not_yet("convolution", 0), "max_pool2d": _not_yet("pooling", 0),
+    "avg_pool2d": _not_yet("pooling", 0),
+    "grad": _not_yet("autodiff", 4), "value_and_grad": _not_yet("autodiff", 4),
+    "vjp": _not_yet("autodiff", 4), "jvp": _not_yet("autodiff", 4), "checkpoint": _not_yet("autodiff", 4),
+}
+for _n in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "sign", "sin", "cos", "tanh", "sigmoid", "relu",
+           "gelu", "softplus", "floor", "ceil", "round"):
+    BUILTINS[_n] = _unary(_n)
+for _n in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var"):
+    BUILTINS[_n] = _reduction(_n)
+for _dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool"):
+    BUILTINS[_dt] = _cast_to(_dt)
+
+
+def call_builtin(em, name, call):
+    return BUILTINS[name](em, call, name)

@@ -1,0 +1,1566 @@
+"""Emission: the checked AST of a function, for one argument signature, to dg IR.
+
+Expects: `FuncDef`s from the parser (or `embed`), rewritten by
+`controlflow.rewrite`. Guarantees: textual MLIR made of `func`, `scf`,
+`arith.constant` (index) and `dg` ops, every op with a location from the
+`.dg` source (a name location for the variable it defines); or, when the
+source has mistakes, every error found, each a located `DgTypeError`.
+
+Checking and emission are one walk: every expression gets a `TensorType`
+from the op registry's shape rules, and the same walk writes the op. A
+function is emitted once per argument signature (a "specialization");
+declared `?` or named dims are `?` in the IR, so other sizes reuse it.
+Variables that a branch or loop body redefines become `scf` results and
+loop-carried values.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dg.dialects.registry import OPS, attr_text
+from dg.errors import DgErrors, DgTypeError, Loc
+
+from . import ast as A
+from . import controlflow
+from .types import (
+    DTYPES, ShapeError, Sym, TensorType, is_bool, is_float, is_int, promote, same_dim, scalar,
+)
+from .values import POISON, FuncRef, ListVal, ModuleRef, Str, Undefined, V, flatten, is_tuple, unflatten_like
+
+INDEX = TensorType("index", ())
+I1 = TensorType("i1", ())
+
+BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
+CMPOPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+
+
+def mlir_type(t: TensorType) -> str:
+    if t.dtype == "index":
+        return "index"
+    if t.dtype == "i1":
+        return "i1"
+    return t.mlir()
+
+
+def type_key(t: TensorType):
+    """The part of a type that selects a specialization (Syms compare by name)."""
+    return (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape))
+
+
+class NeedsRecursionPass(Exception):
+    pass
+
+
+@dataclass
+class Spec:
+    """One specialization of a function."""
+
+    symbol: str
+    fd: A.FuncDef
+    param_types: list
+    result_types: list | None = None  # None while unknown (first pass of a recursive function)
+    result_proto: object = None  # V or tuple structure of the results
+    text: str = ""
+
+
+class ModuleEmitter:
+    """Emits the specializations reachable from one entry call into one module."""
+
+    def __init__(self, program, errors: DgErrors | None = None):
+        self.program = program  # dg.runtime.program.Program (sources, functions)
+        self.errors = errors or DgErrors()
+        self.specs: dict = {}
+        self.order: list[Spec] = []
+        self.in_progress: dict = {}
+        self.symbols: set = set()
+        self.recursive_unknown: set = set()
+        self.quiet = 0  # >0 while probing loop bodies: errors are not kept
+
+    # ------------------------------------------------------------ errors
+    def error(self, msg: str, loc: Loc, cls=DgTypeError):
+        if not self.quiet:
+            self.errors.add(cls(msg, loc))
+        return POISON
+
+    # ------------------------------------------------------------ specializations
+    def symbol_for(self, name: str) -> str:
+        if name not in self.symbols:
+            self.symbols.add(name)
+            return name
+        for i in itertools.count(1):
+            s = f"{name}_{i}"
+            if s not in self.symbols:
+                self.symbols.add(s)
+                return s
+
+    def specialize(self, source, fd: A.FuncDef, param_types: list, loc: Loc | None = None) -> Spec:
+        key = (id(source), fd.name, tuple(type_key(t) for t in param_types), self._sym_pattern(param_types))
+        if key in self.specs:
+            return self.specs[key]
+        if key in self.in_progress:
+            spec = self.in_progress[key]
+            if spec.result_types is None:
+                self.recursive_unknown.add(key)
+            return spec
+        spec = Spec(self.symbol_for(fd.name), fd, param_types)
+        if fd.returns is not None:
+            declared = FunctionEmitter(self, source, spec).declared_returns()
+            if declared is not None:
+                spec.result_proto = declared
+                spec.result_types = [v.type for v in flatten(declared)]
+        self.in_progress[key] = spec
+        try:
+            for attempt in range(4):
+                n_err = len(self.errors.errors)
+                fe = FunctionEmitter(self, source, spec)
+                text, proto = fe.emit()
+                if key not in self.recursive_unknown:
+                    break
+                self.recursive_unknown.discard(key)
+                new_types = [v.type for v in flatten(proto)] if proto is not None else []
+                if spec.result_types is not None and self._types_fit(new_types, spec.result_types):
+                    break
+                del self.errors.errors[n_err:]
+                # Recursive calls saw no result type yet: assume what the other paths return,
+                # with every size dynamic, and emit again.
+                spec.result_types = [TensorType(t.dtype, tuple(Sym() for _ in t.shape)) if t else None
+                                     for t in new_types]
+                spec.result_proto = proto
+        finally:
+            del self.in_progress[key]
+        spec.text = text
+        spec.result_proto = proto
+        spec.result_types = [v.type for v in flatten(proto)] if proto is not None else []
+        self.specs[key] = spec
+        self.order.append(spec)
+        return spec
+
+    @staticmethod
+    def _types_fit(new, old) -> bool:
+        if len(new) != len(old):
+            return False
+        for a, b in zip(new, old):
+            if a is None or b is None:
+                continue
+            if a.dtype != b.dtype or a.rank != b.rank:
+                return False
+            for x, y in zip(a.shape, b.shape):
+                if isinstance(y, int) and not (isinstance(x, int) and x == y):
+                    return False
+        return True
+
+    @staticmethod
+    def _sym_pattern(types):
+        """Which dynamic dims are the same symbol (equal-size constraints)."""
+        seen = {}
+        out = []
+        for t in types:
+            for d in t.shape:
+                if isinstance(d, Sym):
+                    out.append(seen.setdefault(id(d), len(seen)))
+        return tuple(out)
+
+    def module_text(self) -> str:
+        body = "\n".join(s.text for s in self.order)
+        return "module {\n" + body + "\n}\n"
+
+    def in_progress_fn(self, source, fd) -> bool:
+        return any(s.fd is fd for s in self.in_progress.values())
+
+
+class _Scope:
+    """The names bound at a point of a function: name -> V | tuple | ListVal | ..."""
+
+    def __init__(self, env=None):
+        self.env = dict(env or {})
+
+
+class FunctionEmitter:
+    def __init__(self, mod: ModuleEmitter, source, spec: Spec):
+        self.mod = mod
+        self.source = source
+        self.spec = spec
+        self.fd = controlflow.rewrite(spec.fd)
+        self.lines: list[str] = []
+        self.indent = 2
+        self.counter = itertools.count()
+        self.env: dict = {}
+        self.dim_syms: dict = {}
+        self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
+
+    # ------------------------------------------------------------ small helpers
+    def fresh(self) -> str:
+        return f"%{next(self.counter)}"
+
+    def line(self, text: str) -> None:
+        self.lines.append(" " * self.indent + text)
+
+    def error(self, msg, loc, cls=DgTypeError):
+        return self.mod.error(msg, loc, cls)
+
+    @property
+    def file(self):
+        return self.source.file
+
+    # ------------------------------------------------------------ types from annotations
+    def type_from_annotation(self, te, loc) -> TensorType | None:
+        if isinstance(te, A.TupleTypeExpr):
+            return None
+        if te.dtype not in DTYPES or te.dtype == "u64":
+            self.error(f"unknown element type '{te.dtype}' (expected one of f32, f64, f16, bf16, i32, i64, bool)", te.loc)
+            return None
+        if te.dims is None:
+            return scalar(te.dtype)
+        dims = []
+        for d in te.dims:
+            if d is None:
+                dims.append(Sym())
+            elif isinstance(d, str):
+                dims.append(self.dim_syms.setdefault(d, Sym(d)))
+            else:
+                dims.append(int(d))
+        return TensorType(te.dtype, tuple(dims))
+
+    def declared_returns(self):
+        te = self.spec.fd.returns
+        if isinstance(te, A.TupleTypeExpr):
+            ts = [self.type_from_annotation(e, e.loc) for e in te.elts]
+            if any(t is None for t in ts):
+                return None
+            return tuple(V(None, t) for t in ts)
+        t = self.type_from_annotation(te, te.loc)
+        return None if t is None else V(None, t)
+
+    # ------------------------------------------------------------ emission of ops
+    def materialize(self, v, dtype: str | None = None, loc: Loc | None = None) -> V:
+        """A weak literal becomes a `dg.constant` of `dtype` (its own default if None)."""
+        if isinstance(v, V) and v.name is None and not v.poison:
+            dt = dtype or v.type.dtype
+            val = v.const
+            name = self.fresh()
+            t = TensorType(dt, v.type.shape if v.type else ())
+            arr = np.asarray(val)
+            self.line(f'{name} = "dg.constant"() {{value = {attr_text("dense", (arr, t))}}} : () -> {t.mlir()} {self.loc(loc)}')
+            return V(name, t, const=val)
+        if isinstance(v, V) and dtype and not v.poison and v.dtype != dtype:
+            return self.cast(v, dtype, loc)
+        return v
+
+    def loc(self, loc: Loc | None, name: str | None = None) -> str:
+        if loc is None:
+            return ""
+        return loc.mlir(name)
+
+    def op(self, opname: str, operands: list, attrs: dict | None = None, loc: Loc | None = None,
+           name: str | None = None, result_types=None):
+        """Emit `dg.<opname>`; returns a V, a list of V (several results), or None (no result)."""
+        opdef = OPS[opname]
+        attrs = {k: v for k, v in (attrs or {}).items()}
+        if any(isinstance(o, V) and o.poison for o in operands):
+            n = opdef.nresults
+            return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
+        operands = [self.materialize(o, loc=loc) for o in operands]
+        types = [o.type for o in operands]
+        try:
+            rt = opdef.infer(types, **attrs) if result_types is None else result_types
+        except ShapeError as e:
+            n = opdef.nresults
+            self.error(f"{_display(opname)}: {e}", loc)
+            return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
+        rts = rt if isinstance(rt, list) else [rt]
+        akind = opdef.attrs
+        attr_s = ", ".join(f"{k} = {attr_text(akind[k], v)}" for k, v in attrs.items())
+        attr_s = f" {{{attr_s}}}" if attr_s else ""
+        args = ", ".join(o.name for o in operands)
+        sig = f"({', '.join(mlir_type(t) for t in types)}) -> ({', '.join(mlir_type(t) for t in rts)})"
+        if not rts:
+            self.line(f'"dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
+            return None
+        res = self.fresh()
+        if len(rts) == 1:
+            self.line(f'{res} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
+            return V(res, rts[0])
+        self.line(f'{res}:{len(rts)} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
+        return [V(f"{res}#{i}", t) for i, t in enumerate(rts)]
+
+    def cast(self, v: V, dtype: str, loc) -> V:
+        if v.poison or v.dtype == dtype:
+            return v
+        if v.name is None:
+            return self.materialize(V(None, v.type.with_dtype(dtype), const=_py_cast(v.const, dtype)), dtype, loc)
+        return self.op("cast", [v], {"dtype": dtype}, loc)
+
+    def const(self, value, dtype: str, loc) -> V:
+        return self.materialize(V(None, scalar(dtype), const=value), dtype, loc)
+
+    def weak(self, value) -> V:
+        if isinstance(value, bool) or isinstance(value, np.bool_):
+            return V(None, scalar("bool"), const=bool(value), weak=True)
+        if isinstance(value, (int, np.integer)):
+            return V(None, scalar("i64"), const=int(value), weak=True)
+        return V(None, scalar("f32"), const=float(value), weak=True)
+
+    def index_const(self, n: int, loc: Loc | None = None) -> V:
+        name = self.fresh()
+        self.line(f"{name} = arith.constant {int(n)} : index {self.loc(loc or self.cur_loc)}")
+        return V(name, INDEX, const=int(n))
+
+    # ------------------------------------------------------------ the function
+    def emit(self):
+        fd = self.fd
+        spec = self.spec
+        params = []
+        for p, t in zip(fd.params, spec.param_types):
+            name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
+            v = V(name, t)
+            self.env[p.name] = v
+            params.append(f"{name}: {mlir_type(t)} {self.loc(p.loc, p.name)}")
+        self.lines = []
+        self.indent = 4
+        result = self.block(fd.body)
+        ret = self.env.get("__return__")
+        proto = None
+        if ret is not None:
+            proto, ret_vals = ret
+        else:
+            ret_vals = []
+        types = [v.type for v in ret_vals]
+        if any(t is None for t in types):
+            types = []
+            ret_vals = []
+        ret_loc = self.env.get("__return_loc__", fd.loc)
+        body = list(self.lines)
+        if ret_vals:
+            body.append(f"    return {', '.join(v.name for v in ret_vals)} : {', '.join(mlir_type(t) for t in types)} {self.loc(ret_loc)}")
+        else:
+            body.append(f"    return {self.loc(ret_loc)}")
+        rtypes = ", ".join(mlir_type(t) for t in types)
+        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}) {{"
+        text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc(fd.loc, fd.name)}"
+        return text, proto
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts):
+        for s in stmts:
+            self.stmt(s)
+            if "__return__" in self.env:
+                break
+
+    def stmt(self, s):
+        self.cur_loc = s.loc
+        m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None:
+            self.error(f"unsupported statement {type(s).__name__}", s.loc)
+            return
+        m(s)
+
+    def s_Pass(self, s):
+        pass
+
+    def s_ExprStmt(self, s):
+        self.expr(s.value)
+
+    def s_Return(self, s):
+        if s.value is None:
+            self.env["__return__"] = (None, [])
+        else:
+            v = self.expr(s.value)
+            v = self.coerce_return(v, s.loc)
+            flat = [self.materialize(x, loc=s.loc) for x in flatten(v)]
+            for x in flat:
+                if not isinstance(x, V):
+                    self.error("a function can only return tensors or tuples of tensors", s.loc)
+                    flat = [POISON]
+            self.env["__return__"] = (unflatten_like(v, flat), flat)
+        self.env["__return_loc__"] = s.loc
+
+    def coerce_return(self, v, loc):
+        declared = self.spec.result_proto if self.spec.fd.returns is not None else None
+        if declared is None:
+            return self.as_value(v, loc)
+        if is_tuple(declared) != is_tuple(v) or (is_tuple(v) and len(v) != len(declared)):
+            self.error("the returned value does not match the declared return type", loc)
+            return POISON
+        flat_d, flat_v = flatten(declared), flatten(self.as_value(v, loc))
+        out = [self.coerce(x, d.type, loc, "the return value") for x, d in zip(flat_v, flat_d)]
+        return unflatten_like(v, out)
+
+    def coerce(self, v, t: TensorType, loc, what: str):
+        """Check `v` against a declared type; weak literals take its element type."""
+        if not isinstance(v, V):
+            v = self.as_value(v, loc)
+        if v.poison or t is None:
+            return v
+        if v.name is None and v.weak:
+            if v.rank == 0 and t.rank == 0:
+                return self.materialize(V(None, t, const=_py_cast(v.const, t.dtype)), t.dtype, loc)
+        if v.dtype != t.dtype:
+            return self.error(f"{what} has type {v.type}, but {t} was declared", loc)
+        if v.rank != t.rank:
+            return self.error(f"{what} has type {v.type}, but {t} was declared (rank differs)", loc)
+        for a, b in zip(v.type.shape, t.shape):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                return self.error(f"{what} has type {v.type}, but {t} was declared", loc)
+        return v
+
+    def s_Assert(self, s):
+        c = self.cond_value(s.test, s.loc)
+        msg = ""
+        if s.msg is not None:
+            m = self.expr(s.msg)
+            if isinstance(m, Str):
+                msg = m.value
+            else:
+                self.error("an assert message must be a string literal", s.msg.loc)
+        self.op("assert", [c], {"msg": msg}, s.loc)
+
+    def s_AnnAssign(self, s):
+        t = self.type_from_annotation(s.annotation, s.annotation.loc)
+        v = self.expr(s.value)
+        v = self.coerce(v, t, s.loc, f"'{s.target.id}'")
+        self.bind(s.target, v, s.loc)
+
+    def s_Assign(self, s):
+        v = self.expr(s.value)
+        for t in s.targets:
+            self.assign_target(t, v, s.loc)
+
+    def assign_target(self, target, v, loc):
+        if isinstance(target, A.Name):
+            self.bind(target, v, loc)
+        elif isinstance(target, (A.Tuple, A.List)):
+            if isinstance(v, ListVal):
+                v = tuple(v.items)
+            if isinstance(v, V) and not v.poison and v.rank >= 1 and isinstance(v.type.shape[0], int):
+                v = tuple(self.getitem(v, [self.weak(i)], loc) for i in range(v.type.shape[0]))
+            if isinstance(v, V) and v.poison:
+                v = (POISON,) * len(target.elts)
+            if not is_tuple(v):
+                self.error("cannot unpack a non-tuple value", loc)
+                v = (POISON,) * len(target.elts)
+            if len(v) != len(target.elts):
+                self.error(f"cannot unpack {len(v)} values into {len(target.elts)} names", loc)
+                v = (POISON,) * len(target.elts)
+            for t, x in zip(target.elts, v):
+                self.assign_target(t, x, loc)
+        elif isinstance(target, A.Subscript):
+            self.assign_subscript(target, v, loc)
+        else:
+            self.error("cannot assign to this expression", target.loc)
+
+    def bind(self, target: A.Name, v, loc):
+        name = target.id
+        if isinstance(v, V) and v.name is not None and not v.poison and not name.startswith("__"):
+            # Give the SSA value a name location for debuggers and the graph.
+            pass
+        if isinstance(v, ListVal):
+            v = v  # stays a list display until used
+        self.env[name] = v
+
+    def assign_subscript(self, target: A.Subscript, v, loc):
+        base = target.value
+        if not isinstance(base, A.Name):
+            self.error("only a variable can be updated by index (x[i] = e)", target.loc)
+            return
+        x = self.lookup(base)
+        if not isinstance(x, V) or x.poison:
+            return
+        v = self.as_value(v, loc)
+        if isinstance(v, V) and not v.poison:
+            v = self.materialize(v, x.dtype, loc) if v.name is None else self.cast(v, x.dtype, loc)
+        spec, dyn = self.index_spec(target.items, x, loc)
+        if spec is None:
+            return
+        if "t:$" in spec:
+            self.error("assignment through an index tensor (x[idx] = v with an integer tensor idx) is not supported; use where()", loc)
+            return
+        r = self.op("setitem", [x, v] + dyn, {"spec": spec}, loc, name=base.id)
+        self.env[base.id] = r
+
+    def s_AugAssign(self, s):
+        if isinstance(s.target, A.Name):
+            cur = self.lookup(s.target)
+            rhs = self.expr(s.value)
+            r = self.binop(s.op, cur, rhs, s.loc)
+            if isinstance(cur, V) and isinstance(r, V) and not cur.poison and not r.poison and cur.name is not None:
+                r = self.cast(r, cur.dtype, s.loc) if s.op != "/" or is_float(cur.dtype) else r
+            self.env[s.target.id] = r
+        elif isinstance(s.target, A.Subscript):
+            cur = self.expr(s.target)
+            rhs = self.expr(s.value)
+            r = self.binop(s.op, cur, rhs, s.loc)
+            self.assign_subscript(s.target, r, s.loc)
+        else:
+            self.error("cannot assign to this expression", s.loc)
+
+    # ------------------------------------------------------------ control flow
+    def cond_value(self, e, loc) -> V:
+        """An expression as a 0-d bool tensor (NumPy truthiness), or a static bool."""
+        v = self.as_value(self.expr(e), loc)
+        return self.truth(v, e.loc if hasattr(e, "loc") else loc)
+
+    def truth(self, v, loc) -> V:
+        if not isinstance(v, V) or v.poison:
+            return POISON
+        if v.rank != 0:
+            return self.error(f"the truth value of a {v.type} tensor is ambiguous: use any/all style reductions or index it", loc)
+        if v.name is None:
+            return self.weak(bool(v.const))
+        if v.dtype == "bool":
+            return v
+        return self.op("ne", [v, self.const(0, v.dtype, loc)], loc=loc)
+
+    def to_i1(self, c: V, loc) -> V:
+        if c.name is None:
+            c = self.materialize(c, "bool", loc)
+        return self.op("to_i1", [c], loc=loc)
+
+    def s_If(self, s):
+        c = self.cond_value(s.test, s.loc)
+        if c.poison:
+            # Still check both branches for errors.
+            saved = dict(self.env)
+            self.block(s.body)
+            self.env = dict(saved)
+            self.block(s.orelse)
+            self.env = saved
+            return
+        if c.name is None:  # static condition: only the branch taken exists
+            self.block(s.body if c.const else s.orelse)
+            return
+        self.emit_if(c, lambda: self.block(s.body), lambda: self.block(s.orelse), s.loc)
+
+    def emit_if(self, c: V, then_fn, else_fn, loc, result_fn=None):
+        """scf.if; the results are the names either branch rebinds (or what `result_fn` picks)."""
+        before = dict(self.env)
+        cond = self.to_i1(c, loc)
+        if cond.poison:
+            return
+        saved_lines, saved_indent = self.lines, self.indent
+
+        def run(fn):
+            self.env = dict(before)
+            self.lines = []
+            self.indent = saved_indent + 2
+            out = fn()
+            return self.env, self.lines, out
+
+        env_t, lines_t, out_t = run(then_fn)
+        env_e, lines_e, out_e = run(else_fn)
+        self.lines, self.indent = saved_lines, saved_indent
+        self.env = before
+        if result_fn is not None:  # expression form: each branch returned a value
+            names = []
+            pairs = [(out_t, out_e)]
+        else:
+            names = [n for n in _changed(before, env_t, env_e) if n not in ("__return__", "__return_loc__")]
+            pairs = []
+        merged = {}
+        yields_t, yields_e, types = [], [], []
+        # Values each branch yields, with undefined ones resolved.
+        tails_t, tails_e = [], []
+        for n in names:
+            a, b = env_t.get(n, before.get(n)), env_e.get(n, before.get(n))
+            merged[n] = (a, b)
+        items = list(merged.items()) + [(None, p) for p in pairs]
+        final = {}
+        result_vals = []
+        for n, (a, b) in items:
+            ra, rb, t, struct = self.merge_pair(n, a, b, loc)
+            if struct is None:
+                final[n] = ra  # Undefined / poison / unmergeable: no scf result
+                continue
+            yields_t.append(ra)
+            yields_e.append(rb)
+            types.append(t)
+            result_vals.append((n, struct, len(ra)))
+        # Materialize the yielded values inside their branch (literals, casts, undef).
+        ylines_t = self.finish_yields(yields_t, types, lines_t, saved_indent + 2, loc)
+        ylines_e = self.finish_yields(yields_e, types, lines_e, saved_indent + 2, loc)
+        flat_types = [t for ts in types for t in ts]
+        res = self.fresh()
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        rt = f" -> ({', '.join(mlir_type(t) for t in flat_types)})" if flat_types else ""
+        self.line(f"{head}scf.if {cond.name}{rt} {{")
+        self.lines += ylines_t
+        self.line("} else {")
+        self.lines += ylines_e
+        self.line(f"}} {self.loc(loc)}")
+        k = 0
+        out = None
+        for n, struct, count in result_vals:
+            vals = []
+            for t in [t for t in flat_types[k:k + count]]:
+                nm = res if len(flat_types) == 1 else f"{res}#{k}"
+                vals.append(V(nm, t))
+                k += 1
+            value = unflatten_like(struct, vals)
+            if n is None:
+                out = value
+            else:
+                final[n] = value
+        self.env = dict(before)
+        self.env.update(final)
+        return out
+
+    def merge_pair(self, name, a, b, loc):
+        """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None."""
+        internal = name is not None and name.startswith("__")
+        if isinstance(a, ListVal):
+            a = self.as_value(a, loc)
+        if isinstance(b, ListVal):
+            b = self.as_value(b, loc)
+        ua, ub = a is None or isinstance(a, Undefined), b is None or isinstance(b, Undefined)
+        if ua and ub:
+            return None, None, None, None
+        if ua or ub:
+            known = b if ua else a
+            if internal and _all_values(known):
+                flat = flatten(known)
+                types = [self.generalize_type(v.type) if v.name is None else v.type for v in flat]
+                types = [v.type if v.name is not None else t for v, t in zip(flat, types)]
+                undef = [("undef", t) for t in types]
+                fa, fb = (undef, flat) if ua else (flat, undef)
+                return fa, fb, types, known
+            why = f"'{name}' is not defined on every path that reaches here"
+            return Undefined(why, None), None, None, None
+        if not (_all_values(a) and _all_values(b)):
+            if a is b:
+                return a, None, None, None
+            return Undefined(f"'{name}' has values of different kinds on different paths"), None, None, None
+        fa, fb = flatten(a), flatten(b)
+        if is_tuple(a) != is_tuple(b) or len(fa) != len(fb):
+            self.error(f"'{name}' is a tuple of a different length on different paths", loc)
+            return POISON, None, None, None
+        types = []
+        for x, y in zip(fa, fb):
+            if x.poison or y.poison:
+                return POISON, None, None, None
+            t = self.join_types(x, y, name, loc)
+            if t is None:
+                return POISON, None, None, None
+            types.append(t)
+        return fa, fb, types, a
+
+    def join_types(self, x: V, y: V, name, loc):
+        if x.name is None and y.name is None and x.const == y.const and x.dtype == y.dtype:
+            pass
+        dx = x.dtype if not (x.weak and x.name is None) else None
+        dy = y.dtype if not (y.weak and y.name is None) else None
+        if dx and dy and dx != dy:
+            if name is None:
+                dt = promote(dx, dy)
+            else:
+                self.error(f"'{name}' is {x.type} on one path and {y.type} on another", loc)
+                return None
+        else:
+            dt = dx or dy or promote(x.dtype, y.dtype)
+        if x.rank != y.rank:
+            self.error(f"'{name or 'the value'}' has rank {x.rank} on one path and {y.rank} on another", loc)
+            return None
+        shape = tuple(a if same_dim(a, b) else Sym() for a, b in zip(x.type.shape, y.type.shape))
+        return TensorType(dt, shape)
+
+    def generalize_type(self, t):
+        return t
+
+    def finish_yields(self, vals_lists, types_lists, lines, indent, loc):
+        """Append `scf.yield` (with the casts/constants/placeholders it needs) to a branch's lines."""
+        saved_lines, saved_indent = self.lines, self.indent
+        self.lines, self.indent = lines, indent
+        names = []
+        flat_types = []
+        for vals, types in zip(vals_lists, types_lists):
+            for v, t in zip(vals, types):
+                flat_types.append(t)
+                names.append(self.conform(v, t, loc).name)
+        if names:
+            self.line(f"scf.yield {', '.join(names)} : {', '.join(mlir_type(t) for t in flat_types)} {self.loc(loc)}")
+        else:
+            self.line(f"scf.yield {self.loc(loc)}")
+        out = self.lines
+        self.lines, self.indent = saved_lines, saved_indent
+        return out
+
+    def conform(self, v, t: TensorType, loc) -> V:
+        """Make a value of exactly type `t` (same dtype, dims generalized to `?` as needed)."""
+        if isinstance(v, tuple) and v and v[0] == "undef":
+            shape = [d if isinstance(d, int) else -2 for d in t.shape]
+            return self.op("undef", [], {"shape": shape, "dtype": t.dtype}, loc,
+                           result_types=[t])
+        if v.name is None:
+            v = self.materialize(v, t.dtype, loc)
+        elif v.dtype != t.dtype:
+            v = self.cast(v, t.dtype, loc)
+        if mlir_type(v.type) != mlir_type(t):
+            # Static -> dynamic dims: dg.reshape to the same sizes, typed with `?`.
+            dims = [self.dim(v, i, loc) for i in range(v.rank)]
+            shape = [-2] * v.rank
+            v = self.op("reshape", [v] + dims, {"shape": shape}, loc, result_types=[t])
+        return v
+
+    def dim(self, v: V, axis: int, loc) -> V:
+        d = v.type.shape[axis]
+        if isinstance(d, int):
+            return self.const(d, "i64", loc)
+        return self.op("dim", [v], {"axis": axis}, loc)
+
+    # ------------------------------------------------------------ loops
+    def loop_carried(self, body_fn, before: dict, loc, probe_env_fn=None):
+        """Probe a loop body to find what it rebinds and the types that stay stable.
+
+        Returns [(name, structure, flat types)] for the loop-carried values.
+        """
+        carried_types = {}
+        for attempt in range(6):
+            env0 = dict(before)
+            for n, (struct, types) in carried_types.items():
+                env0[n] = unflatten_like(struct, [V(f"%probe{i}", t) for i, t in enumerate(types)])
+            self.mod.quiet += 1
+            saved = (self.lines, self.indent, self.env)
+            self.lines, self.env = [], dict(env0)
+            try:
+                body_fn(probe=True)
+                env1 = self.env
+            finally:
+                self.lines, self.indent, self.env = saved
+                self.mod.quiet -= 1
+            changed = False
+            for n in _changed(env0, env1, env1):
+                if n in ("__return__", "__return_loc__"):
+                    continue
+                a, b = env0.get(n), env1.get(n)
+                if isinstance(b, ListVal):
+                    b = self.as_value(b, loc)
+                if a is None or isinstance(a, Undefined):
+                    if n.startswith("__") and _all_values(b) and all(not x.poison for x in flatten(b)):
+                        types = [x.type for x in flatten(b)]
+                        if n not in carried_types:
+                            carried_types[n] = (b, types)
+                            changed = True
+                    continue
+                if not (_all_values(a) and _all_values(b)):
+                    continue
+                fa, fb = flatten(a), flatten(b)
+                if len(fa) != len(fb) or any(x.poison or y.poison for x, y in zip(fa, fb)):
+                    continue
+                prev = carried_types.get(n)
+                types = []
+                for x, y in zip(fa, fb):
+                    dt = x.dtype if not (x.weak and x.name is None) else (y.dtype if not y.weak else promote(x.dtype, y.dtype))
+                    if x.rank != y.rank:
+                        types = None
+                        break
+                    shape = tuple(p if same_dim(p, q) else Sym() for p, q in zip(x.type.shape, y.type.shape))
+                    types.append(TensorType(dt, shape))
+                if types is None:
+                    continue
+                if prev is None or [mlir_type(t) for t in prev[1]] != [mlir_type(t) for t in types] or not all(
+                        _same_dims(p, q) for p, q in zip(prev[1], types)):
+                    carried_types[n] = (a, types)
+                    changed = True
+            if not changed:
+                break
+        return [(n, struct, types) for n, (struct, types) in carried_types.items()]
+
+    def carried_inits(self, carried, before, loc):
+        inits = []
+        for n, struct, types in carried:
+            cur = before.get(n)
+            if cur is None or isinstance(cur, Undefined):
+                inits += [self.conform(("undef",), t, loc) for t in types]
+            else:
+                if isinstance(cur, ListVal):
+                    cur = self.as_value(cur, loc)
+                inits += [self.conform(v, t, loc) for v, t in zip(flatten(cur), types)]
+        return inits
+
+    def s_While(self, s):
+        before = dict(self.env)
+        loc = s.loc
+
+        def body(probe=False):
+            c = self.cond_value(s.test, loc)
+            if probe:
+                self.block(s.body)
+
+        carried = self.loop_carried(body, before, loc)
+        inits = self.carried_inits(carried, before, loc)
+        flat_types = [t for _, _, ts in carried for t in ts]
+        res = self.fresh()
+        args = [self.fresh() for _ in flat_types]
+        args2 = [self.fresh() for _ in flat_types]
+        tys = ", ".join(mlir_type(t) for t in flat_types)
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        init_s = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits))
+        self.line(f"{head}scf.while ({init_s}) : ({tys}) -> ({tys}) {{")
+
+        def bind_args(names):
+            env = dict(before)
+            k = 0
+            for n, struct, types in carried:
+                vals = [V(names[k + i], t) for i, t in enumerate(types)]
+                env[n] = unflatten_like(struct, vals)
+                k += len(types)
+            # Names first bound in the body are local to it.
+            return env
+
+        saved_indent = self.indent
+        self.indent += 2
+        self.env = bind_args(args)
+        c = self.cond_value(s.test, loc)
+        if not c.poison and c.name is None:
+            c = self.materialize(c, "bool", loc)
+        ci = self.to_i1(c, loc) if not c.poison else c
+        cname = ci.name if not ci.poison else "%poison"
+        if flat_types:
+            self.line(f"scf.condition({cname}) {', '.join(args)} : {tys} {self.loc(loc)}")
+        else:
+            self.line(f"scf.condition({cname}) {self.loc(loc)}")
+        self.indent = saved_indent
+        self.line("} do {")
+        block_args = ", ".join(f"{a}: {mlir_type(t)}" for a, t in zip(args2, flat_types))
+        self.line(f"^bb0({block_args}):")
+        self.indent += 2
+        self.env = bind_args(args2)
+        self.block(s.body)
+        outs = self.carried_outputs(carried, loc, "while")
+        if outs:
+            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
+        else:
+            self.line(f"scf.yield {self.loc(loc)}")
+        self.indent = saved_indent
+        self.line(f"}} {self.loc(loc)}")
+        self.after_loop(before, carried, res, flat_types, s.body)
+
+    def carried_outputs(self, carried, loc, what):
+        outs = []
+        for n, struct, types in carried:
+            cur = self.env.get(n)
+            if isinstance(cur, ListVal):
+                cur = self.as_value(cur, loc)
+            if cur is None or isinstance(cur, Undefined) or not _all_values(cur):
+                outs += [self.conform(("undef",), t, loc) for t in types]
+                continue
+            flat = flatten(cur)
+            if len(flat) != len(types):
+                self.error(f"'{n}' changes its structure inside the loop", loc)
+                outs += [self.conform(("undef",), t, loc) for t in types]
+                continue
+            for v, t in zip(flat, types):
+                if v.poison:
+                    outs.append(self.conform(("undef",), t, loc))
+                elif not (v.weak and v.name is None) and v.dtype != t.dtype:
+                    self.error(f"'{n}' changes its element type inside the loop ({t.dtype} before, {v.dtype} after)", loc)
+                    outs.append(self.conform(("undef",), t, loc))
+                else:
+                    outs.append(self.conform(v, t, loc))
+        return outs
+
+    def after_loop(self, before, carried, res, flat_types, body):
+        self.env = dict(before)
+        k = 0
+        for n, struct, types in carried:
+            vals = []
+            for t in types:
+                nm = res if len(flat_types) == 1 else f"{res}#{k}"
+                vals.append(V(nm, t))
+                k += 1
+            self.env[n] = unflatten_like(struct, vals)
+        for n in _assigned_names(body):
+            if n not in self.env or isinstance(self.env.get(n), Undefined):
+                if not any(n == c[0] for c in carried):
+                    self.env[n] = Undefined(f"'{n}' is only defined inside the loop body; define it before the loop to use it after")
+
+    def s_For(self, s):
+        loc = s.loc
+        before = dict(self.env)
+        it = s.iter
+        target = s.target
+        if not isinstance(target, A.Name):
+            self.error("a for loop variable must be a single name", target.loc)
+            return
+        # The trip count and the value of the loop variable for index k.
+        if isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id == "range" \
+                and "range" not in self.env:
+            if it.kwargs or not 1 <= len(it.args) <= 3:
+                self.error("range() takes 1 to 3 integer arguments", it.loc)
+                return
+            vals = [self.as_value(self.expr(a), loc) for a in it.args]
+            if any(not isinstance(v, V) or v.poison for v in vals):
+                self.block_checked(s.body)
+                return
+            for v, a in zip(vals, it.args):
+                if v.rank != 0 or not (is_int(v.dtype) or is_bool(v.dtype)):
+                    self.error(f"range() arguments must be integer scalars, got {v.type}", a.loc)
+                    return
+            if len(vals) == 1:
+                start, stop, step = self.weak(0), vals[0], self.weak(1)
+            elif len(vals) == 2:
+                start, stop, step = vals[0], vals[1], self.weak(1)
+            else:
+                start, stop, step = vals
+            if step.name is None and step.const == 0:
+                self.error("range() step must not be zero", it.loc)
+                return
+            start, stop, step = (self.cast(self.materialize(v, "i64", loc), "i64", loc) if v.name else v
+                                 for v in (start, stop, step))
+
+            def loop_var(k_index):
+                k = self.op("from_index", [k_index], loc=loc)
+                if step.name is None and step.const == 1 and start.name is None and start.const == 0:
+                    return k
+                return self.binop("+", start, self.binop("*", k, step, loc), loc)
+
+            if all(v.name is None for v in (start, stop, step)):
+                trip = len(range(start.const, stop.const, step.const))
+                n_index = self.index_const(trip, loc)
+            else:
+                n_index = self.op("range_len", [self.materialize(v, "i64", loc) for v in (start, stop, step)], loc=loc)
+        else:
+            seq = self.as_value(self.expr(it), loc)
+            if not isinstance(seq, V) or seq.poison:
+                self.block_checked(s.body)
+                return
+            if seq.rank == 0:
+                self.error(f"cannot iterate over a scalar ({seq.type})", it.loc)
+                return
+            d = seq.type.shape[0]
+            n_index = self.index_const(d) if isinstance(d, int) else self.op(
+                "to_index", [self.op("dim", [seq], {"axis": 0}, loc)], loc=loc)
+
+            def loop_var(k_index):
+                k = self.op("from_index", [k_index], loc=loc)
+                return self.getitem(seq, [k], loc)
+
+        def body(probe=False, k_index=None):
+            if k_index is None:
+                k_index = V("%probe_iv", INDEX)
+            self.env[target.id] = loop_var(k_index)
+            self.block(s.body)
+
+        if n_index.const == 0:
+            return
+        carried = self.loop_carried(body, before, loc)
+        inits = self.carried_inits(carried, before, loc)
+        flat_types = [t for _, _, ts in carried for t in ts]
+        res = self.fresh()
+        iv = self.fresh()
+        zero, one = self.index_const(0, loc), self.index_const(1, loc)
+        args = [self.fresh() for _ in flat_types]
+        tys = ", ".join(mlir_type(t) for t in flat_types)
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        iters = ""
+        if flat_types:
+            iters = " iter_args(" + ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits)) + f") -> ({tys})"
+        self.line(f"{head}scf.for {iv} = {zero.name} to {n_index.name} step {one.name}{iters} {{")
+        saved_indent = self.indent
+        self.indent += 2
+        env = dict(before)
+        k = 0
+        for n, struct, types in carried:
+            env[n] = unflatten_like(struct, [V(args[k + i], t) for i, t in enumerate(types)])
+            k += len(types)
+        self.env = env
+        body(k_index=V(iv, INDEX))
+        outs = self.carried_outputs(carried, loc, "for")
+        if outs:
+            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
+        else:
+            self.line(f"scf.yield {self.loc(loc)}")
+        self.indent = saved_indent
+        self.line(f"}} {self.loc(loc)}")
+        self.after_loop(before, carried, res, flat_types, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
+
+    def block_checked(self, stmts):
+        saved = dict(self.env)
+        self.mod.quiet += 1
+        try:
+            self.block(stmts)
+        finally:
+            self.mod.quiet -= 1
+        self.env = saved
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e):
+        m = getattr(self, "e_" + type(e).__name__, None)
+        if m is None:
+            return self.error(f"unsupported expression {type(e).__name__}", e.loc)
+        return m(e)
+
+    def as_value(self, v, loc):
+        """ListVal displays become tensors; everything else passes."""
+        if isinstance(v, ListVal):
+            return self.list_to_tensor(v, loc)
+        if isinstance(v, tuple):
+            return tuple(self.as_value(x, loc) for x in v)
+        return v
+
+    def e_Const(self, e):
+        if isinstance(e.value, str):
+            return Str(e.value)
+        if e.value is None:
+            return self.error("None is only allowed as an index (a new axis)", e.loc)
+        return self.weak(e.value)
+
+    def lookup(self, e: A.Name):
+        v = self.env.get(e.id)
+        if v is None:
+            ref = self.source.resolve(e.id)
+            if ref is not None:
+                return ref
+            from .builtins import BUILTINS
+            if e.id in BUILTINS:
+                return ("builtin", e.id)
+            if e.id in DTYPES and e.id != "u64":
+                return ("builtin", e.id)
+            return self.error(f"name '{e.id}' is not defined", e.loc)
+        if isinstance(v, Undefined):
+            return self.error(v.why, e.loc)
+        return v
+
+    def e_Name(self, e):
+        v = self.lookup(e)
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "builtin":
+            return self.error(f"'{e.id}' is a built-in function; call it", e.loc)
+        return v
+
+    def e_Tuple(self, e):
+        return tuple(self.expr(x) for x in e.elts)
+
+    def e_List(self, e):
+        return ListVal([self.expr(x) for x in e.elts], e.loc)
+
+    def list_to_tensor(self, lv: ListVal, loc) -> V:
+        items = [self.as_value(x, lv.loc) for x in lv.items]
+        if not items:
+            return self.error("an empty list has no element type; use zeros([0])", lv.loc)
+        if any(not isinstance(x, V) for x in items):
+            return self.error("a list display must hold tensors or numbers", lv.loc)
+        if any(x.poison for x in items):
+            return POISON
+        if all(x.name is None for x in items):
+            vals = [x.const for x in items]
+            dt = "f32" if any(isinstance(v, float) for v in vals) else ("bool" if all(isinstance(v, bool) for v in vals) else "i64")
+            arr = np.asarray(vals)
+            return V(None, TensorType(dt, (len(vals),)), const=_ConstArray(arr), weak=False) if False else \
+                self._const_tensor(arr, dt, lv.loc)
+        strong = [x.dtype for x in items if x.name is not None and not x.weak]
+        dt = strong[0] if strong else items[0].dtype
+        for d in strong[1:]:
+            dt = promote(dt, d)
+        if any(x.name is None and is_float(x.dtype) for x in items) and not is_float(dt):
+            dt = "f32"
+        vals = [self.materialize(x, dt, loc) if x.name is None else self.cast(x, dt, loc) for x in items]
+        return self.op("stack", vals, {"axis": 0}, lv.loc)
+
+    def _const_tensor(self, arr, dt, loc):
+        t = TensorType(dt, tuple(arr.shape))
+        name = self.fresh()
+        self.line(f'{name} = "dg.constant"() {{value = {attr_text("dense", (arr, t))}}} : () -> {t.mlir()} {self.loc(loc)}')
+        return V(name, t)
+
+    def e_BinOp(self, e):
+        return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.loc)
+
+    def binop(self, op, a, b, loc):
+        a, b = self.as_value(a, loc), self.as_value(b, loc)
+        if is_tuple(a) or is_tuple(b):
+            if op == "+" and is_tuple(a) and is_tuple(b):
+                return a + b
+            return self.error(f"unsupported operand types for {op}: tuple", loc)
+        if not isinstance(a, V) or not isinstance(b, V):
+            return self.error(f"unsupported operands for {op}", loc)
+        if a.poison or b.poison:
+            return POISON
+        if op == "@":
+            dt = self.result_dtype(a, b)
+            if not is_float(dt) and not is_int(dt):
+                return self.error(f"matmul of {a.type} and {b.type}", loc)
+            return self.op("matmul", [self.materialize(a, dt, loc), self.materialize(b, dt, loc)], loc=loc)
+        if a.name is None and b.name is None and a.rank == 0 and b.rank == 0:
+            folded = _fold(op, a.const, b.const)
+            if folded is not _NOFOLD:
+                v = self.weak(folded)
+                if not (a.weak and b.weak):
+                    v = V(None, scalar(self.result_dtype(a, b) if op in BINOPS else "bool"), const=folded,
+                          weak=False)
+                return v
+        dt = self.result_dtype(a, b)
+        if op in CMPOPS:
+            return self.op(CMPOPS[op], [self.materialize(a, dt, loc), self.materialize(b, dt, loc)], loc=loc)
+        if op not in BINOPS:
+            return self.error(f"unknown operator {op}", loc)
+        if op == "/" and not is_float(dt):
+            dt = "f32"
+        if op in ("//", "%", "**") and is_bool(dt):
+            dt = "i64"
+        if op in ("+", "-", "*") and is_bool(dt):
+            dt = "i64"
+        return self.op(BINOPS[op], [self.materialize(a, dt, loc), self.materialize(b, dt, loc)], loc=loc)
+
+    def result_dtype(self, a: V, b: V) -> str:
+        wa, wb = a.weak and a.name is None, b.weak and b.name is None
+        if wa and not wb:
+            return _weak_join(a.dtype, b.dtype)
+        if wb and not wa:
+            return _weak_join(b.dtype, a.dtype)
+        return promote(a.dtype, b.dtype)
+
+    def e_UnaryOp(self, e):
+        v = self.as_value(self.expr(e.operand), e.loc)
+        if not isinstance(v, V) or v.poison:
+            return POISON if isinstance(v, V) else self.error(f"bad operand for unary {e.op}", e.loc)
+        if e.op == "+":
+            return v
+        if e.op == "-":
+            if v.name is None:
+                return V(None, v.type, const=-v.const if not isinstance(v.const, bool) else -int(v.const), weak=v.weak) \
+                    if not isinstance(v.const, bool) else self.weak(-int(v.const))
+            if is_bool(v.dtype):
+                return self.error("cannot negate a bool tensor (use not)", e.loc)
+            return self.op("neg", [v], loc=e.loc)
+        if e.op == "not":
+            if v.rank == 0:
+                c = self.truth(v, e.loc)
+                if c.name is None:
+                    return self.weak(not c.const)
+                return self.op("not", [c], loc=e.loc)
+            if not is_bool(v.dtype):
+                return self.error(f"'not' of a {v.type} tensor is ambiguous", e.loc)
+            return self.op("not", [v], loc=e.loc)
+        return self.error(f"unknown unary operator {e.op}", e.loc)
+
+    def e_BoolOp(self, e):
+        vals = e.values
+        acc = self.as_value(self.expr(vals[0]), e.loc)
+        for rhs_e in vals[1:]:
+            acc = self.boolop(e.op, acc, rhs_e, e.loc)
+        return acc
+
+    def boolop(self, op, a, rhs_e, loc):
+        if not isinstance(a, V) or a.poison:
+            self.expr(rhs_e)
+            return POISON
+        if a.rank == 0:
+            ca = self.truth(a, loc)
+            if ca.name is None:  # static: Python short-circuit
+                if (op == "and" and not ca.const) or (op == "or" and ca.const):
+                    return ca
+                return self.truth(self.as_value(self.expr(rhs_e), loc), loc)
+            if isinstance(rhs_e, (A.Name, A.Const)) or (isinstance(rhs_e, A.UnaryOp) and isinstance(rhs_e.operand, A.Name)):
+                cb = self.truth(self.as_value(self.expr(rhs_e), loc), loc)
+                if cb.poison:
+                    return POISON
+                if cb.name is None:
+                    cb = self.materialize(cb, "bool", loc)
+                return self.op(op, [ca, cb], loc=loc)
+            # Short-circuit: the right side runs only when it decides the value.
+            if op == "and":
+                return self.emit_if(ca, lambda: self.truth(self.as_value(self.expr(rhs_e), loc), loc),
+                                    lambda: self.weak(False), loc, result_fn=True)
+            return self.emit_if(ca, lambda: self.weak(True),
+                                lambda: self.truth(self.as_value(self.expr(rhs_e), loc), loc), loc, result_fn=True)
+        b = self.as_value(self.expr(rhs_e), loc)
+        if not isinstance(b, V) or b.poison:
+            return POISON
+        if not is_bool(a.dtype) or not is_bool(b.dtype):
+            return self.error(f"'{op}' of tensors needs bool tensors, got {a.type} and {b.type}", loc)
+        return self.op(op, [a, self.materialize(b, "bool", loc)], loc=loc)
+
+    def e_Compare(self, e):
+        left = self.expr(e.left)
+        result = None
+        for op, comp in zip(e.ops, e.comparators):
+            right = self.expr(comp)
+            r = self.binop(op, left, right, e.loc)
+            if result is None:
+                result = r
+            else:
+                result = self.binop_logical("and", result, r, e.loc)
+            left = right
+        return result
+
+    def binop_logical(self, op, a, b, loc):
+        if not isinstance(a, V) or not isinstance(b, V) or a.poison or b.poison:
+            return POISON
+        if a.name is None and b.name is None:
+            return self.weak(bool(a.const) and bool(b.const)) if op == "and" else self.weak(bool(a.const) or bool(b.const))
+        return self.op(op, [self.materialize(a, "bool", loc), self.materialize(b, "bool", loc)], loc=loc)
+
+    def e_IfExp(self, e):
+        c = self.cond_value(e.test, e.loc)
+        if c.poison:
+            self.expr(e.body)
+            self.expr(e.orelse)
+            return POISON
+        if c.name is None:
+            return self.expr(e.body if c.const else e.orelse)
+        return self.emit_if(c, lambda: self.as_value(self.expr(e.body), e.loc),
+                            lambda: self.as_value(self.expr(e.orelse), e.loc), e.loc, result_fn=True)
+
+    def e_Attribute(self, e):
+        if isinstance(e.value, A.Name) and e.value.id not in self.env:
+            base = self.lookup(e.value)
+            if isinstance(base, ModuleRef):
+                ref = base.module.resolve(e.attr, exported_only=True)
+                if ref is None:
+                    return self.error(f"module '{e.value.id}' has no function '{e.attr}'", e.loc)
+                return ref
+        v = self.as_value(self.expr(e.value), e.loc)
+        if not isinstance(v, V):
+            return self.error(f"no attribute '{e.attr}' here", e.loc)
+        if v.poison:
+            return POISON
+        if e.attr == "shape":
+            return tuple(self.shape_dim(v, i, e.loc) for i in range(v.rank))
+        if e.attr == "ndim":
+            return self.weak(v.rank)
+        if e.attr == "T":
+            return self.op("transpose", [v], {"perm": list(range(v.rank))[::-1]}, e.loc)
+        if e.attr == "dtype":
+            return self.error("x.dtype is not a value in dg; use a cast such as f32(x)", e.loc)
+        return self.error(f"tensors have no attribute '{e.attr}' (only shape, ndim, T)", e.loc)
+
+    def shape_dim(self, v: V, i: int, loc) -> V:
+        d = v.type.shape[i]
+        if isinstance(d, int):
+            return self.weak(d)
+        return self.op("dim", [v], {"axis": i}, loc)
+
+    def e_Subscript(self, e):
+        base = self.as_value(self.expr(e.value), e.loc)
+        if is_tuple(base):
+            if len(e.items) != 1:
+                return self.error("a tuple takes a single index", e.loc)
+            idx = self.as_value(self.expr(e.items[0]), e.loc) if not isinstance(e.items[0], A.Slice) else None
+            if isinstance(e.items[0], A.Slice):
+                sl = e.items[0]
+                parts = [None if p is None else self.as_value(self.expr(p), e.loc) for p in (sl.lower, sl.upper, sl.step)]
+                if any(p is not None and (not isinstance(p, V) or p.name is not None) for p in parts):
+                    return self.error("a tuple slice needs constant bounds", e.loc)
+                return base[slice(*(p.const if p is not None else None for p in parts))]
+            if not isinstance(idx, V) or idx.name is not None or not isinstance(idx.const, int):
+                return self.error("a tuple index must be a constant integer", e.loc)
+            if not -len(base) <= idx.const < len(base):
+                return self.error(f"tuple index {idx.const} is out of range for a tuple of {len(base)}", e.loc)
+            return base[idx.const]
+        if not isinstance(base, V):
+            return self.error("this value cannot be indexed", e.loc)
+        if base.poison:
+            return POISON
+        if base.name is None:
+            base = self.materialize(base, loc=e.loc)
+        return self.getitem_items(base, e.items, e.loc)
+
+    def getitem(self, x: V, idx_values: list, loc) -> V:
+        """x[i] for an int V (used by `for row in x` and unpacking)."""
+        spec, dyn = [], []
+        for v in idx_values:
+            if v.name is None:
+                spec.append(f"i:{int(v.const)}")
+            else:
+                spec.append("i:$")
+                dyn.append(v)
+        return self.op("getitem", [x] + dyn, {"spec": spec}, loc)
+
+    def getitem_items(self, x: V, items, loc):
+        spec, dyn = self.index_spec(items, x, loc)
+        if spec is None:
+            return POISON
+        tensors = [i for i, s in enumerate(spec) if s == "t:$"]
+        if not tensors:
+            return self.op("getitem", [x] + dyn, {"spec": spec}, loc)
+        if len(tensors) > 1:
+            return self.error("at most one index tensor per subscript", loc)
+        # x[..., idx, ...] with one integer tensor = basic indexing, then take on that axis.
+        from dg.dialects.ops_shape import _expand_spec
+        k = tensors[0]
+        n_dyn_before = sum(s.count("$") for s in spec[:k])
+        idx = dyn[n_dyn_before]
+        dyn = dyn[:n_dyn_before] + dyn[n_dyn_before + 1:]
+        basic = list(spec)
+        basic[k] = "s:::"
+        try:
+            expanded = _expand_spec(basic, x.rank)
+        except ShapeError as e:
+            return self.error(str(e), loc)
+        # The position of item k in the expanded spec: ellipsis items before it expand.
+        pos = 0
+        seen = 0
+        for i, s in enumerate(basic):
+            if i == k:
+                break
+            pos += (x.rank - sum(1 for t in basic if t[0] in "ist")) if s == "e" else 1
+        axis = sum(1 for s in expanded[:pos] if s[0] in "sn")
+        if all(s == "s:::" for s in basic) and not dyn:
+            base = x
+        else:
+            base = self.op("getitem", [x] + dyn, {"spec": basic}, loc)
+        return self.op("take", [base, idx], {"axis": axis}, loc)
+
+    def index_spec(self, items, x: V, loc):
+        spec, dyn = [], []
+        ok = True
+        for it in items:
+            if isinstance(it, A.EllipsisLit):
+                spec.append("e")
+            elif isinstance(it, A.Const) and it.value is None:
+                spec.append("n")
+            elif isinstance(it, A.Slice):
+                parts = []
+                for p in (it.lower, it.upper, it.step):
+                    if p is None:
+                        parts.append("")
+                        continue
+                    v = self.as_value(self.expr(p), loc)
+                    if not isinstance(v, V) or v.poison:
+                        ok = False
+                        parts.append("")
+                        continue
+                    if v.rank != 0 or not (is_int(v.dtype) or is_bool(v.dtype)):
+                        self.error(f"slice bounds must be integer scalars, got {v.type}", p.loc)
+                        ok = False
+                        parts.append("")
+                        continue
+                    if v.name is None:
+                        parts.append(str(int(v.const)))
+                    else:
+                        parts.append("$")
+                        dyn.append(self.cast(v, "i64", loc))
+                spec.append("s:" + ":".join(parts))
+            else:
+                v = self.as_value(self.expr(it), loc)
+                if is_tuple(v):
+                    self.error("a tuple cannot be an index", it.loc)
+                    ok = False
+                    continue
+                if not isinstance(v, V) or v.poison:
+                    ok = False
+                    continue
+                if not (is_int(v.dtype) or (is_bool(v.dtype) and v.rank == 0)):
+                    self.error(f"an index must be an integer, got {v.type}", it.loc)
+                    ok = False
+                    continue
+                if v.rank == 0:
+                    if v.name is None:
+                        spec.append(f"i:{int(v.const)}")
+                    else:
+                        spec.append("i:$")
+                        dyn.append(self.cast(v, "i64", loc))
+                else:
+                    spec.append("t:$")
+                    dyn.append(v)
+        return (spec, dyn) if ok else (None, None)
+
+    def e_Slice(self, e):
+        return self.error("a slice is only allowed inside [...]", e.loc)
+
+    def e_EllipsisLit(self, e):
+        return self.error("... is only allowed inside [...]", e.loc)
+
+    def e_Call(self, e):
+        from .builtins import call_builtin
+        f = e.func
+        if isinstance(f, A.Name):
+            target = self.lookup(f)
+        elif isinstance(f, A.Attribute):
+            target = self.e_Attribute(f)
+        else:
+            return self.error("only named functions can be called", e.loc)
+        if isinstance(target, V) and target.poison:
+            for a in e.args:
+                self.expr(a)
+            return POISON
+        if isinstance(target, tuple) and len(target) == 2 and target[0] == "builtin":
+            return call_builtin(self, target[1], e)
+        if isinstance(target, FuncRef):
+            args = [self.expr(a) for a in e.args]
+            kwargs = {k.name: (self.expr(k.value), k.loc) for k in e.kwargs}
+            return self.call_user(target, args, kwargs, e.loc)
+        return self.error("this value is not callable", e.loc)
+
+    def call_user(self, ref: FuncRef, args, kwargs, loc):
+        fd = ref.module.funcs[ref.name]
+        fe_types = FunctionEmitter(self.mod, ref.module, Spec("", fd, []))
+        bound = bind_arguments(self, fd, args, kwargs, loc)
+        if bound is None:
+            return POISON
+        values = []
+        types = []
+        recursive = self.mod.in_progress_fn(ref.module, fd)
+        for p, v in zip(fd.params, bound):
+            v = self.as_value(v, loc)
+            if not isinstance(v, V):
+                self.error(f"argument '{p.name}' must be a tensor", loc)
+                return POISON
+            if v.poison:
+                return POISON
+            declared = fe_types.type_from_annotation(p.annotation, p.loc) if p.annotation is not None else None
+            if declared is not None:
+                v = self.coerce(v, declared, loc, f"argument '{p.name}' of {fd.name}()")
+                if v.poison:
+                    return POISON
+                v = self.conform(v, declared if not recursive else _dynamic(declared), loc)
+                t = declared if not recursive else _dynamic(declared)
+                if _has_named(declared):
+                    t = declared
+                    v = self.conform(v, TensorType(declared.dtype, tuple(
+                        d if isinstance(d, int) else Sym() for d in declared.shape)), loc)
+            else:
+                v = self.materialize(v, loc=loc)
+                t = v.type if not recursive else _dynamic(v.type)
+                if recursive:
+                    v = self.conform(v, t, loc)
+            values.append(v)
+            types.append(t if not recursive else _dynamic(t))
+        spec = self.mod.specialize(ref.module, fd, types, loc)
+        if spec.result_types is None:
+            return POISON
+        if any(t is None for t in spec.result_types):
+            return POISON
+        vals = [self.conform(v, t, loc) for v, t in zip(values, spec.param_types)]
+        res_types = spec.result_types
+        res = self.fresh()
+        head = f"{res}:{len(res_types)} = " if len(res_types) > 1 else (f"{res} = " if res_types else "")
+        self.line(f"{head}func.call @{spec.symbol}({', '.join(v.name for v in vals)}) : "
+                  f"({', '.join(mlir_type(v.type) for v in vals)}) -> ({', '.join(mlir_type(t) for t in res_types)}) {self.loc(loc)}")
+        outs = [V(res if len(res_types) == 1 else f"{res}#{i}", t) for i, t in enumerate(res_types)]
+        if spec.result_proto is None:
+            return None
+        return unflatten_like(spec.result_proto, outs)
+
+
+def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
+    """Positional, keyword and default arguments -> one value per parameter."""
+    params = fd.params
+    if len(args) > len(params):
+        em.error(f"{fd.name}() takes {len(params)} arguments but {len(args)} were given", loc)
+        return None
+    out = list(args) + [None] * (len(params) - len(args))
+    for name, (v, kloc) in kwargs.items():
+        idx = next((i for i, p in enumerate(params) if p.name == name), None)
+        if idx is None:
+            em.error(f"{fd.name}() has no parameter '{name}'", kloc)
+            return None
+        if out[idx] is not None:
+            em.error(f"{fd.name}() got two values for '{name}'", kloc)
+            return None
+        out[idx] = v
+    for i, p in enumerate(params):
+        if out[i] is None:
+            if p.default is None:
+                em.error(f"{fd.name}() is missing the argument '{p.name}'", loc)
+                return None
+            out[i] = em.weak(p.default.value)
+    return out
+
+
+def _dynamic(t: TensorType) -> TensorType:
+    return TensorType(t.dtype, tuple(Sym() for _ in t.shape))
+
+
+def _has_named(t: TensorType) -> bool:
+    return any(isinstance(d, Sym) and d.name for d in t.shape)
+
+
+def _same_dims(a: TensorType, b: TensorType) -> bool:
+    return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
+
+
+def _all_values(x) -> bool:
+    return all(isinstance(v, V) for v in flatten(x)) if isinstance(x, (V, tuple)) else False
+
+
+def _changed(before, env_a, env_b):
+    names = []
+    for env in (env_a, env_b):
+        for n, v in env.items():
+            if before.get(n) is not v and n not in names:
+                names.append(n)
+    return names
+
+
+def _assigned_names(stmts):
+    out = []
+    for s in stmts:
+        if isinstance(s, (A.Assign,)):
+            for t in s.targets:
+                out += _target_names(t)
+        elif isinstance(s, (A.AnnAssign, A.AugAssign)):
+            out += _target_names(s.target)
+        elif isinstance(s, A.If):
+            out += _assigned_names(s.body) + _assigned_names(s.orelse)
+        elif isinstance(s, (A.For, A.While)):
+            if isinstance(s, A.For):
+                out += _target_names(s.target)
+            out += _assigned_names(s.body)
+    return out
+
+
+def _target_names(t):
+    if isinstance(t, A.Name):
+        return [t.id]
+    if isinstance(t, (A.Tuple, A.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    return []
+
+
+def _weak_join(weak_dt: str, strong_dt: str) -> str:
+    if is_float(weak_dt) and not is_float(strong_dt):
+        return "f32"
+    if is_int(weak_dt) and is_bool(strong_dt):
+        return "i64"
+    return strong_dt
+
+
+def _py_cast(v, dt):
+    if is_float(dt):
+        return float(v)
+    if is_bool(dt):
+        return bool(v)
+    return int(v)
+
+
+class _ConstArray:
+    def __init__(self, arr):
+        self.arr = arr
+
+
+_NOFOLD = object()
+
+
+def _fold(op, a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        if op in ("//", "%", "**") or op in CMPOPS or op in ("+", "-", "*", "/"):
+            pass
+    try:
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b if b != 0 else _NOFOLD
+        if op == "//":
+            return a // b if b != 0 else _NOFOLD
+        if op == "%":
+            return a % b if b != 0 else _NOFOLD
+        if op == "**":
+            if isinstance(a, int) and isinstance(b, int) and b < 0:
+                return _NOFOLD
+            r = a ** b
+            return r if not isinstance(r, complex) else _NOFOLD
+        if op in CMPOPS:
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+    except (OverflowError, ZeroDivisionError, TypeError):
+        return _NOFOLD
+    return _NOFOLD
+
+
+def _display(opname: str) -> str:
+    return opname

@@ -1,0 +1,97 @@
+"""What the emitter knows of a value while it walks the AST.
+
+`V` is one SSA value (or a literal not yet materialized: `name` None, with
+`const` set and `weak` True, so that `x * 2` keeps `x`'s element type).
+A `V` whose `type` is None is poison: the result of an expression that
+already produced an error; ops on poison produce poison, silently, so one
+mistake gives one message.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .types import TensorType
+
+
+@dataclass(eq=False)
+class V:
+    name: Optional[str]
+    type: Optional[TensorType]
+    const: Any = None
+    weak: bool = False
+
+    @property
+    def poison(self) -> bool:
+        return self.type is None
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def rank(self) -> int:
+        return self.type.rank
+
+    def __repr__(self) -> str:
+        c = f" ={self.const!r}" if self.const is not None else ""
+        return f"V({self.name}: {self.type}{c}{' weak' if self.weak else ''})"
+
+
+POISON = V(None, None)
+
+
+@dataclass(eq=False)
+class ListVal:
+    """A list display not yet turned into a tensor: `[a, b]` or a shape `[n, 3]`."""
+
+    items: list
+    loc: Any
+
+
+@dataclass(eq=False)
+class Str:
+    value: str
+
+
+@dataclass(eq=False)
+class Undefined:
+    """A name with no value on some path (defined in one branch, or only inside a loop)."""
+
+    why: str
+    type: Optional[TensorType] = None  # the type it has where it is defined
+
+
+@dataclass(eq=False)
+class FuncRef:
+    module: Any  # the ModuleSource holding it
+    name: str
+
+
+@dataclass(eq=False)
+class ModuleRef:
+    module: Any
+
+
+def is_tuple(x) -> bool:
+    return isinstance(x, tuple)
+
+
+def flatten(x) -> list:
+    if isinstance(x, tuple):
+        out = []
+        for e in x:
+            out += flatten(e)
+        return out
+    return [x]
+
+
+def unflatten_like(proto, flat: list):
+    it = iter(flat)
+
+    def go(p):
+        if isinstance(p, tuple):
+            return tuple(go(e) for e in p)
+        return next(it)
+
+    return go(proto)

@@ -1,0 +1,323 @@
+"""The interpreter: dg IR run eagerly with NumPy.
+
+Expects: a verified module of `func`, `scf`, `arith` (index constants and
+simple integer ops) and `dg` ops. Guarantees: each function is translated
+once into Python source (one statement per op, `scf` regions as Python
+`if`/`for`/`while`), compiled, and from then on run without touching the
+MLIR bindings; an op costs one Python call into its registry NumPy
+implementation. Errors raised by an op become `DgRuntimeError`s at that
+op's `.dg` location (found from the failing line of the generated code, so
+the lookup costs nothing until something fails).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+
+import numpy as np
+
+from dg.dialects.mlir import ir
+from dg.dialects.registry import OPS, attr_value
+from dg.errors import DgError, DgRuntimeError, Loc, loc_from_mlir
+
+_file_ids = itertools.count()
+
+
+class _Fail:
+    """Raised values for located runtime failures (assert)."""
+
+
+class _Console:
+    """The line that dg.print ops build, one value at a time, until `end`."""
+
+    parts: list = []
+
+    @classmethod
+    def print(cls, pieces, end, *vals):
+        from dg.dialects.ops_misc import _print
+
+        cls.parts.append(_print(*vals, pieces=pieces))
+        if end:
+            line = " ".join(p for p in cls.parts if p != "")
+            cls.parts = []
+            print(line, flush=True)
+
+
+class _Breakpoints:
+    pending: list = []
+
+    @classmethod
+    def add(cls, name, last, loc, *vals):
+        if name:
+            cls.pending.append((name, vals[0]))
+        if last:
+            names = [n for n, _ in cls.pending]
+            values = [v for _, v in cls.pending]
+            cls.pending = []
+            _breakpoint_impl(names, values, loc)
+
+
+def _breakpoint_impl(names, vals, loc):
+    params = ", ".join(names)
+    src = f"def __dg_breakpoint__({params}):\n    breakpoint()  # dg variables are the locals here\n"
+    ns: dict = {}
+    exec(compile(src, f"<dg breakpoint {loc}>", "exec"), ns)
+    print(f"{loc}: breakpoint; dg variables: {params or '(none)'}", file=sys.stderr)
+    ns["__dg_breakpoint__"](*vals)
+
+
+class Translation:
+    """Python callables for the functions of one module."""
+
+    def __init__(self, module: "ir.Module"):
+        self.ns: dict = {"np": np, "_DgError": DgError}
+        self.line_locs: dict = {}  # (filename, lineno) -> location text
+        self.filename = f"<dg-interp-{next(_file_ids)}>"
+        self.src: list[str] = []
+        self.names: dict = {}
+        self.counter = itertools.count()
+        self.consts = 0
+        self.asserts: list = []
+        self.functions: dict = {}
+        with module.context:
+            for op in module.body.operations:
+                if op.operation.name == "func.func":
+                    self._function(op.operation)
+        code = compile("\n".join(self.src) + "\n", self.filename, "exec")
+        exec(code, self.ns)
+        for sym in self.functions:
+            self.functions[sym] = self.ns[_pyname(sym)]
+
+    # ---------------------------------------------------------------- helpers
+    def _emit(self, indent: int, text: str, loc=None) -> None:
+        self.src.append("    " * indent + text)
+        if loc is not None:
+            self.line_locs[len(self.src)] = loc
+
+    def _name(self, value) -> str:
+        key = value
+        n = self.names.get(key)
+        if n is None:
+            n = f"v{next(self.counter)}"
+            self.names[key] = n
+        return n
+
+    def _const(self, value, prefix="K") -> str:
+        name = f"{prefix}{self.consts}"
+        self.consts += 1
+        self.ns[name] = value
+        return name
+
+    # ---------------------------------------------------------------- functions
+    def _function(self, fop) -> None:
+        sym = ir.StringAttr(fop.attributes["sym_name"]).value
+        self.functions[sym] = None
+        block = fop.regions[0].blocks[0]
+        params = [self._name(a) for a in block.arguments]
+        self._emit(0, f"def {_pyname(sym)}({', '.join(params)}):")
+        self._block(block, 1)
+
+    def _block(self, block, indent: int, on_terminator=None) -> None:
+        start = len(self.src)
+        for op in block.operations:
+            op = op.operation
+            name = op.name
+            if name in ("scf.yield", "scf.condition", "func.return"):
+                if on_terminator is not None:
+                    on_terminator(op, indent)
+                elif name == "func.return":
+                    vals = [self._name(v) for v in op.operands]
+                    self._emit(indent, f"return {', '.join(vals)}" if vals else "return None")
+                continue
+            self._op(op, indent)
+        if len(self.src) == start:
+            self._emit(indent, "pass")
+
+    def _op(self, op, indent: int) -> None:
+        name = op.name
+        loc = str(op.location)
+        res = [self._name(r) for r in op.results]
+        lhs = (", ".join(res) + (" =" if len(res) else "")) if res else ""
+        if len(res) == 1:
+            lhs = res[0] + " ="
+        elif len(res) > 1:
+            lhs = ", ".join(res) + " ="
+        args = ", ".join(self._name(v) for v in op.operands)
+        if name.startswith("dg."):
+            self._dg_op(op, name[3:], lhs, args, indent, loc)
+        elif name == "func.call":
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            self._emit(indent, f"{lhs} {_pyname(callee)}({args})" if lhs else f"{_pyname(callee)}({args})", loc)
+        elif name == "scf.if":
+            self._scf_if(op, res, indent, loc)
+        elif name == "scf.for":
+            self._scf_for(op, res, indent, loc)
+        elif name == "scf.while":
+            self._scf_while(op, res, indent, loc)
+        elif name == "arith.constant":
+            attr = op.attributes["value"]
+            if isinstance(attr, ir.IntegerAttr):
+                val = repr(attr.value)
+            elif isinstance(attr, ir.FloatAttr):
+                val = repr(attr.value)
+            else:
+                from dg.dialects.registry import dense_value
+                val = self._const(dense_value(attr))
+            self._emit(indent, f"{lhs} {val}", loc)
+        elif name in _ARITH:
+            self._emit(indent, f"{lhs} {_ARITH[name].format(*[self._name(v) for v in op.operands])}", loc)
+        else:
+            raise DgRuntimeError(f"the interpreter cannot run the op '{name}'", loc_from_mlir(loc))
+
+    def _dg_op(self, op, opname, lhs, args, indent, loc):
+        opdef = OPS.get(opname)
+        if opdef is None:
+            raise DgRuntimeError(f"unknown dg op 'dg.{opname}'", loc_from_mlir(loc))
+        attrs = {}
+        for aname, kind in opdef.attrs.items():
+            if aname in op.attributes:
+                attrs[aname] = attr_value(kind, op.attributes[aname])
+        if opname == "constant":
+            value = np.asarray(attrs["value"])
+            value.flags.writeable = False
+            self._emit(indent, f"{lhs} {self._const(value, 'C')}", loc)
+            return
+        if opname == "print":
+            fn = self._const(functools.partial(_Console.print, attrs.get("pieces", ()), attrs.get("end", True)))
+            self._emit(indent, f"{fn}({args})", loc)
+            return
+        if opname == "assert":
+            where = loc_from_mlir(loc)
+            msg = attrs.get("msg") or ""
+            err = self._const((msg, where), "A")
+            self._emit(indent, f"if not {args}: _assert_failed({err})", loc)
+            self.ns.setdefault("_assert_failed", _assert_failed)
+            return
+        if opname == "breakpoint":
+            where = str(loc_from_mlir(loc))
+            fn = self._const(functools.partial(_Breakpoints.add, attrs.get("name", ""), attrs.get("last", True), where))
+            self._emit(indent, f"{fn}({args})", loc)
+            return
+        impl = opdef.impl if not attrs else functools.partial(opdef.impl, **attrs)
+        fn = self._const(impl, f"{opname}_")
+        call = f"{fn}({args})"
+        self._emit(indent, f"{lhs} {call}" if lhs else call, loc)
+
+    # ---------------------------------------------------------------- scf
+    def _scf_if(self, op, res, indent, loc):
+        cond = self._name(op.operands[0])
+
+        def term(t, ind):
+            vals = [self._name(v) for v in t.operands]
+            if res:
+                self._emit(ind, f"{', '.join(res)} = {', '.join(vals)}" + ("," if len(res) == 1 and False else ""))
+
+        self._emit(indent, f"if {cond}:", loc)
+        self._block(op.regions[0].blocks[0], indent + 1, term)
+        if len(op.regions) > 1 and len(op.regions[1].blocks):
+            self._emit(indent, "else:")
+            self._block(op.regions[1].blocks[0], indent + 1, term)
+        elif res:
+            raise DgRuntimeError("scf.if with results needs an else region", loc_from_mlir(loc))
+
+    def _scf_for(self, op, res, indent, loc):
+        lb, ub, step = (self._name(v) for v in list(op.operands)[:3])
+        inits = [self._name(v) for v in list(op.operands)[3:]]
+        body = op.regions[0].blocks[0]
+        bargs = list(body.arguments)
+        iv = self._name(bargs[0])
+        carried = [self._name(a) for a in bargs[1:]]
+        if carried:
+            self._emit(indent, f"{', '.join(carried)} = {', '.join(inits)}" + ("," if len(carried) == 1 else ""))
+
+        def term(t, ind):
+            vals = [self._name(v) for v in t.operands]
+            if carried:
+                self._emit(ind, f"{', '.join(carried)} = {', '.join(vals)}" + ("," if len(carried) == 1 else ""))
+
+        self._emit(indent, f"for {iv} in range({lb}, {ub}, {step}):", loc)
+        self._block(body, indent + 1, term)
+        if res:
+            self._emit(indent, f"{', '.join(res)} = {', '.join(carried)}" + ("," if len(res) == 1 else ""))
+
+    def _scf_while(self, op, res, indent, loc):
+        inits = [self._name(v) for v in op.operands]
+        before = op.regions[0].blocks[0]
+        after = op.regions[1].blocks[0]
+        bargs = [self._name(a) for a in before.arguments]
+        aargs = [self._name(a) for a in after.arguments]
+
+        def tup(xs):
+            return ", ".join(xs) + ("," if len(xs) == 1 else "")
+
+        if bargs:
+            self._emit(indent, f"{tup(bargs)} = {tup(inits)}")
+        self._emit(indent, "while True:", loc)
+
+        def cond_term(t, ind):
+            c = self._name(t.operands[0])
+            vals = [self._name(v) for v in list(t.operands)[1:]]
+            self._emit(ind, f"if not {c}:")
+            if res:
+                self._emit(ind + 1, f"{tup(res)} = {tup(vals)}")
+            self._emit(ind + 1, "break")
+            if aargs:
+                self._emit(ind, f"{tup(aargs)} = {tup(vals)}")
+
+        def yield_term(t, ind):
+            vals = [self._name(v) for v in t.operands]
+            if bargs:
+                self._emit(ind, f"{tup(bargs)} = {tup(vals)}")
+
+        self._block(before, indent + 1, cond_term)
+        self._block(after, indent + 1, yield_term)
+
+    # ---------------------------------------------------------------- errors
+    def location_of(self, tb) -> Loc | None:
+        """The `.dg` location of the innermost generated line in a traceback."""
+        found = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename:
+                found = self.line_locs.get(tb.tb_lineno)
+            tb = tb.tb_next
+        return loc_from_mlir(found) if found else None
+
+    def source(self) -> str:
+        return "\n".join(self.src)
+
+
+def _assert_failed(info):
+    msg, where = info
+    raise DgRuntimeError(f"assertion failed{': ' + msg if msg else ''}", where)
+
+
+_ARITH = {
+    "arith.addi": "{0} + {1}",
+    "arith.subi": "{0} - {1}",
+    "arith.muli": "{0} * {1}",
+    "arith.index_cast": "int({0})",
+    "arith.select": "({1} if {0} else {2})",
+    "arith.andi": "({0} and {1})",
+    "arith.ori": "({0} or {1})",
+    "arith.xori": "({0} != {1})",
+}
+
+
+def _pyname(sym: str) -> str:
+    return "f_" + "".join(c if c.isalnum() else "_" for c in sym)
+
+
+def run(translation: Translation, symbol: str, args):
+    """Call a translated function; failures become located DgRuntimeErrors."""
+    fn = translation.functions[symbol]
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except DgError:
+        raise
+    except RecursionError as e:
+        raise DgRuntimeError(f"recursion too deep ({e})", translation.location_of(e.__traceback__)) from None
+    except Exception as e:  # an op's NumPy implementation failed
+        loc = translation.location_of(e.__traceback__)
+        raise DgRuntimeError(f"{type(e).__name__}: {e}", loc) from None

@@ -1,0 +1,62 @@
+"""Prepare and run a specialization in a mode, and show it at a stage.
+
+`interp` parses and verifies the emitted dg IR once and translates it to
+Python (`runtime.interp`). Modes and stages that are not built yet say so
+with a `DgError`; nothing falls back silently to another mode.
+"""
+from __future__ import annotations
+
+from dg.dialects.dialect import shared_context
+from dg.dialects.mlir import ir, passmanager
+from dg.errors import DgError
+
+from . import interp
+
+
+def parse_verified(text: str):
+    ctx = shared_context()
+    with ctx:
+        try:
+            module = ir.Module.parse(text)
+        except Exception as e:  # an emitter bug, not a user error
+            raise RuntimeError(f"dg emitted IR that does not parse: {e}\n{text}") from None
+        if not module.operation.verify():
+            raise RuntimeError(f"dg emitted IR that does not verify:\n{text}")
+    return module
+
+
+def prepare(comp, mode: str, device: str) -> None:
+    if mode == "interp":
+        if device != "cpu":
+            raise DgError(f"the interpreter runs on the CPU only (device '{device}' was asked for)")
+        comp.module = parse_verified(comp.ir_text)
+        comp.runner = interp.Translation(comp.module)
+        return
+    raise DgError(f"mode '{mode}' is not built yet: use mode='interp' (or DG_MODE=interp)")
+
+
+def execute(comp, mode: str, device: str, arrays):
+    return interp.run(comp.runner, comp.symbol, arrays)
+
+
+def asm(module) -> str:
+    return module.operation.get_asm(enable_debug_info=True, assume_verified=True)
+
+
+def optimized(module):
+    """The dg IR after MLIR's canonicalize and cse (dg ops are pure where the registry says so)."""
+    with module.context:
+        m = ir.Module.parse(asm(module))
+        pm = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
+        pm.run(m.operation)
+    return m
+
+
+def stage_text(comp, stage: str, device: str) -> str:
+    if comp.module is None:
+        comp.module = parse_verified(comp.ir_text)
+    if stage == "dg":
+        return asm(comp.module)
+    if stage == "opt":
+        return asm(optimized(comp.module))
+    raise DgError(f"stage '{stage}' is not built yet (available: dg, opt)")

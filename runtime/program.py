@@ -1,0 +1,252 @@
+"""Loaded dg programs: sources, imports, functions, specializations, modes.
+
+A `Source` is one parsed `.dg` file (or `@dg.function` body) with its
+imports resolved. A `DgFunction` is what `m.forward` is: calling it turns
+the Python arguments into a signature (`runtime.signature`), emits and
+verifies the IR for that signature once, prepares it for the mode (the
+interpreter translates it to Python), caches it, and runs it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dg.dsl import ast as A
+from dg.dsl.emit import ModuleEmitter
+from dg.dsl.values import FuncRef, ModuleRef
+from dg.errors import DgError, DgErrors, DgTypeError, Loc
+
+from . import signature
+
+MODES = ("interp", "compiled")
+DEVICES = ("cpu", "cuda")
+STAGES = ("dg", "grad", "opt", "linalg", "llvm", "ptx")
+
+
+def default_mode() -> str:
+    return os.environ.get("DG_MODE", "interp") or "interp"
+
+
+def default_device() -> str:
+    return os.environ.get("DG_DEVICE", "cpu") or "cpu"
+
+
+def check_mode(mode: str, device: str) -> None:
+    if mode not in MODES:
+        raise DgError(f"unknown mode '{mode}' (expected one of {', '.join(MODES)})")
+    if device not in DEVICES:
+        raise DgError(f"unknown device '{device}' (expected one of {', '.join(DEVICES)})")
+
+
+class Source:
+    """One `.dg` file: its functions and what its imports bring in."""
+
+    _cache: dict = {}
+
+    def __init__(self, module: A.Module, search_dir: Path | None):
+        self.file = module.file
+        self.ast = module
+        self.search_dir = search_dir
+        self.funcs: dict = {}
+        self.imported: dict = {}  # name -> FuncRef | ModuleRef
+        errors = DgErrors()
+        for fd in module.funcs:
+            if fd.name in self.funcs:
+                errors.add(DgTypeError(f"function '{fd.name}' is defined twice", fd.loc))
+            self.funcs[fd.name] = fd
+        for imp in module.imports:
+            try:
+                src = load_import(imp.module, search_dir, imp.loc)
+            except DgError as e:
+                errors.add(e)
+                continue
+            if imp.names is None:
+                self.imported[imp.alias or imp.module] = ModuleRef(src)
+            else:
+                for n in imp.names:
+                    if n not in src.funcs:
+                        errors.add(DgTypeError(f"module '{imp.module}' has no function '{n}'", imp.loc))
+                    else:
+                        self.imported[n] = FuncRef(src, n)
+        errors.raise_if_any()
+
+    def resolve(self, name: str, exported_only: bool = False):
+        if name in self.funcs:
+            return FuncRef(self, name)
+        if not exported_only and name in self.imported:
+            return self.imported[name]
+        return None
+
+
+_LOADING: list = []
+
+
+def load_import(name: str, search_dir: Path | None, loc: Loc) -> Source:
+    dirs = ([search_dir] if search_dir else [Path.cwd()]) + [
+        Path(p) for p in os.environ.get("DG_PATH", "").split(os.pathsep) if p]
+    for d in dirs:
+        f = Path(d) / f"{name}.dg"
+        if f.is_file():
+            key = str(f.resolve())
+            if key in _LOADING:
+                raise DgTypeError(f"circular import of '{name}'", loc)
+            cached = Source._cache.get(key)
+            mtime = f.stat().st_mtime_ns
+            if cached is not None and cached[0] == mtime:
+                return cached[1]
+            _LOADING.append(key)
+            try:
+                src = source_from_file(f)
+            finally:
+                _LOADING.pop()
+            Source._cache[key] = (mtime, src)
+            return src
+    raise DgTypeError(f"cannot find module '{name}' ({name}.dg in {', '.join(str(d) for d in dirs)})", loc)
+
+
+def source_from_text(text: str, file: str, search_dir: Path | None) -> Source:
+    from dg.dsl.parser import parse
+
+    return Source(parse(text, file), search_dir)
+
+
+def source_from_file(path) -> Source:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DgError(f"cannot read {path}: {e.strerror}") from None
+    return source_from_text(text, str(path), path.parent)
+
+
+@dataclass
+class Compiled:
+    """One specialization, ready to run in one mode."""
+
+    symbol: str
+    sig: signature.Signature
+    ir_text: str  # the dg stage, as emitted
+    result_proto: object
+    module: object = None  # parsed ir.Module
+    runner: object = None
+    stages: dict = field(default_factory=dict)
+
+
+class DgModule:
+    """What `dg.load` returns: its functions are attributes."""
+
+    def __init__(self, source: Source, mode: str | None = None, device: str | None = None):
+        self._source = source
+        self._mode = mode or default_mode()
+        self._device = device or default_device()
+        check_mode(self._mode, self._device)
+        self._functions: dict = {}
+
+    def __getattr__(self, name: str) -> "DgFunction":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self._functions.get(name)
+        if fn is None:
+            if name not in self._source.funcs:
+                raise AttributeError(f"{self._source.file} has no function '{name}'")
+            fn = DgFunction(self._source, name, self._mode, self._device)
+            self._functions[name] = fn
+        return fn
+
+    def __dir__(self):
+        return list(self._source.funcs)
+
+    @property
+    def functions(self) -> list:
+        return list(self._source.funcs)
+
+
+class DgFunction:
+    """A dg function callable from Python; specialized per argument signature."""
+
+    def __init__(self, source: Source, name: str, mode: str, device: str):
+        self.source = source
+        self.name = name
+        self.fd = source.funcs[name]
+        self.mode = mode
+        self.device = device
+        self._cache: dict = {}
+        self._last = None
+        self.__name__ = name
+        self.__doc__ = f"dg function {name} from {source.file}"
+
+    def __repr__(self) -> str:
+        return f"<dg function {self.name} ({self.mode}, {self.device}) from {self.source.file}>"
+
+    # ------------------------------------------------------------ specialization
+    def specialize(self, args, kwargs=None) -> tuple:
+        """(Compiled, marshalled arguments) for these Python arguments."""
+        values = signature.bind_python_args(self.fd, args, kwargs or {})
+        sig, arrays = signature.make_signature(self.fd, values)
+        comp = self._cache.get(sig.key)
+        if comp is None:
+            comp = self._build(sig)
+            self._cache[sig.key] = comp
+        else:
+            signature.check_dims(self.fd, sig, comp.sig, arrays)
+        self._last = comp
+        return comp, arrays
+
+    def _build(self, sig) -> Compiled:
+        errors = DgErrors()
+        me = ModuleEmitter(None, errors)
+        spec = me.specialize(self.source, self.fd, sig.param_types)
+        errors.raise_if_any()
+        text = me.module_text()
+        comp = Compiled(spec.symbol, sig, text, spec.result_proto)
+        from . import modes
+
+        modes.prepare(comp, self.mode, self.device)
+        return comp
+
+    def __call__(self, *args, **kwargs):
+        comp, arrays = self.specialize(args, kwargs)
+        from . import modes
+
+        out = modes.execute(comp, self.mode, self.device, arrays)
+        return signature.to_python(out, comp.result_proto)
+
+    # ------------------------------------------------------------ IR at a stage
+    def ir(self, stage: str = "dg", args=None) -> str:
+        from . import modes
+
+        if stage not in STAGES:
+            raise DgError(f"unknown stage '{stage}' (expected one of {', '.join(STAGES)})")
+        if args is not None:
+            comp, _ = self.specialize(tuple(args))
+        else:
+            comp = self._last
+            if comp is None:
+                if all(p.annotation is not None or p.default is not None for p in self.fd.params):
+                    comp, _ = self.specialize_declared()
+                else:
+                    raise DgError(f"{self.name}() has not been called yet and its parameters are not all "
+                                  f"annotated: pass args=(...) to choose a signature")
+        return modes.stage_text(comp, stage, self.device)
+
+    def specialize_declared(self):
+        sig = signature.declared_signature(self.fd)
+        comp = self._cache.get(sig.key)
+        if comp is None:
+            comp = self._build(sig)
+            self._cache[sig.key] = comp
+        self._last = comp
+        return comp, None
+
+
+def check_source(source: Source) -> None:
+    """Type-check every function with its declared parameter types (unannotated ones unknown)."""
+    errors = DgErrors()
+    me = ModuleEmitter(None, errors)
+    for fd in source.ast.funcs:
+        sig = signature.declared_signature(fd, unknown_ok=True)
+        me.specialize(source, fd, sig.param_types)
+    errors.raise_if_any()

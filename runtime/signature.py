@@ -1,0 +1,178 @@
+"""From Python arguments to a dg argument signature, and results back.
+
+An annotated parameter takes its declared type: its `?` and named dims stay
+symbolic (so other sizes reuse the same code), static dims and the element
+type are checked, and equal names must be equal sizes. An unannotated
+parameter takes the exact type of its argument. Python scalars are weak:
+they take a declared element type; unannotated, a float is `f32`, an int
+`i64`, a bool `bool` (dg's literal defaults).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dg.dsl import ast as A
+from dg.dsl.types import DTYPES, Sym, TensorType, dtype_of_np, fmt_shape, np_dtype, scalar
+from dg.errors import DgTypeError
+
+
+@dataclass
+class Signature:
+    key: tuple
+    param_types: list
+
+
+def bind_python_args(fd: A.FuncDef, args, kwargs) -> list:
+    params = fd.params
+    if len(args) > len(params):
+        raise DgTypeError(f"{fd.name}() takes {len(params)} arguments but {len(args)} were given", fd.loc)
+    out = list(args) + [_MISSING] * (len(params) - len(args))
+    for k, v in kwargs.items():
+        idx = next((i for i, p in enumerate(params) if p.name == k), None)
+        if idx is None:
+            raise DgTypeError(f"{fd.name}() has no parameter '{k}'", fd.loc)
+        if out[idx] is not _MISSING:
+            raise DgTypeError(f"{fd.name}() got two values for '{k}'", params[idx].loc)
+        out[idx] = v
+    for i, p in enumerate(params):
+        if out[i] is _MISSING:
+            if p.default is None:
+                raise DgTypeError(f"{fd.name}() is missing the argument '{p.name}'", p.loc)
+            out[i] = p.default.value
+    return out
+
+
+_MISSING = object()
+
+
+def annotation_type(te, names: dict) -> TensorType | None:
+    if te is None or isinstance(te, A.TupleTypeExpr):
+        return None
+    if te.dtype not in DTYPES or te.dtype == "u64":
+        raise DgTypeError(f"unknown element type '{te.dtype}'", te.loc)
+    if te.dims is None:
+        return scalar(te.dtype)
+    dims = []
+    for d in te.dims:
+        if d is None:
+            dims.append(Sym())
+        elif isinstance(d, str):
+            dims.append(names.setdefault(d, Sym(d)))
+        else:
+            dims.append(int(d))
+    return TensorType(te.dtype, tuple(dims))
+
+
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"a {x.dtype} array of shape {tuple(x.shape)}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
+    """A Python argument as a NumPy array (weak scalars take `dtype`)."""
+    if isinstance(x, (bool, np.bool_)) and not isinstance(x, np.ndarray):
+        return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.bool_)
+    if isinstance(x, (int,)) and not isinstance(x, bool):
+        return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.int64)
+    if isinstance(x, float):
+        return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.float32)
+    if isinstance(x, (list, tuple)):
+        arr = np.asarray(x)
+        if arr.dtype == np.float64:
+            arr = arr.astype(np_dtype(dtype) if dtype else np.float32)
+        elif arr.dtype.kind in "iu" and dtype:
+            arr = arr.astype(np_dtype(dtype))
+        return arr
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    if hasattr(x, "__array__"):
+        return np.asarray(x)
+    raise DgTypeError(f"argument '{p.name}' of {fn}() must be an array or a number, got {type(x).__name__}", p.loc)
+
+
+def make_signature(fd: A.FuncDef, values: list):
+    names: dict = {}
+    sizes: dict = {}
+    types, arrays, key = [], [], []
+    for p, x in zip(fd.params, values):
+        declared = annotation_type(p.annotation, names)
+        arr = to_array(x, p, fd.name, declared.dtype if declared is not None else None)
+        dt = dtype_of_np(arr.dtype)
+        if dt is None or dt == "u64":
+            raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type", p.loc)
+        if declared is None:
+            t = TensorType(dt, tuple(int(s) for s in arr.shape))
+            key.append((dt, tuple(arr.shape)))
+        else:
+            if dt != declared.dtype:
+                raise DgTypeError(
+                    f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
+                    f"(element type {dt}, expected {declared.dtype})", p.loc)
+            if arr.ndim != declared.rank:
+                raise DgTypeError(
+                    f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
+                    f"(rank {arr.ndim}, expected {declared.rank})", p.loc)
+            for axis, (d, s) in enumerate(zip(declared.shape, arr.shape)):
+                if isinstance(d, int) and d != s:
+                    raise DgTypeError(
+                        f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
+                        f"(axis {axis} has size {s}, expected {d})", p.loc)
+                if isinstance(d, Sym) and d.name:
+                    if d.name in sizes and sizes[d.name][0] != s:
+                        other, oaxis, oname = sizes[d.name][1:]
+                        raise DgTypeError(
+                            f"size '{d.name}' is {sizes[d.name][0]} in axis {oaxis} of '{oname}' but {s} in axis "
+                            f"{axis} of '{p.name}' ({fd.name}() declares them equal)", p.loc)
+                    sizes.setdefault(d.name, (s, None, axis, p.name))
+            t = declared
+            key.append((dt, tuple(d if isinstance(d, int) else (d.name or "?") for d in declared.shape)))
+        types.append(t)
+        arrays.append(arr)
+    return Signature(tuple(key), types), arrays
+
+
+def declared_signature(fd: A.FuncDef, unknown_ok: bool = False) -> Signature:
+    """The signature the annotations describe (for `dg check` and `.ir()` before a call)."""
+    names: dict = {}
+    types, key = [], []
+    for p in fd.params:
+        t = annotation_type(p.annotation, names)
+        if t is None and p.default is not None:
+            arr = to_array(p.default.value, p, fd.name)
+            t = TensorType(dtype_of_np(arr.dtype), ())
+        if t is None and not unknown_ok:
+            raise DgTypeError(f"parameter '{p.name}' of {fd.name}() has no type annotation", p.loc)
+        types.append(t)
+        key.append(None if t is None else (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape)))
+    return Signature(tuple(key), types)
+
+
+def to_python(out, proto):
+    """Results as NumPy arrays (0-d as NumPy scalars), tuples as tuples."""
+    if proto is None:
+        return None
+    if isinstance(proto, tuple):
+        vals = out if isinstance(out, tuple) else (out,)
+        it = iter(vals)
+
+        def go(p):
+            if isinstance(p, tuple):
+                return tuple(go(e) for e in p)
+            return _one(next(it))
+
+        return go(proto)
+    if isinstance(out, tuple):
+        out = out[0]
+    return _one(out)
+
+
+def _one(x):
+    a = np.asarray(x)
+    if a.ndim == 0:
+        return a[()]
+    if not a.flags.writeable:
+        return a.copy()
+    return a
