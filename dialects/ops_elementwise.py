@@ -24,7 +24,7 @@ def _float_only(name):
     return rule
 
 
-def _unary_sample(dtype="f32", positive=False):
+def _unary_sample(dtype=np.float32, positive=False):
     def sample(rng):
         x = rng.standard_normal((3, 4)).astype(dtype)
         if positive:
@@ -115,7 +115,7 @@ def _bcast_bool(types, **_):
     return TensorType("bool", broadcast_shapes(*(t.shape for t in types)))
 
 
-def _bin_sample(positive_rhs=False, dtype="f32"):
+def _bin_sample(positive_rhs=False, dtype=np.float32):
     def sample(rng):
         a = rng.standard_normal((3, 1, 4)).astype(dtype)
         b = rng.standard_normal((2, 4)).astype(dtype)
@@ -180,7 +180,7 @@ def _where(c, a, b):
 register(OpDef(
     name="where", impl=_where, nargs=3, infer=_where_rule,
     sample=lambda rng: ([rng.standard_normal((3, 1)) > 0,
-                         rng.standard_normal((3, 4)).astype("f32"),
-                         rng.standard_normal((4,)).astype("f32")], {}),
+                         rng.standard_normal((3, 4)).astype(np.float32),
+                         rng.standard_normal((4,)).astype(np.float32)], {}),
     doc="c ? a : b, elementwise with broadcasting",
 ))

@@ -63,7 +63,7 @@ def _identity(x):
 
 register(OpDef(
     name="stop_gradient", impl=_identity, infer=lambda types: types[0],
-    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32")], {}),
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {}),
     doc="identity whose gradient is zero",
 ))
 

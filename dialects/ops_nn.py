@@ -40,7 +40,7 @@ def _matmul(a, b):
 
 register(OpDef(
     name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype("f32"), rng.standard_normal((4, 5)).astype("f32")], {}),
+    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)], {}),
     doc="matrix product with NumPy's rules (1-D operands, batch broadcasting)",
 ))
 
@@ -57,7 +57,7 @@ def _outer(a, b):
 
 register(OpDef(
     name="outer", impl=_outer, nargs=2, infer=_outer_rule,
-    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32"), rng.standard_normal((4,)).astype("f32")], {}),
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32), rng.standard_normal((4,)).astype(np.float32)], {}),
     doc="outer product of two vectors",
 ))
 
@@ -87,7 +87,7 @@ def _log_softmax(x, axis=-1):
 for _name, _impl in {"softmax": _softmax, "log_softmax": _log_softmax}.items():
     register(OpDef(
         name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
-        sample=lambda rng: ([rng.standard_normal((3, 5)).astype("f32")], {"axis": 1}),
+        sample=lambda rng: ([rng.standard_normal((3, 5)).astype(np.float32)], {"axis": 1}),
         doc=f"{_name} along an axis",
     ))
 
@@ -116,7 +116,7 @@ def _cross_entropy(logits, labels):
 
 register(OpDef(
     name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 3)).astype("f32"), np.array([0, 2, 1, 2])], {}),
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([0, 2, 1, 2])], {}),
     doc="mean softmax cross-entropy of logits [N, C] against integer labels [N]",
 ))
 
@@ -167,17 +167,17 @@ def uniform_bits(k, shape):
     return u.reshape(shape)
 
 
-def _rand_rule(types, shape=(), dtype="f32"):
+def _rand_rule(types, shape=(), dtype=np.float32):
     if types[0].dtype != "u64":
         raise ShapeError(f"expected a key (from key(seed) or split), got {types[0]}")
     return TensorType(dtype, _type_shape(shape))
 
 
-def _uniform(k, *dims, shape=(), dtype="f32"):
+def _uniform(k, *dims, shape=(), dtype=np.float32):
     return uniform_bits(k, _shape_from(shape, dims)).astype(np_dtype(dtype))
 
 
-def _normal(k, *dims, shape=(), dtype="f32"):
+def _normal(k, *dims, shape=(), dtype=np.float32):
     sh = _shape_from(shape, dims)
     k1, k2 = _split(k)
     u1 = uniform_bits(k1, sh)

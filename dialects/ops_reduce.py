@@ -32,7 +32,7 @@ def _rule(float_only=False, out_dtype=None):
 
 
 def _sample(rng):
-    return [rng.standard_normal((2, 3, 4)).astype("f32")], {"axes": (0, 2), "keepdims": False}
+    return [rng.standard_normal((2, 3, 4)).astype(np.float32)], {"axes": (0, 2), "keepdims": False}
 
 
 def _red(fn):
@@ -105,6 +105,6 @@ for _name, _fn in {"argmax": np.argmax, "argmin": np.argmin}.items():
         name=_name, impl=_arg(_fn), nargs=1,
         attrs={"axes": "ints", "keepdims": "bool"}, defaults={"keepdims": False},
         infer=_arg_rule,
-        sample=lambda rng: ([rng.standard_normal((3, 4)).astype("f32")], {"axes": (1,), "keepdims": False}),
+        sample=lambda rng: ([rng.standard_normal((3, 4)).astype(np.float32)], {"axes": (1,), "keepdims": False}),
         doc=f"{_name} over one axis, or over the flattened tensor",
     ))

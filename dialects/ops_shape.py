@@ -55,7 +55,7 @@ def _reshape(x, *dims, shape=()):
 
 register(OpDef(
     name="reshape", impl=_reshape, nargs=None, attrs={"shape": "ints"}, infer=_reshape_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 6)).astype("f32")], {"shape": (3, -1)}),
+    sample=lambda rng: ([rng.standard_normal((2, 6)).astype(np.float32)], {"shape": (3, -1)}),
     doc="reshape; operands: x, then one i64 scalar per -2 in shape",
 ))
 
@@ -74,7 +74,7 @@ def _transpose(x, perm=()):
 
 register(OpDef(
     name="transpose", impl=_transpose, attrs={"perm": "ints"}, infer=_transpose_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype("f32")], {"perm": (2, 0, 1)}),
+    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32)], {"perm": (2, 0, 1)}),
     doc="permute axes",
 ))
 
@@ -95,7 +95,7 @@ def _expand(x, axes=()):
 
 register(OpDef(
     name="expand_dims", impl=_expand, attrs={"axes": "ints"}, infer=_expand_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype("f32")], {"axes": (0, 3)}),
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"axes": (0, 3)}),
     doc="insert size-1 axes (axes refer to the result)",
 ))
 
@@ -116,7 +116,7 @@ def _squeeze(x, axes=()):
 
 register(OpDef(
     name="squeeze", impl=_squeeze, attrs={"axes": "ints"}, infer=_squeeze_rule,
-    sample=lambda rng: ([rng.standard_normal((1, 3, 1)).astype("f32")], {"axes": (0, 2)}),
+    sample=lambda rng: ([rng.standard_normal((1, 3, 1)).astype(np.float32)], {"axes": (0, 2)}),
     doc="remove size-1 axes",
 ))
 
@@ -139,7 +139,7 @@ def _bto(x, *dims, shape=()):
 
 register(OpDef(
     name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule,
-    sample=lambda rng: ([rng.standard_normal((3, 1)).astype("f32")], {"shape": (2, 3, 4)}),
+    sample=lambda rng: ([rng.standard_normal((3, 1)).astype(np.float32)], {"shape": (2, 3, 4)}),
     doc="broadcast to a shape; operands: x, then one i64 scalar per -2",
 ))
 
@@ -169,7 +169,7 @@ def _concat(*xs, axis=0):
 
 register(OpDef(
     name="concat", impl=_concat, nargs=2, attrs={"axis": "int"}, infer=_concat_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype("f32"), rng.standard_normal((2, 5)).astype("f32")], {"axis": 1}),
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32)], {"axis": 1}),
     doc="join two tensors along an existing axis (concat of more is a chain)",
 ))
 
@@ -193,7 +193,7 @@ def _take(x, idx, axis=0):
 
 register(OpDef(
     name="take", impl=_take, nargs=2, attrs={"axis": "int"}, infer=_take_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 3)).astype("f32"), np.array([3, 0, 1, 1])], {"axis": 0}),
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([3, 0, 1, 1])], {"axis": 0}),
     doc="gather along an axis with an integer index tensor",
 ))
 
@@ -307,7 +307,7 @@ def _getitem(x, *dyn, spec=()):
 
 register(OpDef(
     name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype("f32"), np.int64(2)],
+    sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype(np.float32), np.int64(2)],
                         {"spec": ("i:$", "s:1:-1:", "n", "e")}),
     doc="NumPy basic indexing; operands: x, then the $ values (i64 scalars) of spec in order",
 ))
@@ -332,7 +332,7 @@ def _setitem(x, v, *dyn, spec=()):
 
 register(OpDef(
     name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5)).astype("f32"), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
     doc="functional slice update: a copy of x with x[spec] = v",
 ))
 
@@ -350,7 +350,7 @@ def _dim(x, axis=0):
 
 register(OpDef(
     name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5)).astype("f32")], {"axis": 1}),
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32)], {"axis": 1}),
     doc="the size of one axis, as an i64 scalar",
 ))
 
@@ -398,12 +398,12 @@ register(OpDef(
 ))
 
 
-def _eye_rule(types, size=DYN, dtype="f32"):
+def _eye_rule(types, size=DYN, dtype=np.float32):
     n = size if size >= 0 else Sym()
     return TensorType(dtype, (n, n))
 
 
-def _eye(n, size=DYN, dtype="f32"):
+def _eye(n, size=DYN, dtype=np.float32):
     return np.eye(int(n), dtype=np_dtype(dtype))
 
 
@@ -429,11 +429,11 @@ register(OpDef(
 ))
 
 
-def _undef_rule(types, shape=(), dtype="f32"):
+def _undef_rule(types, shape=(), dtype=np.float32):
     return TensorType(dtype, _type_shape(shape))
 
 
-def _undef(shape=(), dtype="f32"):
+def _undef(shape=(), dtype=np.float32):
     return np.zeros([0 if s == DYN else s for s in shape], dtype=np_dtype(dtype))
 
 
@@ -444,11 +444,11 @@ register(OpDef(
 ))
 
 
-def _cast_rule(types, dtype="f32"):
+def _cast_rule(types, dtype=np.float32):
     return types[0].with_dtype(dtype)
 
 
-def _cast(x, dtype="f32"):
+def _cast(x, dtype=np.float32):
     d = np_dtype(dtype)
     if np.dtype(x.dtype).kind == "f" and d.kind in "iu":
         with np.errstate(invalid="ignore"):
@@ -458,6 +458,6 @@ def _cast(x, dtype="f32"):
 
 register(OpDef(
     name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule,
-    sample=lambda rng: ([rng.standard_normal((3,)).astype("f32") * 10], {"dtype": "i32"}),
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32) * 10], {"dtype": "i32"}),
     doc="convert the element type (floats to ints truncate toward zero)",
 ))

@@ -470,11 +470,7 @@ def _join(opname):
             return POISON
         axis %= rank
         if opname == "stack":
-            for v in vals[1:]:
-                if v.rank != vals[0].rank:
-                    em.error(f"stack: shapes {vals[0].type} and {v.type} differ", call.loc)
-                    return POISON
-            vals = [em.op("expand_dims", [v], {"axes": [axis]}, call.loc) for v in vals]
+            return em.stack(vals, axis, call.loc)
         # A chain of two-operand concats (IRDL variadics hold one type; shapes differ here).
         out = vals[0]
         for v in vals[1:]:

@@ -97,7 +97,8 @@ class ModuleEmitter:
                 return s
 
     def specialize(self, source, fd: A.FuncDef, param_types: list, loc: Loc | None = None) -> Spec:
-        key = (id(source), fd.name, tuple(type_key(t) for t in param_types), self._sym_pattern(param_types))
+        key = (id(source), fd.name, tuple(type_key(t) if t is not None else None for t in param_types),
+               self._sym_pattern([t for t in param_types if t is not None]))
         if key in self.specs:
             return self.specs[key]
         if key in self.in_progress:
@@ -268,7 +269,8 @@ class FunctionEmitter:
             rt = opdef.infer(types, **attrs) if result_types is None else result_types
         except ShapeError as e:
             n = opdef.nresults
-            self.error(f"{_display(opname)}: {e}", loc)
+            msg = str(e)
+            self.error(msg if msg.startswith(opname) else f"{opname}: {msg}", loc)
             return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
         rts = rt if isinstance(rt, list) else [rt]
         akind = opdef.attrs
@@ -314,6 +316,9 @@ class FunctionEmitter:
         spec = self.spec
         params = []
         for p, t in zip(fd.params, spec.param_types):
+            if t is None:  # `dg check` of an unannotated parameter: unknown, errors through it are not reported
+                self.env[p.name] = POISON
+                continue
             name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
             v = V(name, t)
             self.env[p.name] = v
@@ -1035,6 +1040,10 @@ class FunctionEmitter:
         return ListVal([self.expr(x) for x in e.elts], e.loc)
 
     def list_to_tensor(self, lv: ListVal, loc) -> V:
+        const = _const_nested(lv)
+        if const is not None:
+            arr, dt = const
+            return self._const_tensor(arr, dt, lv.loc)
         items = [self.as_value(x, lv.loc) for x in lv.items]
         if not items:
             return self.error("an empty list has no element type; use zeros([0])", lv.loc)
@@ -1042,12 +1051,6 @@ class FunctionEmitter:
             return self.error("a list display must hold tensors or numbers", lv.loc)
         if any(x.poison for x in items):
             return POISON
-        if all(x.name is None for x in items):
-            vals = [x.const for x in items]
-            dt = "f32" if any(isinstance(v, float) for v in vals) else ("bool" if all(isinstance(v, bool) for v in vals) else "i64")
-            arr = np.asarray(vals)
-            return V(None, TensorType(dt, (len(vals),)), const=_ConstArray(arr), weak=False) if False else \
-                self._const_tensor(arr, dt, lv.loc)
         strong = [x.dtype for x in items if x.name is not None and not x.weak]
         dt = strong[0] if strong else items[0].dtype
         for d in strong[1:]:
@@ -1055,7 +1058,18 @@ class FunctionEmitter:
         if any(x.name is None and is_float(x.dtype) for x in items) and not is_float(dt):
             dt = "f32"
         vals = [self.materialize(x, dt, loc) if x.name is None else self.cast(x, dt, loc) for x in items]
-        return self.op("stack", vals, {"axis": 0}, lv.loc)
+        return self.stack(vals, 0, lv.loc)
+
+    def stack(self, vals: list, axis: int, loc) -> V:
+        """np.stack: expand_dims each, then a chain of two-operand concats."""
+        for v in vals[1:]:
+            if v.rank != vals[0].rank:
+                return self.error(f"cannot stack {vals[0].type} and {v.type}", loc)
+        parts = [self.op("expand_dims", [v], {"axes": [axis]}, loc) for v in vals]
+        out = parts[0]
+        for p in parts[1:]:
+            out = self.op("concat", [out, p], {"axis": axis}, loc)
+        return out
 
     def _const_tensor(self, arr, dt, loc):
         t = TensorType(dt, tuple(arr.shape))
@@ -1525,9 +1539,33 @@ def _py_cast(v, dt):
     return int(v)
 
 
-class _ConstArray:
-    def __init__(self, arr):
-        self.arr = arr
+def _const_nested(lv: ListVal):
+    """A list display of literals (nested to any depth) -> (array, dtype), else None."""
+
+    def leaves(x):
+        if isinstance(x, ListVal):
+            sub = [leaves(i) for i in x.items]
+            if any(s is None for s in sub):
+                return None
+            return sub
+        if isinstance(x, V) and x.name is None and x.weak and not x.poison:
+            return x.const
+        return None
+
+    vals = leaves(lv)
+    if vals is None:
+        return None
+    try:
+        arr = np.array(vals)
+    except ValueError:
+        return None
+    if arr.dtype == object or arr.size == 0:
+        return None
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float32), "f32"
+    if arr.dtype.kind == "b":
+        return arr, "bool"
+    return arr.astype(np.int64), "i64"
 
 
 _NOFOLD = object()
@@ -1561,6 +1599,3 @@ def _fold(op, a, b):
         return _NOFOLD
     return _NOFOLD
 
-
-def _display(opname: str) -> str:
-    return opname

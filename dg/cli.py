@@ -1,0 +1,160 @@
+"""The `dg` command line: run, check, ir, opt, graph (LANGUAGE.md §5)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from .errors import DgError
+
+
+def _parse_signature(text: str) -> list:
+    """`f32[4, 3], i64, f32` -> zero arrays of those types (for `dg ir --args`)."""
+    from dg.dsl.parser import parse
+    from dg.dsl.types import np_dtype
+
+    src = parse(f"def _sig({', '.join(f'a{i}: {t}' for i, t in enumerate(_split_top(text)))}):\n    pass\n", "<--args>")
+    arrays = []
+    for p in src.funcs[0].params:
+        te = p.annotation
+        dims = [] if te.dims is None else te.dims
+        if any(not isinstance(d, int) for d in dims):
+            raise DgError(f"--args needs concrete sizes, got {text!r}")
+        arrays.append(np.zeros(dims, dtype=np_dtype(te.dtype)))
+    return arrays
+
+
+def _split_top(text: str) -> list:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def cmd_run(a) -> int:
+    import dg
+
+    m = dg.load(a.file, mode=a.mode, device=a.device)
+    if a.entry not in m.functions:
+        raise DgError(f"{a.file} has no function '{a.entry}' (use --entry)")
+    out = getattr(m, a.entry)()
+    if out is not None:
+        print(out)
+    return 0
+
+
+def cmd_check(a) -> int:
+    from dg.runtime.program import check_source, source_from_file
+
+    try:
+        check_source(source_from_file(a.file))
+    except DgError as e:
+        errs = getattr(e, "all_errors", [e])
+        for err in errs:
+            print(str(err), file=sys.stderr)
+        print(f"{len(errs)} error{'s' if len(errs) != 1 else ''}", file=sys.stderr)
+        return 1
+    print(f"{a.file}: ok")
+    return 0
+
+
+def cmd_ir(a) -> int:
+    import dg
+
+    m = dg.load(a.file, mode=a.mode, device=a.device)
+    if a.fn not in m.functions:
+        raise DgError(f"{a.file} has no function '{a.fn}'")
+    fn = getattr(m, a.fn)
+    args = _parse_signature(a.args) if a.args else None
+    print(fn.ir(a.stage, args=args))
+    return 0
+
+
+def cmd_opt(a) -> int:
+    from dg.lowering.passes import parse_ir, run_pipeline
+
+    text = sys.stdin.read() if a.file == "-" else open(a.file).read()
+    m = parse_ir(text, a.file)
+    if a.passes:
+        m = run_pipeline(m, a.passes)
+    print(m.operation.get_asm(enable_debug_info=a.debug_info))
+    return 0
+
+
+def cmd_graph(a) -> int:
+    from dg.runtime.graph import write_graph
+    import dg
+
+    m = dg.load(a.file, mode="interp")
+    if a.fn not in m.functions:
+        raise DgError(f"{a.file} has no function '{a.fn}'")
+    fn = getattr(m, a.fn)
+    args = _parse_signature(a.args) if a.args else None
+    write_graph(fn.ir("dg", args=args), a.output)
+    print(f"wrote {a.output}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dg", description="dg: a small deep-learning language")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def mode_args(sp):
+        sp.add_argument("--mode", choices=["interp", "compiled"], default=None)
+        sp.add_argument("--device", choices=["cpu", "cuda"], default=None)
+
+    r = sub.add_parser("run", help="run a zero-argument entry function and print what it returns")
+    r.add_argument("file")
+    r.add_argument("--entry", default="main")
+    mode_args(r)
+    r.set_defaults(fn_cmd=cmd_run)
+
+    c = sub.add_parser("check", help="parse and type-check, printing every error")
+    c.add_argument("file")
+    c.set_defaults(fn_cmd=cmd_check)
+
+    i = sub.add_parser("ir", help="print a function's IR at a stage")
+    i.add_argument("file")
+    i.add_argument("--fn", required=True)
+    i.add_argument("--stage", default="dg")
+    i.add_argument("--args", default=None, help='argument types, e.g. "f32[4, 3], i64"')
+    mode_args(i)
+    i.set_defaults(fn_cmd=cmd_ir)
+
+    o = sub.add_parser("opt", help="run passes on textual IR (like mlir-opt)")
+    o.add_argument("file", help="an .mlir file, or - for standard input")
+    o.add_argument("--passes", default="", help="comma-separated pass names, e.g. canonicalize,cse")
+    o.add_argument("--debug-info", action="store_true", help="print locations")
+    o.set_defaults(fn_cmd=cmd_opt)
+
+    g = sub.add_parser("graph", help="draw a function's dataflow graph (.dot, or .svg with graphviz)")
+    g.add_argument("file")
+    g.add_argument("--fn", required=True)
+    g.add_argument("-o", "--output", required=True)
+    g.add_argument("--args", default=None)
+    g.set_defaults(fn_cmd=cmd_graph)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn_cmd(args)
+    except DgError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
