@@ -211,7 +211,7 @@ class Translation:
         def term(t, ind):
             vals = [self._name(v) for v in t.operands]
             if res:
-                self._emit(ind, f"{', '.join(res)} = {', '.join(vals)}" + ("," if len(res) == 1 and False else ""))
+                self._emit(ind, f"{', '.join(res)} = {', '.join(vals)}")
 
         self._emit(indent, f"if {cond}:", loc)
         self._block(op.regions[0].blocks[0], indent + 1, term)
@@ -229,17 +229,17 @@ class Translation:
         iv = self._name(bargs[0])
         carried = [self._name(a) for a in bargs[1:]]
         if carried:
-            self._emit(indent, f"{', '.join(carried)} = {', '.join(inits)}" + ("," if len(carried) == 1 else ""))
+            self._emit(indent, f"{', '.join(carried)} = {', '.join(inits)}")
 
         def term(t, ind):
             vals = [self._name(v) for v in t.operands]
             if carried:
-                self._emit(ind, f"{', '.join(carried)} = {', '.join(vals)}" + ("," if len(carried) == 1 else ""))
+                self._emit(ind, f"{', '.join(carried)} = {', '.join(vals)}")
 
         self._emit(indent, f"for {iv} in range({lb}, {ub}, {step}):", loc)
         self._block(body, indent + 1, term)
         if res:
-            self._emit(indent, f"{', '.join(res)} = {', '.join(carried)}" + ("," if len(res) == 1 else ""))
+            self._emit(indent, f"{', '.join(res)} = {', '.join(carried)}")
 
     def _scf_while(self, op, res, indent, loc):
         inits = [self._name(v) for v in op.operands]
@@ -249,7 +249,7 @@ class Translation:
         aargs = [self._name(a) for a in after.arguments]
 
         def tup(xs):
-            return ", ".join(xs) + ("," if len(xs) == 1 else "")
+            return ", ".join(xs)
 
         if bargs:
             self._emit(indent, f"{tup(bargs)} = {tup(inits)}")
