@@ -191,6 +191,7 @@ class FunctionEmitter:
         self.env: dict = {}
         self.dim_syms: dict = {}
         self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
+        self.last_def = None  # (lines, index, ssa name, loc) of the last single-result op
 
     # ------------------------------------------------------------ small helpers
     def fresh(self) -> str:
@@ -284,6 +285,7 @@ class FunctionEmitter:
         res = self.fresh()
         if len(rts) == 1:
             self.line(f'{res} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
+            self.last_def = (self.lines, len(self.lines) - 1, res, loc)
             return V(res, rts[0])
         self.line(f'{res}:{len(rts)} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
         return [V(f"{res}#{i}", t) for i, t in enumerate(rts)]
@@ -459,11 +461,20 @@ class FunctionEmitter:
     def bind(self, target: A.Name, v, loc):
         name = target.id
         if isinstance(v, V) and v.name is not None and not v.poison and not name.startswith("__"):
-            # Give the SSA value a name location for debuggers and the graph.
-            pass
-        if isinstance(v, ListVal):
-            v = v  # stays a list display until used
-        self.env[name] = v
+            self.name_location(v, name)
+        self.env[name] = v  # a ListVal stays a list display until used as a value
+
+    def name_location(self, v: V, name: str) -> None:
+        """The op that just defined `v` gets a name location: loc("x"(file:line:col))."""
+        if self.last_def is None:
+            return
+        lines, idx, res, loc = self.last_def
+        if res != v.name or loc is None or idx >= len(lines):
+            return
+        plain = self.loc(loc)
+        if lines[idx].endswith(plain):
+            lines[idx] = lines[idx][: -len(plain)] + self.loc(loc, name)
+        self.last_def = None
 
     def assign_subscript(self, target: A.Subscript, v, loc):
         base = target.value
