@@ -1,0 +1,92 @@
+"""The command line: run, check, ir (parsed back by opt), opt, graph."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dg.cli import main
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def test_run_prints_the_result(capsys):
+    assert main(["run", str(SAMPLES / "tree.dg"), "--mode", "interp"]) == 0
+    out = capsys.readouterr().out.strip()
+    float(out)  # a scalar
+
+
+def test_run_missing_entry_is_an_error(capsys, tmp_path):
+    f = tmp_path / "m.dg"
+    f.write_text("def f(x):\n    return x\n")
+    assert main(["run", str(f)]) == 1
+    assert "no function 'main'" in capsys.readouterr().err
+
+
+def test_check_reports_every_error(tmp_path, capsys):
+    f = tmp_path / "bad.dg"
+    f.write_text(
+        "def f(x: f32[3], y: f32[4]):\n"
+        "    z = x + y\n"
+        "    return nope\n"
+        "\n"
+        "def g(a: f32[2, 3]):\n"
+        "    return a @ a\n"
+    )
+    assert main(["check", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert f"{f}:2:9: error: add: shapes [3] and [4] do not broadcast" in err
+    assert f"{f}:3:12: error: name 'nope' is not defined" in err
+    assert f"{f}:6:12: error: matmul: inner sizes differ" in err
+    assert "3 errors" in err
+    assert "\n          ^" in err  # the caret under column 9 of line 2
+
+
+def test_check_ok(capsys):
+    assert main(["check", str(SAMPLES / "mlp.dg")]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_ir_output_parses_back_with_opt(tmp_path):
+    ir = subprocess.run([sys.executable, "-m", "dg", "ir", str(SAMPLES / "tree.dg"), "--fn", "tree"],
+                        capture_output=True, text=True, check=True).stdout
+    assert "func.func @tree" in ir and "func.call @tree" in ir
+    f = tmp_path / "tree.mlir"
+    f.write_text(ir)
+    out = subprocess.run([sys.executable, "-m", "dg", "opt", str(f), "--passes", "canonicalize,cse"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "func.func @tree" in out
+
+
+def test_ir_with_args_signature(capsys):
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--args", "f32[2, 4], f32[4, 5], f32[5]"]) == 0
+    out = capsys.readouterr().out
+    assert "tensor<2x4xf32>" not in out  # annotated dims stay symbolic
+    assert "tensor<?x?xf32>" in out
+
+
+def test_ir_stage_not_built_is_a_clear_error(capsys):
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "llvm"]) == 1
+    assert "not built yet" in capsys.readouterr().err
+
+
+def test_opt_rejects_unknown_pass(tmp_path, capsys):
+    f = tmp_path / "x.mlir"
+    f.write_text("func.func @f() {\n  return\n}\n")
+    assert main(["opt", str(f), "--passes", "no-such-pass"]) == 1
+    assert "no-such-pass" in capsys.readouterr().err
+
+
+def test_opt_rejects_bad_ir(tmp_path, capsys):
+    f = tmp_path / "x.mlir"
+    f.write_text('func.func @f(%a: tensor<3xf32>) {\n  %0 = "dg.exp"(%a, %a) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>\n  return\n}\n')
+    assert main(["opt", str(f)]) == 1
+    assert "cannot parse" in capsys.readouterr().err
+
+
+def test_graph_writes_dot(tmp_path):
+    out = tmp_path / "g.dot"
+    assert main(["graph", str(SAMPLES / "mlp.dg"), "--fn", "forward", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("digraph dg {")
+    assert "matmul" in text and "tanh" in text and "->" in text

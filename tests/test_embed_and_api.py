@@ -1,0 +1,131 @@
+"""@dg.function, modes, IR stages and interpreter errors from the Python API."""
+import numpy as np
+import pytest
+
+import dg
+
+
+@dg.function(mode="interp")
+def f(x: dg.f32["N", 3]) -> dg.f32:
+    return sum(tanh(x) * 2.0)
+
+
+@dg.function(mode="interp")
+def g(x: dg.f32["N", 3], k: dg.i64):
+    y = x
+    for i in range(k):
+        y = y * 0.5
+    return f(y), y
+
+
+def test_embedded_function_and_symbolic_sizes():
+    for n in (1, 4, 7):
+        x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_allclose(f(x), np.sum(np.tanh(x) * 2), rtol=1e-5)
+    assert len(f._cache) == 1  # other N reuse the same specialization
+
+
+def test_embedded_calls_embedded():
+    x = np.ones((2, 3), np.float32)
+    s, y = g(x, 3)
+    np.testing.assert_allclose(y, x / 8)
+    np.testing.assert_allclose(s, np.sum(np.tanh(x / 8) * 2), rtol=1e-6)
+
+
+def test_embedded_error_points_at_the_python_file():
+    @dg.function(mode="interp")
+    def bad(x: dg.f32[3]):
+        return x + undefined_thing  # noqa: F821
+
+    with pytest.raises(dg.DgTypeError) as e:
+        bad(np.zeros(3, np.float32))
+    assert str(e.value).startswith(f"{__file__}:")
+    assert "name 'undefined_thing' is not defined" in str(e.value)
+
+
+def test_unknown_mode_and_unbuilt_mode():
+    with pytest.raises(dg.DgError, match="unknown mode"):
+        dg.loads("def f(x):\n    return x\n", mode="fast")
+    m = dg.loads("def f(x):\n    return x\n", mode="compiled")
+    with pytest.raises(dg.DgError, match="not built yet"):
+        m.f(1.0)
+
+
+def test_dg_mode_environment(monkeypatch):
+    monkeypatch.setenv("DG_MODE", "compiled")
+    m = dg.loads("def f(x):\n    return x\n")
+    with pytest.raises(dg.DgError, match="not built yet"):
+        m.f(1.0)
+    monkeypatch.setenv("DG_MODE", "interp")
+    assert dg.loads("def f(x):\n    return x\n").f(2.0) == 2.0
+
+
+def test_ir_stages():
+    m = dg.loads("def f(x: f32[N]) -> f32[N]:\n    return exp(x) + exp(x)\n", mode="interp")
+    text = m.f.ir("dg")  # from the annotations, before any call
+    assert text.count('"dg.exp"') == 2
+    assert m.f.ir("opt").count('"dg.exp"') == 1  # cse
+    with pytest.raises(dg.DgError, match="unknown stage"):
+        m.f.ir("nope")
+    m2 = dg.loads("def f(x):\n    return x * 2\n", mode="interp")
+    with pytest.raises(dg.DgError, match="args="):
+        m2.f.ir("dg")
+    assert "tensor<2x2xf32>" in m2.f.ir("dg", args=(np.ones((2, 2), np.float32),))
+
+
+def test_runtime_error_points_at_dg_line():
+    m = dg.loads("def f(x, i):\n    y = x * 2\n    return y[i]\n", mode="interp", filename="idx.dg")
+    with pytest.raises(dg.DgRuntimeError) as e:
+        m.f(np.ones(3, np.float32), 7)
+    assert str(e.value).startswith("idx.dg:3:12: error:")
+    assert "out of bounds" in str(e.value)
+
+
+def test_assert_and_print(capsys):
+    m = dg.loads('def f(x):\n    print("x is", x, "!")\n    assert x > 0, "x must be positive"\n    return x\n',
+                 mode="interp", filename="a.dg")
+    assert m.f(2.0) == 2.0
+    assert capsys.readouterr().out == "x is 2.0 !\n"
+    with pytest.raises(dg.DgRuntimeError) as e:
+        m.f(-1.0)
+    assert str(e.value).startswith("a.dg:3:5: error: assertion failed: x must be positive")
+
+
+def test_breakpoint_has_dg_variables(monkeypatch):
+    seen = {}
+
+    def hook(*a, **k):
+        import sys
+        frame = sys._getframe(1)
+        seen.update(frame.f_locals)
+
+    monkeypatch.setattr("sys.breakpointhook", hook)
+    m = dg.loads("def f(x):\n    y = x + 1.0\n    breakpoint()\n    return y\n", mode="interp")
+    assert m.f(1.0) == 2.0
+    assert seen["x"] == 1.0 and seen["y"] == 2.0
+
+
+def test_interpreter_translates_once():
+    """Running a specialization does not touch the MLIR bindings again."""
+    m = dg.loads("def f(x):\n    for i in range(3):\n        x = x + 1.0\n    return x\n", mode="interp")
+    m.f(0.0)
+    comp = m.f._last
+    comp.module = None  # the parsed module is no longer needed to run
+    assert m.f(1.0) == 4.0
+    assert "for " in comp.runner.source()
+
+
+def test_imports(tmp_path):
+    (tmp_path / "layers.dg").write_text("def dense(x, w):\n    return x @ w\n\ndef double(x):\n    return x * 2\n")
+    (tmp_path / "model.dg").write_text(
+        "import layers\nfrom layers import double\n\ndef f(x, w):\n    return double(layers.dense(x, w))\n")
+    m = dg.load(tmp_path / "model.dg", mode="interp")
+    x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    np.testing.assert_allclose(m.f(x, w), 2 * x @ w)
+
+
+def test_missing_import_is_located(tmp_path):
+    (tmp_path / "model.dg").write_text("import nothere\n\ndef f(x):\n    return x\n")
+    with pytest.raises(dg.DgTypeError) as e:
+        dg.load(tmp_path / "model.dg", mode="interp")
+    assert str(e.value).startswith(f"{tmp_path / 'model.dg'}:1:1: error: cannot find module 'nothere'")

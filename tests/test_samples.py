@@ -1,0 +1,56 @@
+"""The samples run, and agree with NumPy re-implementations."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dg
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return dg.load(SAMPLES / "tree.dg", mode="interp")
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return dg.load(SAMPLES / "mlp.dg", mode="interp")
+
+
+def np_tree(x, lo, hi, w, wl, wr):
+    if hi - lo == 1:
+        return np.tanh(x[lo] @ w)
+    mid = (lo + hi) // 2
+    return np.tanh(np_tree(x, lo, mid, w, wl, wr) @ wl + np_tree(x, mid, hi, w, wl, wr) @ wr)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_recursive_tree_matches_numpy(tree, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    w, wl, wr = (rng.standard_normal((4, 4)).astype(np.float32) * 0.5 for _ in range(3))
+    got = tree.score(x, w, wl, wr)
+    want = np_tree(x, 0, n, w, wl, wr).sum()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_forward_matches_numpy(mlp):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    w1, b1 = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    w2, b2 = rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    got = mlp.forward(x, w1, b1, w2, b2)
+    want = np.tanh(x @ w1 + b1) @ w2 + b2
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    y = np.array([0, 1, 2, 0, 1, 2])
+    logits = want.astype(np.float64)
+    lsm = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    np.testing.assert_allclose(mlp.loss(x, y, w1, b1, w2, b2), -lsm[np.arange(6), y].mean(), rtol=1e-5)
+
+
+def test_mlp_main_runs(mlp, capsys):
+    out = mlp.main()
+    assert out.shape == (8,) and out.dtype == np.int64
+    assert capsys.readouterr().out.startswith("loss ")
