@@ -81,7 +81,11 @@ def _mlir_float(v: float) -> str:
         return "0x7FF8000000000000"
     if v in (float("inf"), float("-inf")):
         return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
-    return repr(v) if ("e" in repr(v) or "." in repr(v)) else repr(v) + ".0"
+    r = repr(v)
+    mant, e, exp = r.partition("e")
+    if "." not in mant:
+        mant += ".0"  # MLIR's float literals need a decimal point: 1.0e-05, not 1e-05
+    return mant + (e + exp if e else "")
 
 
 def _esc(s: str) -> str:

@@ -54,6 +54,10 @@ class _Args:
             else:
                 em.error(f"{name}() is missing the argument '{p}'", call.loc)
                 self.ok = False
+        for p in static:
+            node = self.vals.get(p)
+            if isinstance(node, A.Const) and node.value is None:
+                self.vals[p] = None  # an explicit None means the default behaviour (e.g. axis=None)
         if self.ok:
             for p in params:
                 v = self.vals.get(p)

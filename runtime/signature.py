@@ -73,6 +73,8 @@ def _describe(x) -> str:
 
 def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
     """A Python argument as a NumPy array (weak scalars take `dtype`)."""
+    if isinstance(x, np.generic):  # NumPy scalars keep their dtype (np.float64 is a float subclass)
+        return np.asarray(x)
     if isinstance(x, (bool, np.bool_)) and not isinstance(x, np.ndarray):
         return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.bool_)
     if isinstance(x, (int,)) and not isinstance(x, bool):

@@ -1,0 +1,120 @@
+"""Symbolic shapes and argument checking at a call (LANGUAGE.md section 1.3)."""
+import numpy as np
+import pytest
+
+import dg
+
+from .util import check, load_src, randn
+
+F32, F64, I64 = np.float32, np.float64, np.int64
+
+SRC = '''
+def rowsum(images: f32[N, 3]) -> f32[N]:
+    return sum(images, axis=1)
+
+def gram(a: f32[N, M]) -> f32[M, M]:
+    return a.T @ a
+
+def xent(logits: f32[B, 4], labels: i64[B]) -> f32:
+    return cross_entropy(logits, labels)
+
+def transposed(a: f32[N, M], b: f32[M, N]) -> f32[N, N]:
+    return a @ b
+
+def scaled(s: f32, vec: f32[N]) -> f32[N]:
+    return vec * s
+
+def anydims(x: f32[?, ?]):
+    return x.shape[0] * 1000 + x.shape[1]
+
+def flatten(x: f32[B, H, W]) -> f32[B, ?]:
+    return reshape(x, [x.shape[0], -1])
+'''
+
+
+@pytest.fixture
+def m(mode):
+    return load_src(SRC, mode)
+
+
+def test_named_dim_varies_between_calls(m):
+    for n in (1, 2, 5, 100, 3):
+        x = randn(n, 3, seed=n)
+        check(m.rowsum(x), x.sum(axis=1))
+
+
+def test_named_dims_result_shape(m):
+    for shape in [(4, 2), (3, 5), (1, 1)]:
+        a = randn(*shape, seed=1)
+        check(m.gram(a), a.T @ a, rtol=1e-5)
+    for shape in [(2, 3, 4), (5, 1, 2)]:
+        x = randn(*shape, seed=2)
+        check(m.flatten(x), x.reshape(shape[0], -1))
+
+
+def test_question_mark_dims(m):
+    check(m.anydims(np.zeros((3, 7), F32)), I64(3007))
+    check(m.anydims(np.zeros((12, 1), F32)), I64(12001))
+
+
+def test_equal_names_must_match_and_do(m):
+    for b in (1, 6):
+        logits, labels = randn(b, 4, seed=b), np.arange(b, dtype=I64) % 4
+        ls = logits.astype(F64) - np.log(np.exp(logits.astype(F64)).sum(1, keepdims=True))
+        check(m.xent(logits, labels), F32(-ls[np.arange(b), labels].mean()), rtol=1e-5)
+    a, bb = randn(2, 3, seed=3), randn(3, 2, seed=4)
+    check(m.transposed(a, bb), a @ bb, rtol=1e-5)
+
+
+def test_python_scalars_for_scalar_params(m):
+    v = randn(4, seed=5)
+    check(m.scaled(2.0, v), v * 2.0)
+    check(m.scaled(3, v), v * 3.0)  # a Python int is weak: it takes the declared f32
+    check(m.scaled(F32(0.5), v), v * 0.5)
+
+
+def _raises_naming(fn, args, *names):
+    with pytest.raises(dg.DgTypeError) as ei:
+        fn(*args)
+    assert isinstance(ei.value, dg.DgError)
+    msg = str(ei.value)
+    assert any(n in msg for n in names), msg
+    return msg
+
+
+def test_static_dim_violation(m):
+    _raises_naming(m.rowsum, (np.zeros((4, 4), F32),), "'images'", "images")
+    _raises_naming(m.xent, (np.zeros((2, 5), F32), np.zeros(2, I64)), "logits")
+
+
+def test_static_dim_violation_after_good_call(m):
+    m.rowsum(np.zeros((2, 3), F32))
+    _raises_naming(m.rowsum, (np.zeros((2, 4), F32),), "images")
+
+
+def test_wrong_dtype(m):
+    _raises_naming(m.rowsum, (np.zeros((2, 3), F64),), "images")
+    _raises_naming(m.rowsum, (np.zeros((2, 3), I64),), "images")
+    _raises_naming(m.xent, (np.zeros((2, 4), F32), np.zeros(2, F32)), "labels")
+
+
+def test_wrong_rank(m):
+    _raises_naming(m.rowsum, (np.zeros(3, F32),), "images")
+    _raises_naming(m.rowsum, (np.zeros((1, 2, 3), F32),), "images")
+    _raises_naming(m.scaled, (np.ones(2, F32), np.ones(2, F32)), "'s'", " s ", "s:")
+
+
+def test_inconsistent_named_dims(m):
+    _raises_naming(m.xent, (np.zeros((3, 4), F32), np.zeros(2, I64)), "labels", "logits")
+    _raises_naming(m.transposed, (np.zeros((2, 3), F32), np.zeros((2, 3), F32)), "'b'", "'a'")
+
+
+def test_inconsistent_named_dims_after_good_call(m):
+    # the specialization for these element types and ranks already exists
+    logits, labels = randn(3, 4, seed=6), np.array([0, 1, 2], I64)
+    m.xent(logits, labels)
+    _raises_naming(m.xent, (np.zeros((3, 4), F32), np.zeros(5, I64)), "labels", "logits")
+    _raises_naming(m.xent, (np.zeros((7, 4), F32), labels), "labels", "logits")
+    a, bb = randn(2, 3, seed=7), randn(3, 2, seed=8)
+    m.transposed(a, bb)
+    _raises_naming(m.transposed, (np.zeros((4, 3), F32), bb), "'b'", "'a'")

@@ -1,0 +1,411 @@
+"""Statement forms (LANGUAGE.md section 1.1): programs/statements.dg vs NumPy/Python."""
+import re
+
+import numpy as np
+import pytest
+
+import dg
+
+from .util import PROGRAMS, check, load_prog, randn
+
+
+@pytest.fixture
+def m(mode):
+    return load_prog("statements.dg", mode)
+
+
+I64 = np.int64
+F32 = np.float32
+
+
+# ---------------------------------------------------------------- definitions
+def test_annotated_params(m):
+    x, w = randn(5, 3, seed=1), randn(3, 2, seed=2)
+    check(m.annotated(x, w), x @ w)
+
+
+def test_unannotated_params_take_argument_types(m):
+    x, y = randn(4, seed=1), randn(4, seed=2)
+    check(m.unannotated(x, y), x * y + 1.0)
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    check(m.unannotated(xd, yd), xd * yd + 1.0, rtol=1e-12)
+    xi, yi = np.arange(4, dtype=I64), np.arange(4, dtype=I64) + 3
+    r = m.unannotated(xi, yi)
+    # int tensor + float literal promotes to a float type
+    assert np.asarray(r).dtype.kind == "f"
+    np.testing.assert_allclose(r, xi * yi + 1.0)
+
+
+def test_default_args_from_python(m):
+    x = randn(4, seed=3)
+    check(m.defaults(x), x * 2.0 + 3.0)
+    check(m.defaults(x, 3.0), x * 3.0 + 3.0)
+    check(m.defaults(x, n=10, flag=False), x * 2.0)
+    check(m.defaults(x, scale=0.5, n=1), x * 0.5 + 1.0)
+
+
+def test_default_args_from_dg(m):
+    x = randn(4, seed=3)
+    a, b, c, d = m.call_defaults(x)
+    check(a, x * 2.0 + 3.0)
+    check(b, x * 3.0 + 3.0)
+    check(c, x * 2.0)
+    check(d, x * 0.5 + 3.0)
+
+
+# ---------------------------------------------------------------- assignments
+def test_assign_forms(m):
+    x = randn(6, seed=4)
+    a, b, c, n = m.assign_forms(x)
+    check(a, x + 1.0)
+    check(b, (x + 1.0) * 2.0)
+    check(c, np.sum((x + 1.0) * 2.0, dtype=F32))
+    check(n, I64(6))
+
+
+def test_tuple_unpacking(m):
+    x = randn(7, seed=5)
+    a, b = m.unpack(x)
+    check(a, np.max(x))
+    check(b, np.sum(x, dtype=F32))
+
+
+def test_tuple_unpacking_of_shape(m):
+    check(m.unpack_shape(np.zeros((3, 4), F32)), I64(34))
+    check(m.unpack_shape(np.zeros((2, 9), F32)), I64(29))
+
+
+def test_augmented_assignments(m):
+    x = randn(3, seed=6)
+    mm = randn(3, 3, seed=7)
+    x0 = x.copy()
+    xo, y = m.augmented(x, mm)
+    ref = x + 1.0
+    ref = ref - x * 0.5
+    ref = ref * 3.0
+    ref = ref / 2.0
+    ref = ref @ mm
+    check(y, ref)
+    check(xo, x0)  # `y = x; y += 1` does not change x
+    np.testing.assert_array_equal(x, x0)
+
+
+def test_int_augmented_assignments(m):
+    check(m.int_augmented(4), I64(((4 + 5) - 2) * 3))
+
+
+def test_functional_update(m):
+    x = randn(4, 3, seed=8)
+    v = randn(3, seed=9)
+    x0, v0 = x.copy(), v.copy()
+    xo, y = m.update(x, v)
+    ref = x.copy()
+    ref[1] = v
+    ref[0, 2] = -1.0
+    ref[2:, 0] = 7.0
+    ref[-1] = ref[-1] * 2.0
+    check(y, ref)
+    # the other name bound to the old value is unchanged ...
+    check(xo, x0)
+    # ... and so are the caller's arrays
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(v, v0)
+
+
+def test_update_in_loop_with_negative_step(m):
+    x = randn(5, seed=10)
+    x0 = x.copy()
+    check(m.reverse(x), x[::-1])
+    check(m.reverse(x[:2].copy()), x[:2][::-1])
+    np.testing.assert_array_equal(x, x0)
+
+
+# ---------------------------------------------------------------- branches
+@pytest.mark.parametrize("vals,want", [
+    ([5.0, 6.0, 1.0], 2), ([1.0, 2.0], 1), ([1.0, -1.0], 0), ([-3.0, 1.0], -1),
+])
+def test_if_elif_else_data_dependent(m, vals, want):
+    check(m.classify(np.array(vals, F32)), I64(want))
+
+
+def test_if_without_else(m):
+    x = np.array([3.0, 4.0], F32)
+    check(m.clamp_norm(x, F32(1.0)), x / 5.0)
+    check(m.clamp_norm(x, F32(10.0)), x)
+
+
+# ---------------------------------------------------------------- for loops
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_range_stop(m, n):
+    check(m.range_stop(n), I64(sum(i * i for i in range(n))))
+
+
+def _fold(r, k):
+    s = 0
+    for i in r:
+        s = s * k + i
+    return s
+
+
+@pytest.mark.parametrize("a,b", [(2, 7), (-3, 3), (5, 5), (6, 2)])
+def test_range_start_stop(m, a, b):
+    check(m.range_start_stop(a, b), I64(_fold(range(a, b), 2)))
+
+
+@pytest.mark.parametrize("a,b,c", [
+    (0, 10, 3), (1, 8, 2), (10, 0, -1), (9, -2, -3), (5, -5, -4), (0, 5, -1), (3, 3, -1), (-4, 4, 5),
+])
+def test_range_step(m, a, b, c):
+    check(m.range_step(a, b, c), I64(_fold(range(a, b, c), 3)))
+
+
+def test_range_bound_from_float_value(m):
+    x = randn(8, seed=11)
+    check(m.float_bound(x, F32(3.7)), np.sum(x[:3], dtype=F32))
+    check(m.float_bound(x, F32(6.0)), np.sum(x[:6], dtype=F32))
+    check(m.float_bound(x, F32(0.5)), F32(0.0))
+
+
+def _shape_bound(x):
+    acc = np.zeros(x.shape[1], F32)
+    for i in range(x.shape[0]):
+        acc = acc * F32(0.5) + x[i] * F32(i)
+    return acc
+
+
+def test_range_bound_from_shape(m):
+    for n in (1, 3, 6):
+        x = randn(n, 4, seed=n)
+        check(m.shape_bound(x), _shape_bound(x))
+
+
+def test_for_row_in_x(m):
+    x = randn(5, 3, seed=12)
+    acc = np.zeros(3, F32)
+    for row in x:
+        acc = acc * F32(0.5) + row
+    check(m.rows(x), acc)
+    check(m.rows(x[:1].copy()), x[0])
+
+
+def test_nested_loops(m):
+    a, b = randn(3, 4, seed=13), randn(4, 2, seed=14)
+    check(m.loop_matmul(a, b), a @ b)
+    a, b = randn(2, 5, seed=15), randn(5, 3, seed=16)
+    check(m.loop_matmul(a, b), a @ b)
+
+
+# ---------------------------------------------------------------- while loops
+def _newton(a, tol):
+    a, tol = F32(a), F32(tol)
+    y, it = a, 0
+    while abs(y * y - a) > tol:
+        y = F32(0.5) * (y + a / y)
+        it += 1
+    return y, it
+
+
+@pytest.mark.parametrize("a", [2.0, 9.0, 150.0, 1.0])
+def test_while_newton(m, a):
+    y, it = m.newton_sqrt(F32(a), F32(1e-3))
+    ry, rit = _newton(a, 1e-3)
+    check(y, ry)
+    check(it, I64(rit))
+    np.testing.assert_allclose(y, np.sqrt(a), rtol=1e-3)
+
+
+def _collatz(n):
+    s = 0
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        s += 1
+    return s
+
+
+@pytest.mark.parametrize("n", [1, 6, 7, 27])
+def test_while_collatz(m, n):
+    check(m.collatz(n), I64(_collatz(n)))
+
+
+def _while_true_break(n):
+    i = s = 0
+    while True:
+        i += 1
+        if i % 3 == 0:
+            continue
+        s += i
+        if i >= n:
+            break
+    return s
+
+
+@pytest.mark.parametrize("n", [1, 4, 10])
+def test_while_true_break_continue(m, n):
+    check(m.while_true_break(n), I64(_while_true_break(n)))
+
+
+# ---------------------------------------------------------------- break / continue
+def _break_continue(x, limit):
+    s, count = F32(0.0), 0
+    for v in x:
+        if v < 0:
+            continue
+        if s + v > limit:
+            break
+        s += v
+        count += 1
+    return s, count
+
+
+def test_break_continue(m):
+    x = np.array([1.0, -2.0, 3.0, -1.0, 4.0, 5.0, 1.0], F32)
+    for limit in (0.5, 4.5, 8.5, 100.0):
+        s, c = m.break_continue(x, F32(limit))
+        rs, rc = _break_continue(x, limit)
+        check(s, F32(rs))
+        check(c, I64(rc))
+
+
+def test_nested_break_continue(m):
+    def ref(n):
+        t = 0
+        for i in range(n):
+            for j in range(n):
+                if j > i:
+                    break
+                if (i + j) % 2 == 1:
+                    continue
+                t += i * 10 + j
+        return t
+
+    for n in (0, 1, 4, 6):
+        check(m.nested_break(n), I64(ref(n)))
+
+
+# ---------------------------------------------------------------- early return
+def test_early_return_in_loop(m):
+    x = np.array([0.5, 2.0, -1.0, 7.0, 3.0], F32)
+    check(m.first_above(x, F32(1.0)), I64(1))
+    check(m.first_above(x, F32(5.0)), I64(3))
+    check(m.first_above(x, F32(10.0)), I64(-1))
+
+
+def test_early_return_in_nested_loops(m):
+    x = np.array([3, 8, 1, 5, 9], I64)
+    i, j = m.find_pair(x, 6)
+    check(i, I64(2))
+    check(j, I64(3))
+    i, j = m.find_pair(x, 17)
+    check(i, I64(1))
+    check(j, I64(4))
+    i, j = m.find_pair(x, 100)
+    check(i, I64(-1))
+    check(j, I64(-1))
+
+
+@pytest.mark.parametrize("n,want", [(0, 0), (1, 1), (10, 4), (16, 4), (17, 5), (100000, -1)])
+def test_early_return_in_while(m, n, want):
+    check(m.early_while(n), I64(want))
+
+
+@pytest.mark.parametrize("x,want", [(20.0, 2.0), (3.0, 1.0), (-1.0, 0.0)])
+def test_early_return_in_nested_branches(m, x, want):
+    check(m.early_branch(F32(x)), F32(want))
+
+
+# ---------------------------------------------------------------- pass / assert / print
+def test_pass(m):
+    x = np.array([1.0, 2.0], F32)
+    check(m.with_pass(x), x)
+    check(m.with_pass(-x), x)
+
+
+def test_assert_passes(m):
+    check(m.checked_div(F32(3.0), F32(2.0)), F32(1.5))
+
+
+def test_assert_fails_with_location(m):
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.checked_div(F32(3.0), F32(0.0))
+    msg = str(ei.value)
+    lines = (PROGRAMS / "statements.dg").read_text().splitlines()
+    lineno = next(i + 1 for i, l in enumerate(lines) if "assert b != 0.0" in l)
+    col = lines[lineno - 1].index("assert") + 1
+    assert re.match(rf"^\S*statements\.dg:{lineno}:{col}: error: ", msg), msg
+    assert "division by zero" in msg
+    assert isinstance(ei.value, dg.DgError)
+
+
+def test_print(m, capfd):
+    r = m.show(4)
+    check(r, I64(4))
+    out = capfd.readouterr().out
+    assert out.splitlines() == ["0 0", "1 1", "2 4", "3 9"], out
+
+
+def _floats(text):
+    return [float(t) for t in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", text)]
+
+
+def test_print_strings_and_tensors(m, capfd):
+    x = np.array([1.5, -2.25, 4.0], F32)
+    check(m.show_values(x), F32(3.25))
+    lines = capfd.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    words = lines[0].split()
+    assert words[0] == "sum" and words[2] == "first", lines[0]
+    assert float(words[1]) == 3.25 and float(words[3]) == 1.5, lines[0]
+    assert _floats(lines[1]) == [3.0, -4.5, 8.0], lines[1]
+
+
+# ---------------------------------------------------------------- recursion
+@pytest.mark.parametrize("n", [0, 1, 5, 10])
+def test_recursive_factorial(m, n):
+    import math
+
+    check(m.factorial(n), I64(math.factorial(n)))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 10])
+def test_recursive_fibonacci(m, n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    check(m.fib(n), I64(a))
+
+
+def _tree(nodes, i, w, b):
+    if 2 * i + 1 >= nodes.shape[0]:
+        return nodes[i]
+    left = _tree(nodes, 2 * i + 1, w, b)
+    right = _tree(nodes, 2 * i + 2, w, b)
+    return np.tanh((left + right) @ w + b + nodes[i])
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 15])
+def test_recursive_tree_model(m, size):
+    nodes, w, b = randn(size, 4, seed=20), randn(4, 4, seed=21) * F32(0.5), randn(4, seed=22)
+    check(m.tree(nodes, 0, w, b), _tree(nodes, 0, w, b), rtol=1e-4, atol=1e-5)
+    if size > 1:
+        check(m.tree(nodes, 1, w, b), _tree(nodes, 1, w, b), rtol=1e-4, atol=1e-5)
+
+
+def _deep(x, w, depth):
+    if depth == 0:
+        return np.tanh(x @ w)
+    a = _deep(x, w * F32(0.5), depth - 1)
+    b = _deep(-x, w, depth - 1)
+    return np.tanh((a + b) @ w)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_recursive_depth_model(m, depth):
+    x, w = randn(2, 3, seed=23), randn(3, 3, seed=24) * F32(0.5)
+    check(m.deep(x, w, depth), _deep(x, w, depth), rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- calls
+def test_calls_with_keywords_and_tuples(m):
+    x = randn(5, seed=25)
+    z = (x * 2.0 + 1.0) * 0.5 - 1.0
+    check(m.calls(x), np.sum(z, dtype=F32) + np.max(z), rtol=1e-5)

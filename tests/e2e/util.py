@@ -1,0 +1,61 @@
+"""Helpers for the dg end-to-end conformance tests (see conftest.py)."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+import dg
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+_CACHE: dict = {}
+
+
+def load_src(src: str, mode: str, filename: str | None = None):
+    """dg.loads(src) once per (src, mode, filename); failures are not cached.
+
+    Without a filename each distinct source gets its own, so that
+    diagnostics quote the right source line.
+    """
+    if filename is None:
+        filename = "e2e_" + hashlib.sha1(src.encode()).hexdigest()[:10] + ".dg"
+    key = ("src", src, mode, filename)
+    m = _CACHE.get(key)
+    if m is None:
+        m = dg.loads(src, mode=mode, filename=filename)
+        _CACHE[key] = m
+    return m
+
+
+def load_prog(name: str, mode: str):
+    """dg.load(tests/e2e/programs/NAME) once per (name, mode)."""
+    key = ("file", name, mode)
+    m = _CACHE.get(key)
+    if m is None:
+        m = dg.load(str(PROGRAMS / name), mode=mode)
+        _CACHE[key] = m
+    return m
+
+
+def check(got, want, dtype=None, rtol=1e-5, atol=1e-6):
+    """Compare a dg result with a NumPy reference: type, dtype, shape, values.
+
+    `dtype` defaults to the reference's dtype. Integer and bool results must
+    match exactly; floating results to `rtol`/`atol`.
+    """
+    assert isinstance(got, (np.ndarray, np.generic)), f"expected a NumPy array or scalar, got {type(got).__name__}: {got!r}"
+    want_arr = np.asarray(want)
+    got_arr = np.asarray(got)
+    exp_dtype = np.dtype(dtype) if dtype is not None else want_arr.dtype
+    assert got_arr.dtype == exp_dtype, f"dtype {got_arr.dtype}, expected {exp_dtype}"
+    assert got_arr.shape == want_arr.shape, f"shape {got_arr.shape}, expected {want_arr.shape}"
+    if exp_dtype.kind in "biu":
+        np.testing.assert_array_equal(got_arr, want_arr)
+    else:
+        np.testing.assert_allclose(got_arr.astype(np.float64), want_arr.astype(np.float64), rtol=rtol, atol=atol)
+
+
+def randn(*shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
