@@ -13,8 +13,9 @@ def _parse_signature(text: str) -> list:
     """`f32[4, 3], i64, f32` -> zero arrays of those types (for `dg ir --args`)."""
     from dg.dsl.parser import parse
     from dg.dsl.types import np_dtype
+    from dg.lowering.passes import split_top_level
 
-    src = parse(f"def _sig({', '.join(f'a{i}: {t}' for i, t in enumerate(_split_top(text)))}):\n    pass\n", "<--args>")
+    src = parse(f"def _sig({', '.join(f'a{i}: {t}' for i, t in enumerate(split_top_level(text)))}):\n    pass\n", "<--args>")
     arrays = []
     for p in src.funcs[0].params:
         te = p.annotation
@@ -23,21 +24,6 @@ def _parse_signature(text: str) -> list:
             raise DgError(f"--args needs concrete sizes, got {text!r}")
         arrays.append(np.zeros(dims, dtype=np_dtype(te.dtype)))
     return arrays
-
-
-def _split_top(text: str) -> list:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
 
 
 def cmd_run(a) -> int:

@@ -67,6 +67,13 @@ class _Args:
     def __getitem__(self, k):
         return self.vals[k]
 
+    def tensors(self, *keys):
+        """The named arguments as tensors; None if any is missing, poison or not a tensor."""
+        if not self.ok:
+            return None
+        out = [tensor(self.em, self.vals[k], self.loc) for k in keys]
+        return None if any(v.poison for v in out) else out
+
     def loc_of(self, k):
         a = self.ast.get(k)
         return a.loc if a is not None else self.loc
@@ -166,11 +173,10 @@ def shape_operands(em, v, loc):
 def _unary(opname):
     def h(em, call, name):
         a = _Args(em, call, name, ["x"], {})
-        if not a.ok:
+        t = a.tensors("x")
+        if t is None:
             return POISON
-        x = tensor(em, a["x"], call.loc)
-        if x.poison:
-            return POISON
+        x, = t
         if x.name is None:
             x = em.materialize(x, "f32" if opname not in ("abs", "sign", "relu", "neg") else None, call.loc)
         if is_bool(x.dtype) or (is_int(x.dtype) and opname not in ("abs", "sign", "relu")):
@@ -183,11 +189,10 @@ def _unary(opname):
 def _binary(opname):
     def h(em, call, name):
         a = _Args(em, call, name, ["a", "b"], {})
-        if not a.ok:
+        t = a.tensors("a", "b")
+        if t is None:
             return POISON
-        x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
-        if x.poison or y.poison:
-            return POISON
+        x, y = t
         dt = em.result_dtype(x, y)
         if opname == "pow" and not is_float(dt):
             return em.binop("**", x, y, call.loc)
@@ -284,11 +289,10 @@ def _creation(fill):
 
 def _full(em, call, name):
     a = _Args(em, call, name, ["shape", "value", "dtype"], {"dtype": None}, static=("dtype",))
-    if not a.ok:
+    t = a.tensors("value")
+    if t is None:
         return POISON
-    v = tensor(em, a["value"], call.loc)
-    if v.poison:
-        return POISON
+    v, = t
     if v.rank != 0:
         em.error(f"full() needs a scalar fill value, got {v.type}", call.loc)
         return POISON
@@ -303,11 +307,10 @@ def _full(em, call, name):
 def _like(fill):
     def h(em, call, name):
         a = _Args(em, call, name, ["x", "dtype"], {"dtype": None}, static=("dtype",))
-        if not a.ok:
+        t = a.tensors("x")
+        if t is None:
             return POISON
-        x = tensor(em, a["x"], call.loc)
-        if x.poison:
-            return POISON
+        x, = t
         dt = static_dtype(em, a["dtype"], call.loc, default=x.dtype) if a["dtype"] is not None else x.dtype
         attr, dyn = [], []
         for i, d in enumerate(x.type.shape):
@@ -363,15 +366,20 @@ def _eye(em, call, name):
     return em.op("eye", [em.materialize(n, "i64", call.loc)], {"size": size, "dtype": dt}, call.loc)
 
 
-def _reshape(em, call, name):
-    a = _Args(em, call, name, ["x", "shape"], {})
-    if not a.ok:
-        return POISON
-    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
-    attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
-    if attr is None or x.poison:
-        return POISON
-    return em.op("reshape", [x] + dyn, {"shape": attr}, call.loc)
+def _to_shape(opname):
+    """reshape(x, shape) and broadcast_to(x, shape): sizes may be run-time values."""
+
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "shape"], {})
+        if not a.ok:
+            return POISON
+        x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
+        attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
+        if attr is None or x.poison:
+            return POISON
+        return em.op(opname, [x] + dyn, {"shape": attr}, call.loc)
+
+    return h
 
 
 def _transpose(em, call, name):
@@ -432,17 +440,6 @@ def _squeeze(em, call, name):
         if axes is None:
             return POISON
     return em.op("squeeze", [x], {"axes": axes}, call.loc)
-
-
-def _broadcast_to(em, call, name):
-    a = _Args(em, call, name, ["x", "shape"], {})
-    if not a.ok:
-        return POISON
-    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
-    attr, dyn = shape_operands(em, a["shape"], a.loc_of("shape"))
-    if attr is None or x.poison:
-        return POISON
-    return em.op("broadcast_to", [x] + dyn, {"shape": attr}, call.loc)
 
 
 def _join(opname):
@@ -529,11 +526,10 @@ def _matmul(em, call, name):
 
 def _dot(em, call, name):
     a = _Args(em, call, name, ["a", "b"], {})
-    if not a.ok:
+    t = a.tensors("a", "b")
+    if t is None:
         return POISON
-    x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
-    if x.poison or y.poison:
-        return POISON
+    x, y = t
     if x.rank == 0 or y.rank == 0:
         return em.binop("*", x, y, call.loc)
     if x.rank > 2 or y.rank > 2:
@@ -544,11 +540,10 @@ def _dot(em, call, name):
 
 def _outer(em, call, name):
     a = _Args(em, call, name, ["a", "b"], {})
-    if not a.ok:
+    t = a.tensors("a", "b")
+    if t is None:
         return POISON
-    x, y = tensor(em, a["a"], call.loc), tensor(em, a["b"], call.loc)
-    if x.poison or y.poison:
-        return POISON
+    x, y = t
     dt = em.result_dtype(x, y)
     x, y = em.materialize(x, dt, call.loc), em.materialize(y, dt, call.loc)
     if x.rank != 1 or y.rank != 1:
@@ -560,11 +555,10 @@ def _outer(em, call, name):
 def _axis_op(opname):
     def h(em, call, name):
         a = _Args(em, call, name, ["x", "axis"], {"axis": -1}, static=("axis",))
-        if not a.ok:
+        t = a.tensors("x")
+        if t is None:
             return POISON
-        x = tensor(em, a["x"], call.loc)
-        if x.poison:
-            return POISON
+        x, = t
         x = em.materialize(x, "f32", call.loc)
         if not is_float(x.dtype):
             x = em.cast(x, "f32", call.loc)
@@ -582,11 +576,10 @@ def _axis_op(opname):
 
 def _cross_entropy(em, call, name):
     a = _Args(em, call, name, ["logits", "labels"], {})
-    if not a.ok:
+    t = a.tensors("logits", "labels")
+    if t is None:
         return POISON
-    lg, lb = tensor(em, a["logits"], call.loc), tensor(em, a["labels"], call.loc)
-    if lg.poison or lb.poison:
-        return POISON
+    lg, lb = t
     return em.op("cross_entropy", [em.materialize(lg, loc=call.loc), em.materialize(lb, loc=call.loc)], loc=call.loc)
 
 
@@ -605,11 +598,10 @@ def _mse(em, call, name):
 
 def _layer_norm(em, call, name):
     a = _Args(em, call, name, ["x", "g", "b", "eps"], {"eps": 1e-5})
-    if not a.ok:
+    t = a.tensors("x")
+    if t is None:
         return POISON
-    x = tensor(em, a["x"], call.loc)
-    if x.poison:
-        return POISON
+    x, = t
     if x.rank == 0:
         em.error("layer_norm() needs a tensor of rank >= 1", call.loc)
         return POISON
@@ -649,11 +641,10 @@ def _dropout(em, call, name):
 def _cast_to(dt):
     def h(em, call, name):
         a = _Args(em, call, name, ["x"], {})
-        if not a.ok:
+        t = a.tensors("x")
+        if t is None:
             return POISON
-        x = tensor(em, a["x"], call.loc)
-        if x.poison:
-            return POISON
+        x, = t
         if x.name is None:
             from .emit import _py_cast
             if dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool") and x.rank == 0:
@@ -665,11 +656,10 @@ def _cast_to(dt):
 
 def _key(em, call, name):
     a = _Args(em, call, name, ["seed"], {})
-    if not a.ok:
+    t = a.tensors("seed")
+    if t is None:
         return POISON
-    s = tensor(em, a["seed"], call.loc)
-    if s.poison:
-        return POISON
+    s, = t
     if not is_int(s.dtype) or s.rank:
         em.error(f"key() takes an integer seed, got {s.type}", call.loc)
         return POISON
@@ -678,11 +668,10 @@ def _key(em, call, name):
 
 def _split(em, call, name):
     a = _Args(em, call, name, ["key"], {})
-    if not a.ok:
+    t = a.tensors("key")
+    if t is None:
         return POISON
-    k = tensor(em, a["key"], call.loc)
-    if k.poison:
-        return POISON
+    k, = t
     r = em.op("split", [k], loc=call.loc)
     return tuple(r) if isinstance(r, list) else POISON
 
@@ -750,11 +739,10 @@ def _breakpoint(em, call, name):
 
 def _stop_gradient(em, call, name):
     a = _Args(em, call, name, ["x"], {})
-    if not a.ok:
+    t = a.tensors("x")
+    if t is None:
         return POISON
-    x = tensor(em, a["x"], call.loc)
-    if x.poison:
-        return POISON
+    x, = t
     return em.op("stop_gradient", [em.materialize(x, loc=call.loc)], loc=call.loc)
 
 
@@ -776,8 +764,8 @@ BUILTINS = {
     "zeros_like": _like(0), "ones_like": _like(1), "arange": _arange, "eye": _eye,
     "clip": _clip, "where": _where,
     "maximum": _binary("maximum"), "minimum": _binary("minimum"), "pow": _binary("pow"),
-    "reshape": _reshape, "transpose": _transpose, "expand_dims": _expand_dims, "squeeze": _squeeze,
-    "broadcast_to": _broadcast_to, "concat": _join("concat"), "stack": _join("stack"), "take": _take,
+    "reshape": _to_shape("reshape"), "transpose": _transpose, "expand_dims": _expand_dims, "squeeze": _squeeze,
+    "broadcast_to": _to_shape("broadcast_to"), "concat": _join("concat"), "stack": _join("stack"), "take": _take,
     "len": _len,
     "matmul": _matmul, "dot": _dot, "outer": _outer,
     "softmax": _axis_op("softmax"), "log_softmax": _axis_op("log_softmax"),

@@ -26,7 +26,7 @@ from dg.errors import DgErrors, DgTypeError, Loc
 from . import ast as A
 from . import controlflow
 from .types import (
-    DTYPES, ShapeError, Sym, TensorType, is_bool, is_float, is_int, promote, same_dim, scalar,
+    DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, promote, same_dim, scalar,
 )
 from .values import POISON, FuncRef, ListVal, ModuleRef, Str, Undefined, V, flatten, is_tuple, unflatten_like
 
@@ -209,22 +209,11 @@ class FunctionEmitter:
 
     # ------------------------------------------------------------ types from annotations
     def type_from_annotation(self, te, loc) -> TensorType | None:
-        if isinstance(te, A.TupleTypeExpr):
+        try:
+            return annotation_type(te, self.dim_syms)
+        except ShapeError as e:
+            self.error(str(e), te.loc)
             return None
-        if te.dtype not in DTYPES or te.dtype == "u64":
-            self.error(f"unknown element type '{te.dtype}' (expected one of f32, f64, f16, bf16, i32, i64, bool)", te.loc)
-            return None
-        if te.dims is None:
-            return scalar(te.dtype)
-        dims = []
-        for d in te.dims:
-            if d is None:
-                dims.append(Sym())
-            elif isinstance(d, str):
-                dims.append(self.dim_syms.setdefault(d, Sym(d)))
-            else:
-                dims.append(int(d))
-        return TensorType(te.dtype, tuple(dims))
 
     def declared_returns(self):
         te = self.spec.fd.returns
@@ -843,16 +832,19 @@ class FunctionEmitter:
         self.indent += 2
         self.env = bind_args(args2)
         self.block(s.body)
-        outs = self.carried_outputs(carried, loc, "while")
+        self.close_loop_body(carried, tys, saved_indent, loc)
+        self.after_loop(before, carried, res, flat_types, s.body)
+
+    def close_loop_body(self, carried, tys, saved_indent, loc):
+        outs = self.carried_outputs(carried, loc)
         if outs:
             self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
         else:
             self.line(f"scf.yield {self.loc(loc)}")
         self.indent = saved_indent
         self.line(f"}} {self.loc(loc)}")
-        self.after_loop(before, carried, res, flat_types, s.body)
 
-    def carried_outputs(self, carried, loc, what):
+    def carried_outputs(self, carried, loc):
         outs = []
         for n, struct, types in carried:
             cur = self.env.get(n)
@@ -982,13 +974,7 @@ class FunctionEmitter:
             k += len(types)
         self.env = env
         body(k_index=V(iv, INDEX))
-        outs = self.carried_outputs(carried, loc, "for")
-        if outs:
-            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
-        else:
-            self.line(f"scf.yield {self.loc(loc)}")
-        self.indent = saved_indent
-        self.line(f"}} {self.loc(loc)}")
+        self.close_loop_body(carried, tys, saved_indent, loc)
         self.after_loop(before, carried, res, flat_types, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
 
     def block_checked(self, stmts):

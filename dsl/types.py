@@ -194,3 +194,25 @@ def _fmt_shape(s) -> str:
 
 
 fmt_shape = _fmt_shape
+
+
+def annotation_type(te, names: dict):
+    """A `TypeExpr` -> TensorType; named dims share one Sym per name in `names`.
+
+    Returns None for a tuple type; raises ShapeError for an unknown element type.
+    """
+    if te is None or not hasattr(te, "dims"):
+        return None
+    if te.dtype not in DTYPES or te.dtype == "u64":
+        raise ShapeError(f"unknown element type '{te.dtype}' (expected one of f32, f64, f16, bf16, i32, i64, bool)")
+    if te.dims is None:
+        return scalar(te.dtype)
+    dims = []
+    for d in te.dims:
+        if d is None:
+            dims.append(Sym())
+        elif isinstance(d, str):
+            dims.append(names.setdefault(d, Sym(d)))
+        else:
+            dims.append(int(d))
+    return TensorType(te.dtype, tuple(dims))

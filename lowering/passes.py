@@ -24,15 +24,16 @@ def register_pass(name: str):
     return deco
 
 
-def split_pipeline(pipeline: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
+    """Split at commas that are not inside (), [] or {}."""
     out, depth, cur = [], 0, ""
-    for ch in pipeline:
+    for ch in text:
         if ch == "," and depth == 0:
             out.append(cur.strip())
             cur = ""
             continue
-        depth += ch in "({"
-        depth -= ch in ")}"
+        depth += ch in "([{"
+        depth -= ch in ")]}"
         cur += ch
     if cur.strip():
         out.append(cur.strip())
@@ -40,7 +41,7 @@ def split_pipeline(pipeline: str) -> list[str]:
 
 
 def run_pipeline(module: "ir.Module", pipeline: str) -> "ir.Module":
-    names = split_pipeline(pipeline)
+    names = split_top_level(pipeline)
     pending: list[str] = []
 
     def flush(m):

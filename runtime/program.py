@@ -186,12 +186,15 @@ class DgFunction:
         """(Compiled, marshalled arguments) for these Python arguments."""
         values = signature.bind_python_args(self.fd, args, kwargs or {})
         sig, arrays = signature.make_signature(self.fd, values)
+        return self._compiled(sig), arrays
+
+    def _compiled(self, sig) -> Compiled:
         comp = self._cache.get(sig.key)
         if comp is None:
             comp = self._build(sig)
             self._cache[sig.key] = comp
         self._last = comp
-        return comp, arrays
+        return comp
 
     def _build(self, sig) -> Compiled:
         errors = DgErrors()
@@ -231,13 +234,7 @@ class DgFunction:
         return modes.stage_text(comp, stage, self.device)
 
     def specialize_declared(self):
-        sig = signature.declared_signature(self.fd)
-        comp = self._cache.get(sig.key)
-        if comp is None:
-            comp = self._build(sig)
-            self._cache[sig.key] = comp
-        self._last = comp
-        return comp, None
+        return self._compiled(signature.declared_signature(self.fd)), None
 
 
 def check_source(source: Source) -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dg.dsl import ast as A
-from dg.dsl.types import DTYPES, Sym, TensorType, dtype_of_np, fmt_shape, np_dtype, scalar
+from dg.dsl.types import ShapeError, Sym, TensorType, dtype_of_np, np_dtype
+from dg.dsl.types import annotation_type as _annotation_type
 from dg.errors import DgTypeError
 
 
@@ -48,21 +49,10 @@ _MISSING = object()
 
 
 def annotation_type(te, names: dict) -> TensorType | None:
-    if te is None or isinstance(te, A.TupleTypeExpr):
-        return None
-    if te.dtype not in DTYPES or te.dtype == "u64":
-        raise DgTypeError(f"unknown element type '{te.dtype}'", te.loc)
-    if te.dims is None:
-        return scalar(te.dtype)
-    dims = []
-    for d in te.dims:
-        if d is None:
-            dims.append(Sym())
-        elif isinstance(d, str):
-            dims.append(names.setdefault(d, Sym(d)))
-        else:
-            dims.append(int(d))
-    return TensorType(te.dtype, tuple(dims))
+    try:
+        return _annotation_type(te, names)
+    except ShapeError as e:
+        raise DgTypeError(str(e), te.loc) from None
 
 
 def _describe(x) -> str:
