@@ -11,14 +11,13 @@ from .errors import DgError
 
 def _parse_signature(text: str) -> list:
     """`f32[4, 3], i64, f32` -> zero arrays of those types (for `dg ir --args`)."""
-    from dg.dsl.parser import parse
+    from dg.dsl.parser import parse_type
     from dg.dsl.types import np_dtype
     from dg.lowering.passes import split_top_level
 
-    src = parse(f"def _sig({', '.join(f'a{i}: {t}' for i, t in enumerate(split_top_level(text)))}):\n    pass\n", "<--args>")
     arrays = []
-    for p in src.funcs[0].params:
-        te = p.annotation
+    for part in split_top_level(text):
+        te = parse_type(part, "<--args>", register=False)
         dims = [] if te.dims is None else te.dims
         if any(not isinstance(d, int) for d in dims):
             raise DgError(f"--args needs concrete sizes, got {text!r}")

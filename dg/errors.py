@@ -53,7 +53,8 @@ _SOURCES: dict[str, list[str]] = {}
 
 
 def register_source(file: str, text: str) -> None:
-    _SOURCES[file] = text.splitlines()
+    # Only \n, \r\n and \r end lines (as for Python and the parser), not \f or \x85.
+    _SOURCES[file] = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def source_line(file: str, line: int) -> str | None:

@@ -89,10 +89,9 @@ class _Converter:
         if isinstance(obj, TypeAnn):
             return A.TypeExpr(self.loc(node), obj.dtype, obj.dims)
         if isinstance(obj, str):
-            from .parser import parse
+            from .parser import parse_type
 
-            src = parse(f"def _t(x: {obj}):\n    pass\n", self.file)
-            return src.funcs[0].params[0].annotation
+            return parse_type(obj, self.file, register=False)
         raise DgSyntaxError(f"annotation {obj!r} is not a dg type (use dg.f32[...], dg.i64, ...)", self.loc(node))
 
     # ------------------------------------------------------------ statements
