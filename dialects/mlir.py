@@ -7,13 +7,15 @@ try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
     from mlir.dialects import irdl, func, scf, arith  # type: ignore
     from mlir.dialects.ext import Pure  # type: ignore
+    from mlir.execution_engine import ExecutionEngine  # type: ignore
 
     SOURCE = "mlir"
 except ImportError:
     from torch_mlir import ir, passmanager  # type: ignore
     from torch_mlir.dialects import irdl, func, scf, arith  # type: ignore
     from torch_mlir.dialects.ext import Pure  # type: ignore
+    from torch_mlir.execution_engine import ExecutionEngine  # type: ignore
 
     SOURCE = "torch_mlir"
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "Pure", "SOURCE"]
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "Pure", "ExecutionEngine", "SOURCE"]

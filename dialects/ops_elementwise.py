@@ -184,3 +184,234 @@ register(OpDef(
                          rng.standard_normal((4,)).astype(np.float32)], {}),
     doc="c ? a : b, elementwise with broadcasting",
 ))
+
+
+# ---------------------------------------------------------------- lowering facets
+# Each lowering writes a linalg.generic whose body computes one element. The
+# scalar rules below take the builder, the element type kind ("f", "i", "b")
+# and the MLIR element type, and the input scalars.
+from .registry import OPS as _OPS  # noqa: E402
+
+
+def _kind(dtype: str) -> str:
+    from dg.dsl.types import DTYPES
+
+    return DTYPES[dtype][2]
+
+
+def broadcast_maps(in_types, out_t):
+    """Indexing maps of inputs broadcast (NumPy rules) to the output shape."""
+    R = out_t.rank
+    maps = []
+    for t in in_types:
+        exprs = []
+        for j, d in enumerate(t.shape):
+            i = R - t.rank + j
+            od = out_t.shape[i]
+            if isinstance(d, int) and d == 1 and not (isinstance(od, int) and od == 1):
+                exprs.append("0")
+            else:
+                exprs.append(f"d{i}")
+        maps.append(", ".join(exprs))
+    return maps
+
+
+def out_sizes(b, operands, in_types, out_t):
+    """Index SSA values for each output dim, taken from an operand that has it."""
+    R = out_t.rank
+    sizes = []
+    for i, od in enumerate(out_t.shape):
+        if isinstance(od, int):
+            sizes.append(None)
+            continue
+        for v, t in zip(operands, in_types):
+            j = i - (R - t.rank)
+            if j >= 0 and not (isinstance(t.shape[j], int) and t.shape[j] == 1):
+                sizes.append(b.dim(v, t, j))
+                break
+    return sizes
+
+
+def lower_elementwise(scalar_fn, out_dtype_from=None):
+    def lower(b, op):
+        from dg.lowering.builder import elt, signless
+
+        out_t = op.result_types[0]
+        sizes = out_sizes(b, op.operands, op.types, out_t)
+        init = b.empty(out_t, sizes)
+        maps = broadcast_maps(op.types, out_t)
+        omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+        src_t = op.types[out_dtype_from] if out_dtype_from is not None else out_t
+        kind = _kind(src_t.dtype)
+        ety = signless(elt(src_t))
+        return b.generic(out_t, init, list(zip(op.operands, op.types)), maps, omap,
+                         ["parallel"] * out_t.rank, lambda bb, args: scalar_fn(bb, kind, ety, args[:-1], op))
+
+    return lower
+
+
+def _fi(fop, iop):
+    def f(b, kind, ety, args, op):
+        return b.binary(fop if kind == "f" else iop, args[0], args[1], ety)
+
+    return f
+
+
+def _sc_floordiv(b, kind, ety, args, op):
+    if kind == "f":
+        q = b.binary("arith.divf", args[0], args[1], ety)
+        return b.unary("math.floor", q, ety)
+    return b.binary("arith.floordivsi", args[0], args[1], ety)
+
+
+def _sc_mod(b, kind, ety, args, op):
+    a, c = args
+    if kind == "f":
+        q = b.unary("math.floor", b.binary("arith.divf", a, c, ety), ety)
+        return b.binary("arith.subf", a, b.binary("arith.mulf", q, c, ety), ety)
+    # Python's sign rule: the remainder takes the divisor's sign.
+    r = b.binary("arith.remsi", a, c, ety)
+    zero = b.const(0, ety)
+    rn = b.fresh("x")
+    b.emit(f"{rn} = arith.cmpi ne, {r}, {zero} : {ety}")
+    sr = b.fresh("x")
+    b.emit(f"{sr} = arith.cmpi slt, {r}, {zero} : {ety}")
+    sc = b.fresh("x")
+    b.emit(f"{sc} = arith.cmpi slt, {c}, {zero} : {ety}")
+    diff = b.binary("arith.xori", sr, sc, "i1")
+    fix = b.binary("arith.andi", rn, diff, "i1")
+    adj = b.binary("arith.addi", r, c, ety)
+    out = b.fresh("x")
+    b.emit(f"{out} = arith.select {fix}, {adj}, {r} : {ety}")
+    return out
+
+
+def _sc_pow(b, kind, ety, args, op):
+    if kind == "f":
+        return b.binary("math.powf", args[0], args[1], ety)
+    return b.binary("math.ipowi", args[0], args[1], ety)
+
+
+_CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+_CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+
+
+def _sc_cmp(name):
+    def f(b, kind, ety, args, op):
+        r = b.fresh("x")
+        if kind == "f":
+            b.emit(f"{r} = arith.cmpf {_CMPF[name]}, {args[0]}, {args[1]} : {ety}")
+        else:
+            b.emit(f"{r} = arith.cmpi {_CMPI[name]}, {args[0]}, {args[1]} : {ety}")
+        return r
+
+    return f
+
+
+for _name, _fn in {
+    "add": _fi("arith.addf", "arith.addi"), "sub": _fi("arith.subf", "arith.subi"),
+    "mul": _fi("arith.mulf", "arith.muli"), "div": _fi("arith.divf", "arith.divsi"),
+    "floordiv": _sc_floordiv, "mod": _sc_mod, "pow": _sc_pow,
+    "maximum": _fi("arith.maximumf", "arith.maxsi"), "minimum": _fi("arith.minimumf", "arith.minsi"),
+}.items():
+    _OPS[_name].lower = lower_elementwise(_fn)
+
+for _name in COMPARE:
+    _OPS[_name].lower = lower_elementwise(_sc_cmp(_name), out_dtype_from=0)
+
+_OPS["and"].lower = lower_elementwise(lambda b, k, e, a, op: b.binary("arith.andi", a[0], a[1], "i1"))
+_OPS["or"].lower = lower_elementwise(lambda b, k, e, a, op: b.binary("arith.ori", a[0], a[1], "i1"))
+
+
+def _sc_not(b, kind, ety, args, op):
+    return b.binary("arith.xori", args[0], b.const(True, "i1"), "i1")
+
+
+def _sc_where(b, kind, ety, args, op):
+    r = b.fresh("x")
+    b.emit(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {ety}")
+    return r
+
+
+_OPS["not"].lower = lower_elementwise(_sc_not)
+_OPS["where"].lower = lower_elementwise(_sc_where)
+
+
+def _math(fname):
+    def f(b, kind, ety, args, op):
+        return b.unary(fname, args[0], ety)
+
+    return f
+
+
+def _sc_neg(b, kind, ety, args, op):
+    if kind == "f":
+        return b.unary("arith.negf", args[0], ety)
+    return b.binary("arith.subi", b.const(0, ety), args[0], ety)
+
+
+def _sc_abs(b, kind, ety, args, op):
+    return b.unary("math.absf" if kind == "f" else "math.absi", args[0], ety)
+
+
+def _sc_sign(b, kind, ety, args, op):
+    x = args[0]
+    zero, one, mone = b.const(0, ety), b.const(1, ety), b.const(-1, ety)
+    pos, neg = b.fresh("x"), b.fresh("x")
+    if kind == "f":
+        b.emit(f"{pos} = arith.cmpf ogt, {x}, {zero} : {ety}")
+        b.emit(f"{neg} = arith.cmpf olt, {x}, {zero} : {ety}")
+    else:
+        b.emit(f"{pos} = arith.cmpi sgt, {x}, {zero} : {ety}")
+        b.emit(f"{neg} = arith.cmpi slt, {x}, {zero} : {ety}")
+    s1, s2 = b.fresh("x"), b.fresh("x")
+    b.emit(f"{s1} = arith.select {neg}, {mone}, {zero} : {ety}")
+    b.emit(f"{s2} = arith.select {pos}, {one}, {s1} : {ety}")
+    if kind == "f":  # NaN stays NaN
+        isnan, out = b.fresh("x"), b.fresh("x")
+        b.emit(f"{isnan} = arith.cmpf uno, {x}, {x} : {ety}")
+        b.emit(f"{out} = arith.select {isnan}, {x}, {s2} : {ety}")
+        return out
+    return s2
+
+
+def _sc_relu(b, kind, ety, args, op):
+    zero = b.const(0, ety)
+    return b.binary("arith.maximumf" if kind == "f" else "arith.maxsi", args[0], zero, ety)
+
+
+def _sc_sigmoid(b, kind, ety, args, op):
+    one = b.const(1.0, ety)
+    e = b.unary("math.exp", b.unary("arith.negf", args[0], ety), ety)
+    return b.binary("arith.divf", one, b.binary("arith.addf", one, e, ety), ety)
+
+
+def _sc_gelu(b, kind, ety, args, op):
+    x = args[0]
+    c = b.const(float(np.sqrt(2.0 / np.pi)), ety)
+    k = b.const(0.044715, ety)
+    half, one = b.const(0.5, ety), b.const(1.0, ety)
+    x3 = b.binary("arith.mulf", b.binary("arith.mulf", x, x, ety), x, ety)
+    inner = b.binary("arith.mulf", c, b.binary("arith.addf", x, b.binary("arith.mulf", k, x3, ety), ety), ety)
+    t = b.unary("math.tanh", inner, ety)
+    return b.binary("arith.mulf", b.binary("arith.mulf", half, x, ety), b.binary("arith.addf", one, t, ety), ety)
+
+
+def _sc_softplus(b, kind, ety, args, op):
+    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), without overflow.
+    x = args[0]
+    zero = b.const(0.0, ety)
+    m = b.binary("arith.maximumf", x, zero, ety)
+    e = b.unary("math.exp", b.unary("arith.negf", b.unary("math.absf", x, ety), ety), ety)
+    return b.binary("arith.addf", m, b.unary("math.log1p", e, ety), ety)
+
+
+_UNARY_LOWER = {
+    "neg": _sc_neg, "exp": _math("math.exp"), "log": _math("math.log"), "log1p": _math("math.log1p"),
+    "sqrt": _math("math.sqrt"), "rsqrt": _math("math.rsqrt"), "abs": _sc_abs, "sign": _sc_sign,
+    "sin": _math("math.sin"), "cos": _math("math.cos"), "tanh": _math("math.tanh"), "sigmoid": _sc_sigmoid,
+    "relu": _sc_relu, "gelu": _sc_gelu, "softplus": _sc_softplus, "floor": _math("math.floor"),
+    "ceil": _math("math.ceil"), "round": _math("math.roundeven"),
+}
+for _name, _fn in _UNARY_LOWER.items():
+    _OPS[_name].lower = lower_elementwise(_fn)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dg.dsl.types import ShapeError, TensorType, is_int
-from .registry import OpDef, register
+from .registry import OPS, OpDef, register
 
 
 def format_value(v) -> str:
@@ -108,3 +108,44 @@ register(OpDef(
     infer=lambda types: TensorType("index", ()),
     doc="the trip count of range(a, b, s) as an index (any sign of step)",
 ))
+
+
+# ---------------------------------------------------------------- lowering facets
+def _lower_to_index(b, op):
+    s = b.extract(op.operands[0], op.types[0])
+    r = b.fresh("i")
+    b.emit(f"{r} = arith.index_cast {s} : i64 to index")
+    return r
+
+
+def _lower_from_index(b, op):
+    s = b.fresh("s")
+    b.emit(f"{s} = arith.index_cast {op.operands[0]} : index to i64")
+    return b.scalar_tensor(s, op.result_types[0])
+
+
+def _lower_to_i1(b, op):
+    return b.extract(op.operands[0], op.types[0])
+
+
+def _lower_range_len(b, op):
+    # max(0, ceil((stop - start) / step)) for either sign of step, as an index.
+    a, c, s = (b.extract(v, t) for v, t in zip(op.operands, op.types))
+    d = b.binary("arith.subi", c, a, "i64")
+    q = b.binary("arith.ceildivsi", d, s, "i64")
+    zero = b.const(0, "i64")
+    n = b.binary("arith.maxsi", q, zero, "i64")
+    r = b.fresh("i")
+    b.emit(f"{r} = arith.index_cast {n} : i64 to index")
+    return r
+
+
+def _lower_identity(b, op):
+    return op.operands[0]
+
+
+OPS["to_index"].lower = _lower_to_index
+OPS["from_index"].lower = _lower_from_index
+OPS["to_i1"].lower = _lower_to_i1
+OPS["range_len"].lower = _lower_range_len
+OPS["stop_gradient"].lower = _lower_identity

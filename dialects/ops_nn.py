@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dg.dsl.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
-from .registry import OpDef, register
+from .registry import OPS, OpDef, register
 from .ops_shape import DYN, _shape_from, _type_shape
 
 
@@ -192,3 +192,64 @@ for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
         sample=lambda rng: ([np.uint64(3), np.int64(4)], {"shape": (DYN, 2), "dtype": "f32"}),
         doc=f"{_name} random numbers; operands: key, then one i64 per -2 in shape",
     ))
+
+
+# ---------------------------------------------------------------- lowering facets
+def _lower_matmul(b, op):
+    """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction."""
+    from dg.lowering.builder import elt, signless
+
+    (a, at), (c, ct) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    ety = signless(elt(out_t))
+    isf = ety.startswith("f") or ety == "bf16"
+    zero = b.const(0.0 if isf else 0, ety)
+    if at.rank == 2 and ct.rank == 2:
+        sizes = [b.dim(a, at, 0), b.dim(c, ct, 1)]
+        init = b.fill(out_t, sizes, zero)
+        r = b.fresh("mm")
+        b.emit(f"{r} = linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) -> {out_t.mlir()}")
+        return r
+    # General NumPy matmul: batch dims broadcast; 1-D operands drop their axis.
+    R = out_t.rank
+    batch = R - (1 if at.rank >= 2 else 0) - (1 if ct.rank >= 2 else 0)
+    k = R  # the contraction dim index
+    out_dims = [f"d{i}" for i in range(R)]
+    m_dim = f"d{batch}" if at.rank >= 2 else None
+    n_dim = f"d{R - 1}" if ct.rank >= 2 else None
+
+    def batch_exprs(t, own):
+        nb = t.rank - own
+        exprs = []
+        for j in range(nb):
+            i = batch - nb + j
+            exprs.append("0" if isinstance(t.shape[j], int) and t.shape[j] == 1 and not (
+                isinstance(out_t.shape[i], int) and out_t.shape[i] == 1) else f"d{i}")
+        return exprs
+
+    a_map = batch_exprs(at, 2 if at.rank >= 2 else 1) + ([m_dim] if m_dim else []) + [f"d{k}"]
+    c_map = batch_exprs(ct, 2 if ct.rank >= 2 else 1) + [f"d{k}"] + ([n_dim] if n_dim else [])
+    sizes = []
+    for i, od in enumerate(out_t.shape):
+        if isinstance(od, int):
+            sizes.append(None)
+        elif i < batch:
+            src = (a, at, i - (batch - (at.rank - 2))) if at.rank - 2 > i - batch + (at.rank - 2) - (at.rank - 2) and at.rank >= 2 else (c, ct, i - (batch - (ct.rank - 2)))
+            v, t, j = src
+            sizes.append(b.dim(v, t, j))
+        elif m_dim and i == batch:
+            sizes.append(b.dim(a, at, at.rank - 2))
+        else:
+            sizes.append(b.dim(c, ct, ct.rank - 1))
+    init = b.fill(out_t, sizes, zero)
+    its = ["parallel"] * R + ["reduction"]
+
+    def body(bb, args):
+        p = bb.binary("arith.mulf" if isf else "arith.muli", args[0], args[1], ety)
+        return bb.binary("arith.addf" if isf else "arith.addi", p, args[2], ety)
+
+    return b.generic(out_t, init, [(a, at), (c, ct)], [", ".join(a_map), ", ".join(c_map)],
+                     ", ".join(out_dims), its, body)
+
+
+OPS["matmul"].lower = _lower_matmul

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dg.dsl.types import ShapeError, Sym, TensorType, is_int, np_dtype, same_dim
-from .registry import OpDef, register
+from .registry import OPS, OpDef, register
 
 DYN = -2
 
@@ -461,3 +461,53 @@ register(OpDef(
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32) * 10], {"dtype": "i32"}),
     doc="convert the element type (floats to ints truncate toward zero)",
 ))
+
+
+# ---------------------------------------------------------------- lowering facets
+def _lower_constant(b, op):
+    r = b.fresh("k")
+    b.emit(f"{r} = arith.constant {op.raw['value']}")
+    return r
+
+
+def _lower_cast(b, op):
+    from dg.dsl.types import DTYPES
+    from dg.lowering.builder import elt, signless
+    from .ops_elementwise import lower_elementwise
+
+    src, dst = op.types[0].dtype, op.result_types[0].dtype
+    ks, kd = DTYPES[src][2], DTYPES[dst][2]
+    es, ed = signless(elt(op.types[0])), signless(elt(op.result_types[0]))
+    bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "u64": 64}
+
+    def scalar(bb, kind, ety, args, _op):
+        x = args[0]
+        if src == dst:
+            return x
+        if kd == "b":
+            z = bb.const(0, es)
+            r = bb.fresh("x")
+            bb.emit(f"{r} = arith.cmp{'f une' if ks == 'f' else 'i ne'}, {x}, {z} : {es}")
+            return r
+        if ks == "f" and kd == "f":
+            if {src, dst} == {"f16", "bf16"}:
+                x = bb.unary("arith.extf", x, f"{es} to f32")
+                es2 = "f32"
+                return bb.unary("arith.truncf", x, f"{es2} to {ed}")
+            return bb.unary("arith.extf" if bits[dst] > bits[src] else "arith.truncf", x, f"{es} to {ed}")
+        if ks in "iub" and kd == "f":
+            return bb.unary("arith.uitofp" if ks in "bu" else "arith.sitofp", x, f"{es} to {ed}")
+        if ks == "f" and kd in "iu":
+            return bb.unary("arith.fptosi", x, f"{es} to {ed}")
+        # int/bool -> int
+        if bits[dst] > bits[src]:
+            return bb.unary("arith.extui" if ks in "bu" else "arith.extsi", x, f"{es} to {ed}")
+        if bits[dst] < bits[src]:
+            return bb.unary("arith.trunci", x, f"{es} to {ed}")
+        return x
+
+    return lower_elementwise(scalar)(b, op)
+
+
+OPS["constant"].lower = _lower_constant
+OPS["cast"].lower = _lower_cast

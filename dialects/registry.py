@@ -75,12 +75,20 @@ def get(name: str) -> OpDef:
 
 
 # ---------------------------------------------------------------- attributes
-def _mlir_float(v: float) -> str:
+# NaN, +inf, -inf as MLIR hexadecimal bit patterns, per float width.
+_SPECIAL = {
+    "f64": ("0x7FF8000000000000", "0x7FF0000000000000", "0xFFF0000000000000"),
+    "f32": ("0x7FC00000", "0x7F800000", "0xFF800000"),
+    "f16": ("0x7E00", "0x7C00", "0xFC00"),
+    "bf16": ("0x7FC0", "0x7F80", "0xFF80"),
+}
+
+
+def _mlir_float(v: float, mlir_elt: str = "f64") -> str:
     v = float(v)
-    if v != v:
-        return "0x7FF8000000000000"
-    if v in (float("inf"), float("-inf")):
-        return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
+    if v != v or v in (float("inf"), float("-inf")):
+        nan, pinf, ninf = _SPECIAL[mlir_elt]
+        return nan if v != v else (pinf if v > 0 else ninf)
     r = repr(v)
     mant, e, exp = r.partition("e")
     if "." not in mant:
@@ -108,7 +116,7 @@ def dense_text(value: np.ndarray, ttype: TensorType) -> str:
     if ttype.dtype == "bool":
         items = ["true" if bool(x) else "false" for x in flat]
     elif DTYPES[ttype.dtype][2] == "f":
-        items = [_mlir_float(x) for x in flat.astype(np.float64)]
+        items = [_mlir_float(x, DTYPES[ttype.dtype][0]) for x in flat.astype(np.float64)]
     else:
         items = [str(int(x)) for x in flat]
     if len(items) and all(i == items[0] for i in items):

@@ -32,11 +32,19 @@ def prepare(comp, mode: str, device: str) -> None:
         comp.module = parse_verified(comp.ir_text)
         comp.runner = interp.Translation(comp.module)
         return
-    raise DgError(f"mode '{mode}' is not built yet: use mode='interp' (or DG_MODE=interp)")
+    if mode == "compiled" and device == "cpu":
+        from .cpu import CpuProgram
+
+        comp.module = parse_verified(comp.ir_text)
+        comp.runner = CpuProgram(comp.module)
+        return
+    raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
 
 def execute(comp, mode: str, device: str, arrays):
-    return interp.run(comp.runner, comp.symbol, arrays)
+    if mode == "interp":
+        return interp.run(comp.runner, comp.symbol, arrays)
+    return comp.runner.call(comp.symbol, arrays)
 
 
 def asm(module) -> str:
@@ -59,4 +67,10 @@ def stage_text(comp, stage: str, device: str) -> str:
         return asm(comp.module)
     if stage == "opt":
         return asm(optimized(comp.module))
-    raise DgError(f"stage '{stage}' is not built yet (available: dg, opt)")
+    if stage in ("linalg", "llvm"):
+        from .cpu import CpuProgram
+
+        if not hasattr(comp, "cpu") or comp.cpu is None:
+            comp.cpu = comp.runner if hasattr(comp.runner, "linalg_text") else CpuProgram(comp.module)
+        return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
+    raise DgError(f"stage '{stage}' is not built yet (available: dg, opt, linalg, llvm)")

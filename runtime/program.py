@@ -133,6 +133,7 @@ class Compiled:
     module: object = None  # parsed ir.Module
     runner: object = None
     stages: dict = field(default_factory=dict)
+    cpu: object = None  # the CPU program, when a stage below dg was asked for
 
 
 class DgModule:

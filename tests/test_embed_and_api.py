@@ -43,21 +43,42 @@ def test_embedded_error_points_at_the_python_file():
     assert "name 'undefined_thing' is not defined" in str(e.value)
 
 
-def test_unknown_mode_and_unbuilt_mode():
+def test_unknown_mode_and_unbuilt_device():
     with pytest.raises(dg.DgError, match="unknown mode"):
         dg.loads("def f(x):\n    return x\n", mode="fast")
-    m = dg.loads("def f(x):\n    return x\n", mode="compiled")
+    m = dg.loads("def f(x):\n    return x\n", mode="compiled", device="cuda")
     with pytest.raises(dg.DgError, match="not built yet"):
         m.f(1.0)
 
 
 def test_dg_mode_environment(monkeypatch):
+    src = "def f(x):\n    print(x)\n    return x\n"
     monkeypatch.setenv("DG_MODE", "compiled")
-    m = dg.loads("def f(x):\n    return x\n")
-    with pytest.raises(dg.DgError, match="not built yet"):
-        m.f(1.0)
+    m = dg.loads(src)
+    with pytest.raises(dg.DgError, match="compiled mode cannot run 'dg.print' yet"):
+        m.f(1.0)  # compiled mode was chosen, and says what it cannot do: no silent fallback
     monkeypatch.setenv("DG_MODE", "interp")
-    assert dg.loads("def f(x):\n    return x\n").f(2.0) == 2.0
+    assert dg.loads(src).f(2.0) == 2.0
+
+
+def test_compiled_subset_matches_interp():
+    src = ("def f(x: f32[N, 3], w: f32[3, M], n: i64):\n"
+           "    z = tanh(x @ w) * 2.0 + 1.0\n"
+           "    s = 0.0\n"
+           "    k = 0\n"
+           "    while k < n:\n"
+           "        s = s + mean(z) * 0.5\n"
+           "        k += 1\n"
+           "    return z, s, max(x, axis=1, keepdims=True), x // 0.3, -x % 0.25\n")
+    a, b = dg.loads(src, mode="interp"), dg.loads(src, mode="compiled")
+    rng = np.random.default_rng(0)
+    for n in (2, 5):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        w = rng.standard_normal((3, 4)).astype(np.float32)
+        for u, v in zip(a.f(x, w, 3), b.f(x, w, 3)):
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+    assert "linalg.matmul" in b.f.ir("linalg")
+    assert "llvm.func @f" in b.f.ir("llvm")
 
 
 def test_ir_stages():

@@ -1,0 +1,139 @@
+"""A small text builder for the linalg-level IR that dg ops lower to.
+
+A registry entry's `lower(b, op)` facet receives a `Builder` and a
+`LowerOp` (operand names and types, result types, attributes, location)
+and returns the SSA names of its results. The builder writes `tensor`,
+`linalg`, `arith` and `math` ops as text, so a lowering rule reads like
+the IR it makes.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from dg.dsl.types import DTYPES, TensorType
+
+
+def elt(t: TensorType) -> str:
+    return DTYPES[t.dtype][0] if t.dtype not in ("index", "i1") else t.dtype
+
+
+def signless(mlir_elt: str) -> str:
+    """Scalars inside linalg bodies and arith ops are signless: ui64 -> i64."""
+    return "i64" if mlir_elt == "ui64" else mlir_elt
+
+
+def ttype(t: TensorType) -> str:
+    if t.dtype in ("index", "i1"):
+        return t.dtype
+    return t.mlir()
+
+
+@dataclass
+class LowerOp:
+    name: str
+    operands: list  # SSA names
+    types: list  # TensorType per operand
+    result_types: list
+    attrs: dict
+    loc: str  # MLIR location text, e.g. loc("f.dg":3:5)
+    loc_id: int = 0  # index of the location in the runtime's table (for checks)
+    raw: dict = field(default_factory=dict)  # attribute name -> MLIR text
+
+
+@dataclass
+class Builder:
+    lines: list = field(default_factory=list)
+    indent: int = 4
+    counter: itertools.count = field(default_factory=lambda: itertools.count())
+    loc: str = ""
+    # Runtime checks that failed at a location set this flag through a callback.
+    needs_check_fn: bool = False
+
+    def fresh(self, prefix: str = "t") -> str:
+        return f"%{prefix}{next(self.counter)}"
+
+    def emit(self, text: str) -> None:
+        self.lines.append(" " * self.indent + text + (f" {self.loc}" if self.loc and not text.endswith("{") else ""))
+
+    # ------------------------------------------------------------ scalars and sizes
+    def const(self, value, mlir_elt: str) -> str:
+        r = self.fresh("c")
+        mlir_elt = signless(mlir_elt)
+        if mlir_elt == "index":
+            self.emit(f"{r} = arith.constant {int(value)} : index")
+        elif mlir_elt == "i1":
+            self.emit(f"{r} = arith.constant {'true' if value else 'false'}")
+        elif mlir_elt.startswith("i"):
+            self.emit(f"{r} = arith.constant {int(value)} : {mlir_elt}")
+        else:
+            from dg.dialects.registry import _mlir_float
+
+            self.emit(f"{r} = arith.constant {_mlir_float(value, mlir_elt)} : {mlir_elt}")
+        return r
+
+    def dim(self, v: str, t: TensorType, axis: int) -> str:
+        d = t.shape[axis]
+        if isinstance(d, int):
+            return self.const(d, "index")
+        i = self.const(axis, "index")
+        r = self.fresh("d")
+        self.emit(f"{r} = tensor.dim {v}, {i} : {ttype(t)}")
+        return r
+
+    def extract(self, v: str, t: TensorType) -> str:
+        """The element of a 0-d tensor."""
+        r = self.fresh("s")
+        self.emit(f"{r} = tensor.extract {v}[] : {ttype(t)}")
+        return r
+
+    def scalar_tensor(self, s: str, t: TensorType) -> str:
+        r = self.fresh()
+        self.emit(f"{r} = tensor.from_elements {s} : {ttype(t)}")
+        return r
+
+    def empty(self, t: TensorType, sizes: list) -> str:
+        """tensor.empty with `sizes` (index SSA names) for the dynamic dims of t, in order."""
+        dyn = [s for d, s in zip(t.shape, sizes) if not isinstance(d, int)]
+        r = self.fresh("e")
+        self.emit(f"{r} = tensor.empty({', '.join(dyn)}) : {ttype(t)}")
+        return r
+
+    def fill(self, t: TensorType, sizes: list, scalar: str) -> str:
+        e = self.empty(t, sizes)
+        r = self.fresh("f")
+        self.emit(f"{r} = linalg.fill ins({scalar} : {signless(elt(t))}) outs({e} : {ttype(t)}) -> {ttype(t)}")
+        return r
+
+    def generic(self, out_t: TensorType, out_init: str, inputs: list, in_maps: list, out_map: str,
+                iterators: list, body) -> str:
+        """linalg.generic; `body(b, args)` returns the yielded scalar (args: input scalars then the output's)."""
+        n = len(out_t.shape) if not iterators else len(iterators)
+        dims = ", ".join(f"d{i}" for i in range(n))
+        maps = ", ".join(f"affine_map<({dims}) -> ({m})>" for m in in_maps + [out_map])
+        its = ", ".join(f'"{x}"' for x in iterators)
+        r = self.fresh("g")
+        ins = ", ".join(v for v, _ in inputs)
+        ins_t = ", ".join(ttype(t) for _, t in inputs)
+        ins_s = f"ins({ins} : {ins_t}) " if inputs else ""
+        self.emit(f"{r} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{its}]}} "
+                  f"{ins_s}outs({out_init} : {ttype(out_t)}) {{")
+        args = [self.fresh("a") for _ in inputs] + [self.fresh("o")]
+        arg_ts = [signless(elt(t)) for _, t in inputs] + [signless(elt(out_t))]
+        self.lines.append(" " * self.indent + "^bb0(" + ", ".join(f"{a}: {t}" for a, t in zip(args, arg_ts)) + "):")
+        self.indent += 2
+        y = body(self, args)
+        self.emit(f"linalg.yield {y} : {signless(elt(out_t))}")
+        self.indent -= 2
+        self.lines.append(" " * self.indent + f"}} -> {ttype(out_t)} {self.loc}")
+        return r
+
+    def binary(self, opname: str, a: str, b: str, ty: str) -> str:
+        r = self.fresh("x")
+        self.emit(f"{r} = {opname} {a}, {b} : {ty}")
+        return r
+
+    def unary(self, opname: str, a: str, ty: str) -> str:
+        r = self.fresh("x")
+        self.emit(f"{r} = {opname} {a} : {ty}")
+        return r
