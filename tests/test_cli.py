@@ -66,7 +66,7 @@ def test_ir_with_args_signature(capsys):
 
 
 def test_ir_stage_not_built_is_a_clear_error(capsys):
-    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "llvm"]) == 1
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "ptx"]) == 1
     assert "not built yet" in capsys.readouterr().err
 
 
