@@ -253,3 +253,18 @@ def _lower_matmul(b, op):
 
 
 OPS["matmul"].lower = _lower_matmul
+
+
+def _lower_outer(b, op):
+    (x, xt), (y, yt) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    e = b.empty(out_t, [b.dim(x, xt, 0), b.dim(y, yt, 0)])
+    from dg.lowering.builder import elt, signless
+
+    ety = signless(elt(out_t))
+    mul = "arith.mulf" if ety.startswith("f") or ety == "bf16" else "arith.muli"
+    return b.generic(out_t, e, [(x, xt), (y, yt)], ["d0", "d1"], "d0, d1", ["parallel", "parallel"],
+                     lambda bb, a: bb.binary(mul, a[0], a[1], ety))
+
+
+OPS["outer"].lower = _lower_outer

@@ -511,3 +511,332 @@ def _lower_cast(b, op):
 
 OPS["constant"].lower = _lower_constant
 OPS["cast"].lower = _lower_cast
+
+
+def _sizes_from(b, op, attr_shape, dyn_operands):
+    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand."""
+    dyn = list(dyn_operands)
+    out = []
+    for s in attr_shape:
+        if s == DYN:
+            v, t = dyn.pop(0)
+            x = b.extract(v, t)
+            i = b.fresh("i")
+            b.emit(f"{i} = arith.index_cast {x} : i64 to index")
+            out.append(i)
+        else:
+            out.append(b.const(s, "index"))
+    return out
+
+
+def _lower_undef(b, op):
+    from dg.lowering.builder import elt, signless
+
+    t = op.result_types[0]
+    sizes = [b.const(0, "index") if not isinstance(d, int) else None for d in t.shape]
+    return b.fill(t, sizes, b.const(0, signless(elt(t))))
+
+
+def _lower_dim(b, op):
+    d = b.dim(op.operands[0], op.types[0], op.attrs["axis"])
+    s = b.fresh("s")
+    b.emit(f"{s} = arith.index_cast {d} : index to i64")
+    return b.scalar_tensor(s, op.result_types[0])
+
+
+def _lower_full(b, op):
+    t = op.result_types[0]
+    v = b.extract(op.operands[0], op.types[0])
+    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    return b.fill(t, sizes, v)
+
+
+def _copy_generic(b, op, x, xt, out_t, sizes, in_map):
+    e = b.empty(out_t, sizes)
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, e, [(x, xt)], [in_map], omap, ["parallel"] * out_t.rank, lambda bb, a: a[0])
+
+
+def _lower_transpose(b, op):
+    x, xt = op.operands[0], op.types[0]
+    perm = op.attrs["perm"]
+    out_t = op.result_types[0]
+    sizes = [b.dim(x, xt, p) for p in perm]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(f"d{inv[j]}" for j in range(xt.rank)))
+
+
+def _lower_expand_dims(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    axes = set(op.attrs["axes"])
+    sizes, in_map, j = [], [], 0
+    for i in range(out_t.rank):
+        if i in axes:
+            sizes.append(None)
+        else:
+            sizes.append(b.dim(x, xt, j))
+            in_map.append(f"d{i}")
+            j += 1
+    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
+
+
+def _lower_squeeze(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    axes = set(op.attrs["axes"])
+    sizes, in_map, i = [], [], 0
+    for j in range(xt.rank):
+        if j in axes:
+            in_map.append("0")
+        else:
+            sizes.append(b.dim(x, xt, j))
+            in_map.append(f"d{i}")
+            i += 1
+    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
+
+
+def _lower_broadcast_to(b, op):
+    from .ops_elementwise import broadcast_maps
+
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
+
+
+def _lower_concat(b, op):
+    (x, xt), (y, yt) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    axis = op.attrs["axis"]
+    sizes = []
+    for i in range(out_t.rank):
+        if i == axis:
+            sizes.append(b.binary("arith.addi", b.dim(x, xt, i), b.dim(y, yt, i), "index"))
+        else:
+            sizes.append(b.dim(x, xt, i))
+    e = b.empty(out_t, sizes)
+    zero = b.const(0, "index")
+
+    def insert(src, st, dest, offset):
+        offs = ", ".join(offset if i == axis else zero for i in range(out_t.rank))
+        szs = ", ".join(b.dim(src, st, i) for i in range(st.rank))
+        ones = ", ".join("1" for _ in range(st.rank))
+        r = b.fresh("ins")
+        b.emit(f"{r} = tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}")
+        return r
+
+    r = insert(x, xt, e, zero)
+    return insert(y, yt, r, b.dim(x, xt, axis))
+
+
+def _lower_reshape(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    shape = list(op.attrs["shape"])
+    sizes = []
+    dyn = list(zip(op.operands[1:], op.types[1:]))
+    infer_at = None
+    for k, s in enumerate(shape):
+        if s == -1:
+            infer_at = k
+            sizes.append(None)
+        else:
+            sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
+    if infer_at is not None:
+        total = b.const(1, "index")
+        for i in range(xt.rank):
+            total = b.binary("arith.muli", total, b.dim(x, xt, i), "index")
+        known = b.const(1, "index")
+        for k, s in enumerate(sizes):
+            if k != infer_at:
+                known = b.binary("arith.muli", known, s, "index")
+        sizes[infer_at] = b.binary("arith.divui", total, b.binary("arith.maxui", known, b.const(1, "index"), "index"), "index")
+    shape_t = f"tensor<{len(sizes)}xindex>"
+    st = b.fresh("sh")
+    b.emit(f"{st} = tensor.from_elements {', '.join(sizes)} : {shape_t}")
+    r = b.fresh("rs")
+    b.emit(f"{r} = tensor.reshape {x}({st}) : ({xt.mlir()}, {shape_t}) -> {out_t.mlir()}")
+    return r
+
+
+OPS["undef"].lower = _lower_undef
+OPS["dim"].lower = _lower_dim
+OPS["full"].lower = _lower_full
+OPS["transpose"].lower = _lower_transpose
+OPS["expand_dims"].lower = _lower_expand_dims
+OPS["squeeze"].lower = _lower_squeeze
+OPS["broadcast_to"].lower = _lower_broadcast_to
+OPS["concat"].lower = _lower_concat
+OPS["reshape"].lower = _lower_reshape
+
+
+# ---------------------------------------------------------------- indexing lowering
+def _slice_bounds(b, parts, dyn, n):
+    """Python slice semantics at run time: (start, step, length) as index values for size n."""
+    from dg.lowering.builder import fail_if
+
+    def part(p):
+        if p == "":
+            return None
+        if p == "$":
+            v, t = dyn.pop(0)
+            x = b.extract(v, t)
+            i = b.fresh("i")
+            b.emit(f"{i} = arith.index_cast {x} : i64 to index")
+            return i
+        return int(p)
+
+    a, c, s = part(parts[0]), part(parts[1]), part(parts[2])
+    zero, one = b.const(0, "index"), b.const(1, "index")
+    if s is None:
+        s = 1
+    if isinstance(s, str):  # a run-time step: must be positive here
+        nonpos = b.fresh("x")
+        b.emit(f"{nonpos} = arith.cmpi sle, {s}, {zero} : index")
+        fail_if(b, nonpos, "a slice step given at run time must be positive")
+        step, positive = b.binary("arith.maxsi", s, one, "index"), True
+    else:
+        step, positive = b.const(s, "index"), s > 0
+
+    def norm(v, default, lo, hi):
+        if v is None:
+            return default
+        v = b.const(v, "index") if isinstance(v, int) else v
+        neg = b.fresh("x")
+        b.emit(f"{neg} = arith.cmpi slt, {v}, {zero} : index")
+        w = b.fresh("i")
+        b.emit(f"{w} = arith.select {neg}, {b.binary('arith.addi', v, n, 'index')}, {v} : index")
+        return b.binary("arith.minsi", b.binary("arith.maxsi", w, lo, "index"), hi, "index")
+
+    if positive:
+        start = norm(a, zero, zero, n)
+        stop = norm(c, n, zero, n)
+        length = b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "index"), step, "index")
+    else:
+        mone = b.const(-1, "index")
+        top = b.binary("arith.subi", n, one, "index")
+        start = norm(a, top, mone, top)
+        stop = norm(c, mone, mone, top)
+        length = b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "index"), step, "index")
+    length = b.binary("arith.maxsi", length, zero, "index")
+    return start, step, length
+
+
+def _index_plan(b, x, xt, spec, dyn):
+    """Per x axis: ("i", index) or ("s", start, step, length); plus new-axis positions in the result."""
+    from dg.lowering.builder import index_in_range
+
+    items = _expand_spec(list(spec), xt.rank)
+    plan, out_axes = [], []  # out_axes: per result axis, ("x", k) or ("n",)
+    k = 0
+    for it in items:
+        if it == "n":
+            out_axes.append(("n",))
+            continue
+        n = b.dim(x, xt, k)
+        if it[0] == "i":
+            val = it[2:]
+            if val == "$":
+                v, t = dyn.pop(0)
+                raw = b.extract(v, t)
+            else:
+                raw = b.const(int(val), "i64")
+            plan.append(("i", index_in_range(b, raw, n, f"index out of bounds for axis {k}")))
+        else:
+            start, step, length = _slice_bounds(b, it[2:].split(":"), dyn, n)
+            plan.append(("s", start, step, length))
+            out_axes.append(("x", k))
+        k += 1
+    return plan, out_axes
+
+
+def _lower_getitem(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    plan, out_axes = _index_plan(b, x, xt, op.attrs["spec"], list(zip(op.operands[1:], op.types[1:])))
+    sizes = []
+    for i, ax in enumerate(out_axes):
+        sizes.append(None if ax[0] == "n" else plan[ax[1]][3])
+    e = b.empty(out_t, sizes)
+    where = {ax[1]: i for i, ax in enumerate(out_axes) if ax[0] == "x"}
+
+    def body(bb, args):
+        idx = []
+        for k, p in enumerate(plan):
+            if p[0] == "i":
+                idx.append(p[1])
+            else:
+                li = bb.fresh("li")
+                bb.emit(f"{li} = linalg.index {where[k]} : index")
+                idx.append(bb.binary("arith.addi", p[1], bb.binary("arith.muli", li, p[2], "index"), "index"))
+        r = bb.fresh("x")
+        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
+        return r
+
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, e, [], [], omap, ["parallel"] * out_t.rank, body)
+
+
+def _lower_setitem(b, op):
+    x, xt = op.operands[0], op.types[0]
+    v, vt = op.operands[1], op.types[1]
+    plan, out_axes = _index_plan(b, x, xt, op.attrs["spec"], list(zip(op.operands[2:], op.types[2:])))
+    # The target region's axes (new axes have size 1) and v broadcast onto them.
+    target = [("n",) if ax[0] == "n" else ("x", ax[1]) for ax in out_axes]
+    tr = len(target)
+    vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
+    sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
+    e = b.empty(xt, sizes)
+    from dg.lowering.builder import elt, signless
+
+    ety = signless(elt(xt))
+    zero, one = b.const(0, "index"), b.const(1, "index")
+
+    def body(bb, args):
+        inside = bb.const(True, "i1")
+        coord = {}
+        for k, p in enumerate(plan):
+            li = bb.fresh("li")
+            bb.emit(f"{li} = linalg.index {k} : index")
+            if p[0] == "i":
+                eq = bb.fresh("x")
+                bb.emit(f"{eq} = arith.cmpi eq, {li}, {p[1]} : index")
+                inside = bb.binary("arith.andi", inside, eq, "i1")
+            else:
+                start, step, length = p[1], p[2], p[3]
+                off = bb.binary("arith.subi", li, start, "index")
+                q = bb.binary("arith.divsi", off, step, "index")
+                r = bb.binary("arith.remsi", off, step, "index")
+                c1, c2, c3 = bb.fresh("x"), bb.fresh("x"), bb.fresh("x")
+                bb.emit(f"{c1} = arith.cmpi eq, {r}, {zero} : index")
+                bb.emit(f"{c2} = arith.cmpi sge, {q}, {zero} : index")
+                bb.emit(f"{c3} = arith.cmpi slt, {q}, {length} : index")
+                inside = bb.binary("arith.andi", inside, bb.binary("arith.andi", c1, bb.binary("arith.andi", c2, c3, "i1"), "i1"), "i1")
+                coord[k] = q
+        tcoords = [zero if ax[0] == "n" else coord[ax[1]] for ax in target]
+        vidx = []
+        for j in range(vt.rank):
+            t = tcoords[tr - vt.rank + j]
+            # Broadcast size-1 axes of v; clamp so that reads stay in bounds outside the region.
+            last = bb.binary("arith.subi", vdims[j], one, "index")
+            t = bb.binary("arith.maxsi", bb.binary("arith.minsi", t, last, "index"), zero, "index")
+            isone = bb.fresh("x")
+            bb.emit(f"{isone} = arith.cmpi eq, {vdims[j]}, {one} : index")
+            sel = bb.fresh("i")
+            bb.emit(f"{sel} = arith.select {isone}, {zero}, {t} : index")
+            vidx.append(sel)
+        val = bb.fresh("x")
+        bb.emit(f"{val} = tensor.extract {v}[{', '.join(vidx)}] : {vt.mlir()}")
+        out = bb.fresh("x")
+        bb.emit(f"{out} = arith.select {inside}, {val}, {args[0]} : {ety}")
+        return out
+
+    imap = ", ".join(f"d{i}" for i in range(xt.rank))
+    return b.generic(xt, e, [(x, xt)], [imap], imap, ["parallel"] * xt.rank, body)
+
+
+OPS["getitem"].lower = _lower_getitem
+OPS["setitem"].lower = _lower_setitem

@@ -47,8 +47,9 @@ class Builder:
     indent: int = 4
     counter: itertools.count = field(default_factory=lambda: itertools.count())
     loc: str = ""
-    # Runtime checks that failed at a location set this flag through a callback.
-    needs_check_fn: bool = False
+    # Runtime checks: (location text, message) per check id; a failing check
+    # calls @dg_rt_fail(id), and the executor raises a located DgRuntimeError.
+    checks: list = field(default_factory=list)
 
     def fresh(self, prefix: str = "t") -> str:
         return f"%{prefix}{next(self.counter)}"
@@ -137,3 +138,37 @@ class Builder:
         r = self.fresh("x")
         self.emit(f"{r} = {opname} {a} : {ty}")
         return r
+
+
+def fail_if(b: Builder, cond: str, message: str) -> None:
+    """When the i1 `cond` holds at run time, report `message` at the current location."""
+    cid = len(b.checks)
+    b.checks.append((b.loc, message))
+    c = b.const(cid, "i64")
+    b.lines.append(" " * b.indent + f"scf.if {cond} {{")
+    b.indent += 2
+    b.emit(f"func.call @dg_rt_fail({c}) : (i64) -> ()")
+    b.indent -= 2
+    b.lines.append(" " * b.indent + "}")
+
+
+def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
+    """An i64 index (negative counts from the end) checked against size n (index); clamped when bad."""
+    zero = b.const(0, "index")
+    ii = b.fresh("i")
+    b.emit(f"{ii} = arith.index_cast {i} : i64 to index")
+    neg = b.fresh("x")
+    b.emit(f"{neg} = arith.cmpi slt, {ii}, {zero} : index")
+    wrapped = b.binary("arith.addi", ii, n, "index")
+    j = b.fresh("i")
+    b.emit(f"{j} = arith.select {neg}, {wrapped}, {ii} : index")
+    lo = b.fresh("x")
+    b.emit(f"{lo} = arith.cmpi slt, {j}, {zero} : index")
+    hi = b.fresh("x")
+    b.emit(f"{hi} = arith.cmpi sge, {j}, {n} : index")
+    bad = b.binary("arith.ori", lo, hi, "i1")
+    fail_if(b, bad, what)
+    # Keep memory safe after a failed check: clamp into [0, n-1] (n may be 0).
+    top = b.binary("arith.subi", n, b.const(1, "index"), "index")
+    c1 = b.binary("arith.minsi", j, top, "index")
+    return b.binary("arith.maxsi", c1, zero, "index")

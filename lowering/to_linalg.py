@@ -28,15 +28,18 @@ class ToLinalg:
         self.b = Builder()
         self.names: dict = {}
         self.locs: list = []  # location texts, indexed by loc_id (runtime checks report these)
-        out = ["module {"]
+        out = []
         with module.context:
             for op in module.body.operations:
                 if op.operation.name == "func.func":
                     self._function(op.operation)
                     out += self.b.lines
                     self.b.lines = []
-        out.append("}")
-        self.text = "\n".join(out) + "\n"
+        head = ["module {"]
+        if self.b.checks:
+            head.append("  func.func private @dg_rt_fail(i64) attributes {llvm.emit_c_interface}")
+        self.checks = self.b.checks
+        self.text = "\n".join(head + out + ["}"]) + "\n"
 
     def name(self, v) -> str:
         n = self.names.get(v)

@@ -17,7 +17,7 @@ import numpy as np
 from dg.dialects.dialect import shared_context
 from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
-from dg.errors import DgError
+from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
 PIPELINE = (
     "builtin.module("
@@ -130,6 +130,15 @@ class CpuProgram:
                 raise RuntimeError(f"lowering to LLVM failed: {e}\n{self.linalg_text}") from None
             self.llvm_text = str(m)
             self.engine = ExecutionEngine(m, opt_level=3, shared_libs=[])
+        self.checks = lowered.checks
+        self.failed = None  # the first failed check of the current call
+        if self.checks:
+            def fail(cid):
+                if self.failed is None:
+                    self.failed = cid
+
+            self._fail_cb = ctypes.CFUNCTYPE(None, ctypes.c_int64)(fail)
+            self.engine.register_runtime("dg_rt_fail", self._fail_cb)
         self._result_structs: dict = {}
 
     def _results_type(self, symbol, descs):
@@ -158,6 +167,7 @@ class CpuProgram:
             res_arg = [ctypes.pointer(ctypes.pointer(res))]
         else:
             res_arg = []
+        self.failed = None
         self.engine.invoke(symbol, *res_arg, *args)
         if len(outs) > 1:
             descs = [getattr(res, f"r{i}") for i in range(len(outs))]
@@ -170,6 +180,9 @@ class CpuProgram:
             results.append(from_descriptor(d, t.rank, np_dtype(t.dtype), owned))
             if owned:
                 freed.add(alloc)
+        if self.failed is not None:
+            loc, message = self.checks[self.failed]
+            raise DgRuntimeError(message, loc_from_mlir(loc))
         if not outs:
             return None
         return results[0] if len(results) == 1 else tuple(results)
