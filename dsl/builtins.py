@@ -362,6 +362,9 @@ def _eye(em, call, name):
     dt = static_dtype(em, a["dtype"], call.loc)
     if n.poison or dt is None:
         return POISON
+    if n.rank or not is_int(n.dtype):
+        em.error(f"eye() takes an integer size, got {n.type}", call.loc)
+        return POISON
     size = n.const if n.name is None else DYN
     return em.op("eye", [em.materialize(n, "i64", call.loc)], {"size": size, "dtype": dt}, call.loc)
 
@@ -726,7 +729,7 @@ def _breakpoint(em, call, name):
     """One dg.breakpoint per dg variable in scope; the last one opens the debugger."""
     names, vals = [], []
     for n, v in em.env.items():
-        if n.startswith("__") or not isinstance(v, V) or v.poison:
+        if n.startswith("$") or not isinstance(v, V) or v.poison:
             continue
         names.append(n)
         vals.append(em.materialize(v, loc=call.loc))

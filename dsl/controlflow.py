@@ -5,14 +5,14 @@ or `continue`, and at most one `return`, as its last top-level statement;
 so every `if`/`for`/`while` maps to a structured `scf` op (as TensorFlow's
 AutoGraph does). The flags are ordinary loop-carried bool variables:
 
-- `return e` anywhere but at the very end becomes `__retval = e; __ret = True`,
-  loops also stop on `__ret`, and the function ends with `return __retval`;
-- `break` becomes `__brkN = True`; a `while` also tests `not __brkN`, a `for`
+- `return e` anywhere but at the very end becomes `$retval = e; $ret = True`,
+  loops also stop on `$ret`, and the function ends with `return $retval`;
+- `break` becomes `$brkN = True`; a `while` also tests `not $brkN`, a `for`
   skips its remaining iterations' bodies;
-- `continue` becomes `__contN = True`, reset at the start of each iteration.
+- `continue` becomes `$contN = True`, reset at the start of each iteration.
 
 Statements after one that may set a flag are guarded by `if not flag:`.
-Names starting with `__` are the rewrite's own; the emitter may give them a
+Names starting with `$` are the rewrite's own; the emitter may give them a
 placeholder value on paths where they are not yet set.
 """
 from __future__ import annotations
@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from . import ast as A
 
-RET = "__ret"
-RETVAL = "__retval"
+# The rewrite's own variables: `$` cannot start a dg name, so they never collide.
+RET = "$ret"
+RETVAL = "$retval"
 
 
 def _walk_stmts(stmts, in_loop_too=True):
@@ -153,8 +154,8 @@ def _block(stmts, ctx: _Ctx, flagged: bool) -> list:
 def _loop(s, ctx: _Ctx, flagged: bool) -> list:
     loc = s.loc
     k = next(ctx.counter)
-    brk = f"__brk{k}" if _has_loop_exit(s.body, A.Break) else None
-    cont = f"__cont{k}" if _has_loop_exit(s.body, A.Continue) else None
+    brk = f"$brk{k}" if _has_loop_exit(s.body, A.Break) else None
+    cont = f"$cont{k}" if _has_loop_exit(s.body, A.Continue) else None
     ctx.loops.append(_Loop(brk, cont))
     body = _block(s.body, ctx, flagged)
     ctx.loops.pop()

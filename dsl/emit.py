@@ -77,6 +77,8 @@ class ModuleEmitter:
         self.in_progress: dict = {}
         self.symbols: set = set()
         self.recursive_unknown: set = set()
+        self.stack: list = []  # keys of the specializations being emitted, outermost first
+        self.tainted: set = set()
         self.quiet = 0  # >0 while probing loop bodies: errors are not kept
 
     # ------------------------------------------------------------ errors
@@ -104,7 +106,10 @@ class ModuleEmitter:
         if key in self.in_progress:
             spec = self.in_progress[key]
             if spec.result_types is None:
+                # A recursive call before the result type is known: this pass is a probe.
+                # Everything emitted since `key` started depends on it and is emitted again.
                 self.recursive_unknown.add(key)
+                self.tainted.update(self.stack[self.stack.index(key) + 1:])
             return spec
         spec = Spec(self.symbol_for(fd.name), fd, param_types)
         if fd.returns is not None:
@@ -113,28 +118,32 @@ class ModuleEmitter:
                 spec.result_proto = declared
                 spec.result_types = [v.type for v in flatten(declared)]
         self.in_progress[key] = spec
+        self.stack.append(key)
         try:
             for attempt in range(4):
                 n_err = len(self.errors.errors)
+                self.recursive_unknown.discard(key)
                 fe = FunctionEmitter(self, source, spec)
                 text, proto = fe.emit()
                 if key not in self.recursive_unknown:
                     break
-                self.recursive_unknown.discard(key)
                 new_types = [v.type for v in flatten(proto)] if proto is not None else []
-                if spec.result_types is not None and self._types_fit(new_types, spec.result_types):
-                    break
+                if any(t is None for t in new_types):
+                    break  # an error made the result unknown; it has been reported
                 del self.errors.errors[n_err:]
-                # Recursive calls saw no result type yet: assume what the other paths return,
-                # with every size dynamic, and emit again.
-                spec.result_types = [TensorType(t.dtype, tuple(Sym() for _ in t.shape)) if t else None
-                                     for t in new_types]
+                # Recursive calls saw no result type yet: assume what the other paths
+                # return, with every size dynamic, and emit again.
+                spec.result_types = [TensorType(t.dtype, tuple(Sym() for _ in t.shape)) for t in new_types]
                 spec.result_proto = proto
         finally:
             del self.in_progress[key]
+            self.stack.pop()
         spec.text = text
         spec.result_proto = proto
         spec.result_types = [v.type for v in flatten(proto)] if proto is not None else []
+        if key in self.tainted:  # emitted against a result type that was not known yet
+            self.tainted.discard(key)
+            return spec
         self.specs[key] = spec
         self.order.append(spec)
         return spec
@@ -317,7 +326,7 @@ class FunctionEmitter:
         self.lines = []
         self.indent = 4
         result = self.block(fd.body)
-        ret = self.env.get("__return__")
+        ret = self.env.get("$return")
         proto = None
         if ret is not None:
             proto, ret_vals = ret
@@ -327,7 +336,14 @@ class FunctionEmitter:
         if any(t is None for t in types):
             types = []
             ret_vals = []
-        ret_loc = self.env.get("__return_loc__", fd.loc)
+        preset = spec.result_types
+        if ret_vals and preset is not None and len(preset) == len(ret_vals) and all(
+                t is not None and t.dtype == v.dtype and t.rank == v.rank for t, v in zip(preset, ret_vals)):
+            # Recursive calls were typed with the declared or assumed result types.
+            ret_vals = [self.conform(v, t, self.env.get("$return_loc", fd.loc)) for v, t in zip(ret_vals, preset)]
+            types = [v.type for v in ret_vals]
+            proto = unflatten_like(proto, ret_vals)
+        ret_loc = self.env.get("$return_loc", fd.loc)
         body = list(self.lines)
         if ret_vals:
             body.append(f"    return {', '.join(v.name for v in ret_vals)} : {', '.join(mlir_type(t) for t in types)} {self.loc(ret_loc)}")
@@ -342,7 +358,7 @@ class FunctionEmitter:
     def block(self, stmts):
         for s in stmts:
             self.stmt(s)
-            if "__return__" in self.env:
+            if "$return" in self.env:
                 break
 
     def stmt(self, s):
@@ -360,8 +376,11 @@ class FunctionEmitter:
         self.expr(s.value)
 
     def s_Return(self, s):
+        if isinstance(s.value, A.Name) and s.value.id == controlflow.RETVAL and \
+                isinstance(self.env.get(s.value.id, Undefined("")), Undefined):
+            s = A.Return(s.loc, None)  # no path returns a value (the end-of-function assert reports it)
         if s.value is None:
-            self.env["__return__"] = (None, [])
+            self.env["$return"] = (None, [])
         else:
             v = self.expr(s.value)
             v = self.coerce_return(v, s.loc)
@@ -370,8 +389,8 @@ class FunctionEmitter:
                 if not isinstance(x, V):
                     self.error("a function can only return tensors or tuples of tensors", s.loc)
                     flat = [POISON]
-            self.env["__return__"] = (unflatten_like(v, flat), flat)
-        self.env["__return_loc__"] = s.loc
+            self.env["$return"] = (unflatten_like(v, flat), flat)
+        self.env["$return_loc"] = s.loc
 
     def coerce_return(self, v, loc):
         declared = self.spec.result_proto if self.spec.fd.returns is not None else None
@@ -391,6 +410,8 @@ class FunctionEmitter:
         if v.poison or t is None:
             return v
         if v.name is None and v.weak:
+            if is_float(v.dtype) and not is_float(t.dtype):
+                return self.error(f"{what} is the float {v.const!r}, but {t} was declared", loc)
             if v.rank == 0 and t.rank == 0:
                 return self.materialize(V(None, t, const=_py_cast(v.const, t.dtype)), t.dtype, loc)
         if v.dtype != t.dtype:
@@ -449,7 +470,7 @@ class FunctionEmitter:
 
     def bind(self, target: A.Name, v, loc):
         name = target.id
-        if isinstance(v, V) and v.name is not None and not v.poison and not name.startswith("__"):
+        if isinstance(v, V) and v.name is not None and not v.poison and not name.startswith("$"):
             self.name_location(v, name)
         self.env[name] = v  # a ListVal stays a list display until used as a value
 
@@ -489,10 +510,7 @@ class FunctionEmitter:
         if isinstance(s.target, A.Name):
             cur = self.lookup(s.target)
             rhs = self.expr(s.value)
-            r = self.binop(s.op, cur, rhs, s.loc)
-            if isinstance(cur, V) and isinstance(r, V) and not cur.poison and not r.poison and cur.name is not None:
-                r = self.cast(r, cur.dtype, s.loc) if s.op != "/" or is_float(cur.dtype) else r
-            self.env[s.target.id] = r
+            self.env[s.target.id] = self.binop(s.op, cur, rhs, s.loc)  # as `x = x op e`, like Python
         elif isinstance(s.target, A.Subscript):
             cur = self.expr(s.target)
             rhs = self.expr(s.value)
@@ -561,7 +579,7 @@ class FunctionEmitter:
             names = []
             pairs = [(out_t, out_e)]
         else:
-            names = [n for n in _changed(before, env_t, env_e) if n not in ("__return__", "__return_loc__")]
+            names = [n for n in _changed(before, env_t, env_e) if n not in ("$return", "$return_loc")]
             pairs = []
         merged = {}
         yields_t, yields_e, types = [], [], []
@@ -573,10 +591,14 @@ class FunctionEmitter:
         items = list(merged.items()) + [(None, p) for p in pairs]
         final = {}
         result_vals = []
+        out_poison = False
         for n, (a, b) in items:
             ra, rb, t, struct = self.merge_pair(n, a, b, loc)
             if struct is None:
-                final[n] = ra  # Undefined / poison / unmergeable: no scf result
+                if n is None:
+                    out_poison = True
+                else:
+                    final[n] = ra  # Undefined / poison / unmergeable: no scf result
                 continue
             yields_t.append(ra)
             yields_e.append(rb)
@@ -609,11 +631,11 @@ class FunctionEmitter:
                 final[n] = value
         self.env = dict(before)
         self.env.update(final)
-        return out
+        return POISON if out_poison else out
 
     def merge_pair(self, name, a, b, loc):
         """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None."""
-        internal = name is not None and name.startswith("__")
+        internal = name is not None and name.startswith("$")
         if isinstance(a, ListVal):
             a = self.as_value(a, loc)
         if isinstance(b, ListVal):
@@ -623,6 +645,8 @@ class FunctionEmitter:
             return None, None, None, None
         if ua or ub:
             known = b if ua else a
+            if _all_values(known) and any(v.poison for v in flatten(known)):
+                return POISON, None, None, None
             if internal and _all_values(known):
                 flat = flatten(known)
                 types = [self.generalize_type(v.type) if v.name is None else v.type for v in flat]
@@ -630,16 +654,21 @@ class FunctionEmitter:
                 undef = [("undef", t) for t in types]
                 fa, fb = (undef, flat) if ua else (flat, undef)
                 return fa, fb, types, known
-            why = f"'{name}' is not defined on every path that reaches here"
+            why = f"{_show(name)} is not defined on every path that reaches here"
             return Undefined(why, None), None, None, None
         if not (_all_values(a) and _all_values(b)):
             if a is b:
                 return a, None, None, None
-            return Undefined(f"'{name}' has values of different kinds on different paths"), None, None, None
+            return Undefined(f"{_show(name)} has values of different kinds on different paths"), None, None, None
         fa, fb = flatten(a), flatten(b)
         if is_tuple(a) != is_tuple(b) or len(fa) != len(fb):
-            self.error(f"'{name}' is a tuple of a different length on different paths", loc)
+            self.error(f"{_show(name)} is a tuple of a different length on different paths", loc)
             return POISON, None, None, None
+        if self.mod.recursive_unknown:
+            # A recursion probe: a path through a recursive call has no type yet; the
+            # other path's type is the guess (this pass is emitted again).
+            fa = [y if x.poison else x for x, y in zip(fa, fb)]
+            fb = [x if y.poison else y for x, y in zip(fa, fb)]
         types = []
         for x, y in zip(fa, fb):
             if x.poison or y.poison:
@@ -659,12 +688,12 @@ class FunctionEmitter:
             if name is None:
                 dt = promote(dx, dy)
             else:
-                self.error(f"'{name}' is {x.type} on one path and {y.type} on another", loc)
+                self.error(f"{_show(name)} is {x.type} on one path and {y.type} on another", loc)
                 return None
         else:
             dt = dx or dy or promote(x.dtype, y.dtype)
         if x.rank != y.rank:
-            self.error(f"'{name or 'the value'}' has rank {x.rank} on one path and {y.rank} on another", loc)
+            self.error(f"{_show(name)} has rank {x.rank} on one path and {y.rank} on another", loc)
             return None
         shape = tuple(a if same_dim(a, b) else Sym() for a, b in zip(x.type.shape, y.type.shape))
         return TensorType(dt, shape)
@@ -714,15 +743,18 @@ class FunctionEmitter:
         return self.op("dim", [v], {"axis": axis}, loc)
 
     # ------------------------------------------------------------ loops
-    def loop_carried(self, body_fn, before: dict, loc, probe_env_fn=None):
+    def loop_carried(self, body_fn, before: dict, loc):
         """Probe a loop body to find what it rebinds and the types that stay stable.
 
-        Returns [(name, structure, flat types)] for the loop-carried values.
+        Each probe runs the body quietly with the carried values typed as found
+        so far; a dim that differs between iterations becomes dynamic, until
+        nothing changes (dims only ever go from static to dynamic, so this
+        ends). Returns [(name, structure, flat types)].
         """
-        carried_types = {}
-        for attempt in range(6):
+        carried: dict = {}  # name -> (structure, types)
+        for attempt in range(64):
             env0 = dict(before)
-            for n, (struct, types) in carried_types.items():
+            for n, (struct, types) in carried.items():
                 env0[n] = unflatten_like(struct, [V(f"%probe{i}", t) for i, t in enumerate(types)])
             self.mod.quiet += 1
             saved = (self.lines, self.indent, self.env)
@@ -735,41 +767,52 @@ class FunctionEmitter:
                 self.mod.quiet -= 1
             changed = False
             for n in _changed(env0, env1, env1):
-                if n in ("__return__", "__return_loc__"):
+                if n in ("$return", "$return_loc"):
                     continue
-                a, b = env0.get(n), env1.get(n)
-                if isinstance(b, ListVal):
-                    b = self.as_value(b, loc)
-                if a is None or isinstance(a, Undefined):
-                    if n.startswith("__") and _all_values(b) and all(not x.poison for x in flatten(b)):
-                        types = [x.type for x in flatten(b)]
-                        if n not in carried_types:
-                            carried_types[n] = (b, types)
-                            changed = True
-                    continue
-                if not (_all_values(a) and _all_values(b)):
-                    continue
-                fa, fb = flatten(a), flatten(b)
-                if len(fa) != len(fb) or any(x.poison or y.poison for x, y in zip(fa, fb)):
-                    continue
-                prev = carried_types.get(n)
-                types = []
-                for x, y in zip(fa, fb):
-                    dt = x.dtype if not (x.weak and x.name is None) else (y.dtype if not y.weak else promote(x.dtype, y.dtype))
-                    if x.rank != y.rank:
-                        types = None
-                        break
-                    shape = tuple(p if same_dim(p, q) else Sym() for p, q in zip(x.type.shape, y.type.shape))
-                    types.append(TensorType(dt, shape))
-                if types is None:
-                    continue
-                if prev is None or [mlir_type(t) for t in prev[1]] != [mlir_type(t) for t in types] or not all(
-                        _same_dims(p, q) for p, q in zip(prev[1], types)):
-                    carried_types[n] = (a, types)
+                new = self.carry_types(n, before.get(n), carried.get(n), env1.get(n), loc)
+                if new is not None and (n not in carried or _pattern(carried[n][1]) != _pattern(new[1])):
+                    carried[n] = new
                     changed = True
             if not changed:
                 break
-        return [(n, struct, types) for n, (struct, types) in carried_types.items()]
+        return [(n, struct, types) for n, (struct, types) in carried.items()]
+
+    def carry_types(self, n, first, cur, after, loc):
+        """The carried (structure, types) of `n` given its value before the loop (`first`),
+        its carried types so far (`cur`), and its value after one iteration; None if not carried."""
+        if isinstance(after, ListVal):
+            after = self.as_value(after, loc)
+        if first is None or isinstance(first, Undefined):
+            # First bound in the body: local to it, unless it is a rewrite flag or result.
+            if n.startswith("$") and _all_values(after) and all(not x.poison for x in flatten(after)):
+                return cur or (after, [x.type for x in flatten(after)])
+            return None
+        if not (_all_values(first) and _all_values(after)):
+            return None
+        before_vals = flatten(first) if cur is None else [V("%c", t) for t in cur[1]]
+        struct = first if cur is None else cur[0]
+        after_vals = flatten(after)
+        if is_tuple(struct) != is_tuple(after) or len(before_vals) != len(after_vals):
+            self.error(f"{_show(n)} changes its structure inside the loop (a tuple of another length)", loc)
+            return None
+        if any(x.poison for x in before_vals + after_vals):
+            return None
+        types = []
+        for x, y in zip(before_vals, after_vals):
+            x_weak = x.weak and x.name is None
+            y_weak = y.weak and y.name is None
+            if x.rank != y.rank:
+                self.error(f"{_show(n)} changes rank inside the loop ({x.type} before, {y.type} after); "
+                           f"give it its final shape before the loop", loc)
+                return None
+            if not x_weak and not y_weak and x.dtype != y.dtype:
+                self.error(f"{_show(n)} changes its element type inside the loop ({x.dtype} before, {y.dtype} after)", loc)
+                return None
+            dt = y.dtype if x_weak and not y_weak else (x.dtype if not x_weak else promote(x.dtype, y.dtype))
+            shape = tuple(p if isinstance(p, Sym) else (p if isinstance(q, int) and p == q else Sym())
+                          for p, q in zip(x.type.shape, y.type.shape))
+            types.append(TensorType(dt, shape))
+        return struct, types
 
     def carried_inits(self, carried, before, loc):
         inits = []
@@ -783,9 +826,16 @@ class FunctionEmitter:
                 inits += [self.conform(v, t, loc) for v, t in zip(flatten(cur), types)]
         return inits
 
+    def tensors_for_loop(self, body, loc):
+        """List displays that the loop rebinds become tensors first (a carried value is a tensor)."""
+        for n in set(_assigned_names(body)):
+            if isinstance(self.env.get(n), ListVal):
+                self.env[n] = self.as_value(self.env[n], loc)
+
     def s_While(self, s):
-        before = dict(self.env)
         loc = s.loc
+        self.tensors_for_loop(s.body, loc)
+        before = dict(self.env)
 
         def body(probe=False):
             c = self.cond_value(s.test, loc)
@@ -855,14 +905,14 @@ class FunctionEmitter:
                 continue
             flat = flatten(cur)
             if len(flat) != len(types):
-                self.error(f"'{n}' changes its structure inside the loop", loc)
+                self.error(f"{_show(n)} changes its structure inside the loop (a tuple of another length)", loc)
                 outs += [self.conform(("undef",), t, loc) for t in types]
                 continue
             for v, t in zip(flat, types):
                 if v.poison:
                     outs.append(self.conform(("undef",), t, loc))
-                elif not (v.weak and v.name is None) and v.dtype != t.dtype:
-                    self.error(f"'{n}' changes its element type inside the loop ({t.dtype} before, {v.dtype} after)", loc)
+                elif not (v.weak and v.name is None) and (v.dtype != t.dtype or v.rank != t.rank):
+                    self.error(f"{_show(n)} changes its type inside the loop ({t} before, {v.type} after)", loc)
                     outs.append(self.conform(("undef",), t, loc))
                 else:
                     outs.append(self.conform(v, t, loc))
@@ -885,6 +935,7 @@ class FunctionEmitter:
 
     def s_For(self, s):
         loc = s.loc
+        self.tensors_for_loop(s.body, loc)
         before = dict(self.env)
         it = s.iter
         target = s.target
@@ -1478,8 +1529,20 @@ def _has_named(t: TensorType) -> bool:
     return any(isinstance(d, Sym) and d.name for d in t.shape)
 
 
-def _same_dims(a: TensorType, b: TensorType) -> bool:
-    return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
+def _pattern(types) -> list:
+    """Types as MLIR sees them (every symbolic size is `?`)."""
+    return [mlir_type(t) for t in types]
+
+
+def _show(name) -> str:
+    """A variable's name for messages; the control-flow rewrite's own names read as what they stand for."""
+    if name is None:
+        return "the value"
+    if name == controlflow.RETVAL:
+        return "the returned value"
+    if name.startswith("$"):
+        return "a loop flag"
+    return f"'{name}'"
 
 
 def _all_values(x) -> bool:

@@ -99,7 +99,7 @@ class Sym:
         self.id = next(_sym_counter)
 
     def __repr__(self) -> str:
-        return self.name if self.name else f"?{self.id}"
+        return self.name if self.name else "?"
 
 
 Dim = Union[int, Sym]

@@ -82,7 +82,7 @@ def to_descriptor(a: np.ndarray):
     return d
 
 
-def from_descriptor(d, rank: int, dtype: np.dtype, owned: bool) -> np.ndarray:
+def from_descriptor(d, rank: int, dtype: np.dtype) -> np.ndarray:
     shape = tuple(d.shape[:rank]) if rank else ()
     strides = tuple(d.strides[:rank]) if rank else ()
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -95,10 +95,6 @@ def from_descriptor(d, rank: int, dtype: np.dtype, owned: bool) -> np.ndarray:
         buf = (ctypes.c_char * (span * item)).from_address(base + d.offset * item)
         flat = np.frombuffer(buf, dtype=dtype, count=span)
         out = np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
-    if owned:
-        alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
-        if alloc:
-            _libc.free(alloc)
     return out
 
 
@@ -172,14 +168,11 @@ class CpuProgram:
         if len(outs) > 1:
             descs = [getattr(res, f"r{i}") for i in range(len(outs))]
         inputs = {a.ctypes.data for a in keep if isinstance(a, np.ndarray)}
-        results = []
-        freed = set()
-        for d, t in zip(descs, outs):
-            alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
-            owned = alloc is not None and alloc not in inputs and alloc not in freed
-            results.append(from_descriptor(d, t.rank, np_dtype(t.dtype), owned))
-            if owned:
-                freed.add(alloc)
+        # Copy every result out first: two results may share one buffer.
+        results = [from_descriptor(d, t.rank, np_dtype(t.dtype)) for d, t in zip(descs, outs)]
+        for alloc in {ctypes.cast(d.allocated, ctypes.c_void_p).value for d in descs}:
+            if alloc and alloc not in inputs:
+                _libc.free(alloc)
         if self.failed is not None:
             loc, message = self.checks[self.failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dg.dsl import ast as A
-from dg.dsl.types import ShapeError, Sym, TensorType, dtype_of_np, np_dtype
+from dg.dsl.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
 from dg.dsl.types import annotation_type as _annotation_type
 from dg.errors import DgTypeError
 
@@ -70,9 +70,16 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
     if isinstance(x, (int,)) and not isinstance(x, bool):
         return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.int64)
     if isinstance(x, float):
+        if dtype and DTYPES[dtype][2] != "f":
+            raise DgTypeError(f"argument '{p.name}' of {fn}() is the float {x!r}, but {dtype} was declared", p.loc)
         return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.float32)
     if isinstance(x, (list, tuple)):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:
+            raise DgTypeError(f"argument '{p.name}' of {fn}() is not a rectangular array: {e}", p.loc) from None
+        if arr.dtype == object:
+            raise DgTypeError(f"argument '{p.name}' of {fn}() is not an array of numbers", p.loc)
         if arr.dtype == np.float64:
             arr = arr.astype(np_dtype(dtype) if dtype else np.float32)
         elif arr.dtype.kind in "iu" and dtype:
