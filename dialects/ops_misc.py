@@ -149,3 +149,15 @@ OPS["from_index"].lower = _lower_from_index
 OPS["to_i1"].lower = _lower_to_i1
 OPS["range_len"].lower = _lower_range_len
 OPS["stop_gradient"].lower = _lower_identity
+
+
+def _lower_assert(b, op):
+    from dg.lowering.builder import fail_if
+
+    c = b.extract(op.operands[0], op.types[0])
+    bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
+    msg = op.attrs.get("msg") or ""
+    fail_if(b, bad, f"assertion failed{': ' + msg if msg else ''}")
+
+
+OPS["assert"].lower = _lower_assert

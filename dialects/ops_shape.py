@@ -622,7 +622,8 @@ def _lower_concat(b, op):
 
     def insert(src, st, dest, offset):
         offs = ", ".join(offset if i == axis else zero for i in range(out_t.rank))
-        szs = ", ".join(b.dim(src, st, i) for i in range(st.rank))
+        # Static sizes as literals: the slice type must match the source type.
+        szs = ", ".join(str(d) if isinstance(d, int) else b.dim(src, st, i) for i, d in enumerate(st.shape))
         ones = ", ".join("1" for _ in range(st.rank))
         r = b.fresh("ins")
         b.emit(f"{r} = tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}")
@@ -840,3 +841,99 @@ def _lower_setitem(b, op):
 
 OPS["getitem"].lower = _lower_getitem
 OPS["setitem"].lower = _lower_setitem
+
+
+def _lower_arange(b, op):
+    out_t = op.result_types[0]
+    start, stop, step = (b.extract(v, t) for v, t in zip(op.operands, op.types))
+    from dg.lowering.builder import elt, fail_if, signless
+
+    zero = b.const(0, "i64")
+    isz = b.fresh("x")
+    b.emit(f"{isz} = arith.cmpi eq, {step}, {zero} : i64")
+    fail_if(b, isz, "arange: step cannot be zero")
+    one = b.const(1, "i64")
+    safe = b.fresh("s")
+    b.emit(f"{safe} = arith.select {isz}, {one}, {step} : i64")
+    n = b.binary("arith.maxsi", b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "i64"), safe, "i64"), zero, "i64")
+    ni = b.fresh("i")
+    b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    e = b.empty(out_t, [ni])
+    ety = signless(elt(out_t))
+
+    def body(bb, args):
+        li = bb.fresh("li")
+        bb.emit(f"{li} = linalg.index 0 : index")
+        k = bb.fresh("x")
+        bb.emit(f"{k} = arith.index_cast {li} : index to i64")
+        v = bb.binary("arith.addi", start, bb.binary("arith.muli", k, safe, "i64"), "i64")
+        if ety == "i64":
+            return v
+        if ety.startswith("i"):
+            return bb.unary("arith.trunci", v, f"i64 to {ety}")
+        return bb.unary("arith.sitofp", v, f"i64 to {ety}")
+
+    return b.generic(out_t, e, [], [], "d0", ["parallel"], body)
+
+
+def _lower_eye(b, op):
+    from dg.lowering.builder import elt, signless
+
+    out_t = op.result_types[0]
+    n = b.extract(op.operands[0], op.types[0])
+    ni = b.fresh("i")
+    b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
+    e = b.empty(out_t, [ni, ni])
+    ety = signless(elt(out_t))
+    one, zero = b.const(1.0 if ety[0] in "fb" else 1, ety), b.const(0.0 if ety[0] in "fb" else 0, ety)
+
+    def body(bb, args):
+        i, j = bb.fresh("li"), bb.fresh("li")
+        bb.emit(f"{i} = linalg.index 0 : index")
+        bb.emit(f"{j} = linalg.index 1 : index")
+        eq, r = bb.fresh("x"), bb.fresh("x")
+        bb.emit(f"{eq} = arith.cmpi eq, {i}, {j} : index")
+        bb.emit(f"{r} = arith.select {eq}, {one}, {zero} : {ety}")
+        return r
+
+    return b.generic(out_t, e, [], [], "d0, d1", ["parallel", "parallel"], body)
+
+
+def _lower_take(b, op):
+    from dg.lowering.builder import index_in_range
+
+    (x, xt), (idx, it) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    axis = op.attrs["axis"]
+    sizes = [b.dim(x, xt, i) for i in range(axis)] + [b.dim(idx, it, i) for i in range(it.rank)] + \
+        [b.dim(x, xt, i) for i in range(axis + 1, xt.rank)]
+    e = b.empty(out_t, sizes)
+    n = b.dim(x, xt, axis)
+    imap = ", ".join(f"d{axis + i}" for i in range(it.rank))
+
+    def body(bb, args):
+        raw = args[0]
+        if it.dtype != "i64":
+            raw = bb.unary("arith.extsi", raw, f"i32 to i64")
+        k = index_in_range(bb, raw, n, f"take: index out of bounds for axis {axis}")
+        coords = []
+        for i in range(xt.rank):
+            if i == axis:
+                coords.append(k)
+            else:
+                li = bb.fresh("li")
+                o = i if i < axis else i - 1 + it.rank
+                bb.emit(f"{li} = linalg.index {o} : index")
+                coords.append(li)
+        r = bb.fresh("x")
+        bb.emit(f"{r} = tensor.extract {x}[{', '.join(coords)}] : {xt.mlir()}")
+        return r
+
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, e, [(idx, it)], [imap], omap, ["parallel"] * out_t.rank, body)
+
+
+OPS["arange"].lower = _lower_arange
+OPS["eye"].lower = _lower_eye
+OPS["take"].lower = _lower_take

@@ -26,7 +26,7 @@ PIPELINE = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref,"
     "func.func(convert-linalg-to-loops),"
-    "convert-scf-to-cf, expand-strided-metadata, lower-affine,"
+    "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
     "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
     "convert-arith-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"
     "reconcile-unrealized-casts)"
@@ -98,6 +98,30 @@ def from_descriptor(d, rank: int, dtype: np.dtype) -> np.ndarray:
     return out
 
 
+class _Unranked(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int64), ("descriptor", ctypes.c_void_p)]
+
+
+def _view(u: _Unranked, item: int) -> np.ndarray:
+    """A NumPy view (of raw bytes, `item` wide) on an unranked memref's data."""
+    rank = u.rank
+    raw = (ctypes.c_int64 * (3 + 2 * rank)).from_address(u.descriptor)
+    aligned, offset = raw[1], raw[2]
+    shape, strides = tuple(raw[3:3 + rank]), tuple(raw[3 + rank:3 + 2 * rank])
+    if any(s == 0 for s in shape):
+        return np.zeros(shape, dtype=f"V{item}")
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
+    buf = (ctypes.c_char * (span * item)).from_address(aligned + offset * item)
+    flat = np.frombuffer(buf, dtype=f"V{item}", count=span)
+    return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides])
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked), ctypes.POINTER(_Unranked))
+def _memref_copy(item, src, dst):
+    """MLIR's `memrefCopy` runtime function (strided copies that are not one memcpy)."""
+    np.copyto(_view(dst.contents, item), _view(src.contents, item))
+
+
 class CpuProgram:
     def __init__(self, dg_module: "ir.Module"):
         from dg.lowering.to_linalg import to_linalg
@@ -114,7 +138,7 @@ class CpuProgram:
             self.signatures = {}
             for op in m.body.operations:
                 op = op.operation
-                if op.name == "func.func":
+                if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
                     sym = ir.StringAttr(op.attributes["sym_name"]).value
                     ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
                     self.signatures[sym] = ([parse_mlir_type(str(t)) for t in ft.inputs],
@@ -126,6 +150,7 @@ class CpuProgram:
                 raise RuntimeError(f"lowering to LLVM failed: {e}\n{self.linalg_text}") from None
             self.llvm_text = str(m)
             self.engine = ExecutionEngine(m, opt_level=3, shared_libs=[])
+        self.engine.raw_register_runtime("memrefCopy", ctypes.cast(_memref_copy, ctypes.c_void_p))
         self.checks = lowered.checks
         self.failed = None  # the first failed check of the current call
         if self.checks:
