@@ -272,17 +272,13 @@ def _sc_mod(b, kind, ety, args, op):
     # Python's sign rule: the remainder takes the divisor's sign.
     r = b.binary("arith.remsi", a, c, ety)
     zero = b.const(0, ety)
-    rn = b.fresh("x")
-    b.emit(f"{rn} = arith.cmpi ne, {r}, {zero} : {ety}")
-    sr = b.fresh("x")
-    b.emit(f"{sr} = arith.cmpi slt, {r}, {zero} : {ety}")
-    sc = b.fresh("x")
-    b.emit(f"{sc} = arith.cmpi slt, {c}, {zero} : {ety}")
+    rn = b.cmp("ne", r, zero, ety)
+    sr = b.cmp("slt", r, zero, ety)
+    sc = b.cmp("slt", c, zero, ety)
     diff = b.binary("arith.xori", sr, sc, "i1")
     fix = b.binary("arith.andi", rn, diff, "i1")
     adj = b.binary("arith.addi", r, c, ety)
-    out = b.fresh("x")
-    b.emit(f"{out} = arith.select {fix}, {adj}, {r} : {ety}")
+    out = b.select(fix, adj, r, ety)
     return out
 
 
@@ -298,12 +294,7 @@ _CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "
 
 def _sc_cmp(name):
     def f(b, kind, ety, args, op):
-        r = b.fresh("x")
-        if kind == "f":
-            b.emit(f"{r} = arith.cmpf {_CMPF[name]}, {args[0]}, {args[1]} : {ety}")
-        else:
-            b.emit(f"{r} = arith.cmpi {_CMPI[name]}, {args[0]}, {args[1]} : {ety}")
-        return r
+        return b.cmp(_CMPF[name] if kind == "f" else _CMPI[name], args[0], args[1], ety)
 
     return f
 
@@ -328,8 +319,7 @@ def _sc_not(b, kind, ety, args, op):
 
 
 def _sc_where(b, kind, ety, args, op):
-    r = b.fresh("x")
-    b.emit(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {ety}")
+    r = b.select(args[0], args[1], args[2], ety)
     return r
 
 
@@ -357,21 +347,11 @@ def _sc_abs(b, kind, ety, args, op):
 def _sc_sign(b, kind, ety, args, op):
     x = args[0]
     zero, one, mone = b.const(0, ety), b.const(1, ety), b.const(-1, ety)
-    pos, neg = b.fresh("x"), b.fresh("x")
-    if kind == "f":
-        b.emit(f"{pos} = arith.cmpf ogt, {x}, {zero} : {ety}")
-        b.emit(f"{neg} = arith.cmpf olt, {x}, {zero} : {ety}")
-    else:
-        b.emit(f"{pos} = arith.cmpi sgt, {x}, {zero} : {ety}")
-        b.emit(f"{neg} = arith.cmpi slt, {x}, {zero} : {ety}")
-    s1, s2 = b.fresh("x"), b.fresh("x")
-    b.emit(f"{s1} = arith.select {neg}, {mone}, {zero} : {ety}")
-    b.emit(f"{s2} = arith.select {pos}, {one}, {s1} : {ety}")
+    pos = b.cmp("ogt" if kind == "f" else "sgt", x, zero, ety)
+    neg = b.cmp("olt" if kind == "f" else "slt", x, zero, ety)
+    s2 = b.select(pos, one, b.select(neg, mone, zero, ety), ety)
     if kind == "f":  # NaN stays NaN
-        isnan, out = b.fresh("x"), b.fresh("x")
-        b.emit(f"{isnan} = arith.cmpf uno, {x}, {x} : {ety}")
-        b.emit(f"{out} = arith.select {isnan}, {x}, {s2} : {ety}")
-        return out
+        return b.select(b.cmp("uno", x, x, ety), x, s2, ety)
     return s2
 
 

@@ -485,10 +485,7 @@ def _lower_cast(b, op):
         if src == dst:
             return x
         if kd == "b":
-            z = bb.const(0, es)
-            r = bb.fresh("x")
-            bb.emit(f"{r} = arith.cmp{'f une' if ks == 'f' else 'i ne'}, {x}, {z} : {es}")
-            return r
+            return bb.cmp("une" if ks == "f" else "ne", x, bb.const(0, es), es)
         if ks == "f" and kd == "f":
             if {src, dst} == {"f16", "bf16"}:
                 x = bb.unary("arith.extf", x, f"{es} to f32")
@@ -695,8 +692,7 @@ def _slice_bounds(b, parts, dyn, n):
     if s is None:
         s = 1
     if isinstance(s, str):  # a run-time step: must be positive here
-        nonpos = b.fresh("x")
-        b.emit(f"{nonpos} = arith.cmpi sle, {s}, {zero} : index")
+        nonpos = b.cmp("sle", s, zero, "index")
         fail_if(b, nonpos, "a slice step given at run time must be positive")
         step, positive = b.binary("arith.maxsi", s, one, "index"), True
     else:
@@ -706,10 +702,8 @@ def _slice_bounds(b, parts, dyn, n):
         if v is None:
             return default
         v = b.const(v, "index") if isinstance(v, int) else v
-        neg = b.fresh("x")
-        b.emit(f"{neg} = arith.cmpi slt, {v}, {zero} : index")
-        w = b.fresh("i")
-        b.emit(f"{w} = arith.select {neg}, {b.binary('arith.addi', v, n, 'index')}, {v} : index")
+        neg = b.cmp("slt", v, zero, "index")
+        w = b.select(neg, b.binary('arith.addi', v, n, 'index'), v, "index")
         return b.binary("arith.minsi", b.binary("arith.maxsi", w, lo, "index"), hi, "index")
 
     if positive:
@@ -803,18 +797,16 @@ def _lower_setitem(b, op):
             li = bb.fresh("li")
             bb.emit(f"{li} = linalg.index {k} : index")
             if p[0] == "i":
-                eq = bb.fresh("x")
-                bb.emit(f"{eq} = arith.cmpi eq, {li}, {p[1]} : index")
+                eq = bb.cmp("eq", li, p[1], "index")
                 inside = bb.binary("arith.andi", inside, eq, "i1")
             else:
                 start, step, length = p[1], p[2], p[3]
                 off = bb.binary("arith.subi", li, start, "index")
                 q = bb.binary("arith.divsi", off, step, "index")
                 r = bb.binary("arith.remsi", off, step, "index")
-                c1, c2, c3 = bb.fresh("x"), bb.fresh("x"), bb.fresh("x")
-                bb.emit(f"{c1} = arith.cmpi eq, {r}, {zero} : index")
-                bb.emit(f"{c2} = arith.cmpi sge, {q}, {zero} : index")
-                bb.emit(f"{c3} = arith.cmpi slt, {q}, {length} : index")
+                c1 = bb.cmp("eq", r, zero, "index")
+                c2 = bb.cmp("sge", q, zero, "index")
+                c3 = bb.cmp("slt", q, length, "index")
                 inside = bb.binary("arith.andi", inside, bb.binary("arith.andi", c1, bb.binary("arith.andi", c2, c3, "i1"), "i1"), "i1")
                 coord[k] = q
         tcoords = [zero if ax[0] == "n" else coord[ax[1]] for ax in target]
@@ -824,15 +816,12 @@ def _lower_setitem(b, op):
             # Broadcast size-1 axes of v; clamp so that reads stay in bounds outside the region.
             last = bb.binary("arith.subi", vdims[j], one, "index")
             t = bb.binary("arith.maxsi", bb.binary("arith.minsi", t, last, "index"), zero, "index")
-            isone = bb.fresh("x")
-            bb.emit(f"{isone} = arith.cmpi eq, {vdims[j]}, {one} : index")
-            sel = bb.fresh("i")
-            bb.emit(f"{sel} = arith.select {isone}, {zero}, {t} : index")
+            isone = bb.cmp("eq", vdims[j], one, "index")
+            sel = bb.select(isone, zero, t, "index")
             vidx.append(sel)
         val = bb.fresh("x")
         bb.emit(f"{val} = tensor.extract {v}[{', '.join(vidx)}] : {vt.mlir()}")
-        out = bb.fresh("x")
-        bb.emit(f"{out} = arith.select {inside}, {val}, {args[0]} : {ety}")
+        out = bb.select(inside, val, args[0], ety)
         return out
 
     imap = ", ".join(f"d{i}" for i in range(xt.rank))
@@ -849,12 +838,10 @@ def _lower_arange(b, op):
     from dg.lowering.builder import elt, fail_if, signless
 
     zero = b.const(0, "i64")
-    isz = b.fresh("x")
-    b.emit(f"{isz} = arith.cmpi eq, {step}, {zero} : i64")
+    isz = b.cmp("eq", step, zero, "i64")
     fail_if(b, isz, "arange: step cannot be zero")
     one = b.const(1, "i64")
-    safe = b.fresh("s")
-    b.emit(f"{safe} = arith.select {isz}, {one}, {step} : i64")
+    safe = b.select(isz, one, step, "i64")
     n = b.binary("arith.maxsi", b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "i64"), safe, "i64"), zero, "i64")
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
@@ -892,10 +879,7 @@ def _lower_eye(b, op):
         i, j = bb.fresh("li"), bb.fresh("li")
         bb.emit(f"{i} = linalg.index 0 : index")
         bb.emit(f"{j} = linalg.index 1 : index")
-        eq, r = bb.fresh("x"), bb.fresh("x")
-        bb.emit(f"{eq} = arith.cmpi eq, {i}, {j} : index")
-        bb.emit(f"{r} = arith.select {eq}, {one}, {zero} : {ety}")
-        return r
+        return bb.select(bb.cmp("eq", i, j, "index"), one, zero, ety)
 
     return b.generic(out_t, e, [], [], "d0, d1", ["parallel", "parallel"], body)
 

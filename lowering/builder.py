@@ -134,6 +134,18 @@ class Builder:
         self.emit(f"{r} = {opname} {a}, {b} : {ty}")
         return r
 
+    def cmp(self, pred: str, a: str, c: str, ty: str) -> str:
+        """arith.cmpf for float types (pred like "olt"), else arith.cmpi (pred like "slt")."""
+        r = self.fresh("x")
+        kind = "cmpf" if ty.startswith("f") or ty == "bf16" else "cmpi"
+        self.emit(f"{r} = arith.{kind} {pred}, {a}, {c} : {ty}")
+        return r
+
+    def select(self, cond: str, a: str, c: str, ty: str) -> str:
+        r = self.fresh("x")
+        self.emit(f"{r} = arith.select {cond}, {a}, {c} : {ty}")
+        return r
+
     def unary(self, opname: str, a: str, ty: str) -> str:
         r = self.fresh("x")
         self.emit(f"{r} = {opname} {a} : {ty}")
@@ -157,15 +169,11 @@ def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
     zero = b.const(0, "index")
     ii = b.fresh("i")
     b.emit(f"{ii} = arith.index_cast {i} : i64 to index")
-    neg = b.fresh("x")
-    b.emit(f"{neg} = arith.cmpi slt, {ii}, {zero} : index")
+    neg = b.cmp("slt", ii, zero, "index")
     wrapped = b.binary("arith.addi", ii, n, "index")
-    j = b.fresh("i")
-    b.emit(f"{j} = arith.select {neg}, {wrapped}, {ii} : index")
-    lo = b.fresh("x")
-    b.emit(f"{lo} = arith.cmpi slt, {j}, {zero} : index")
-    hi = b.fresh("x")
-    b.emit(f"{hi} = arith.cmpi sge, {j}, {n} : index")
+    j = b.select(neg, wrapped, ii, "index")
+    lo = b.cmp("slt", j, zero, "index")
+    hi = b.cmp("sge", j, n, "index")
     bad = b.binary("arith.ori", lo, hi, "i1")
     fail_if(b, bad, what)
     # Keep memory safe after a failed check: clamp into [0, n-1] (n may be 0).
