@@ -232,20 +232,25 @@ def out_sizes(b, operands, in_types, out_t):
     return sizes
 
 
+def map_generic(b, out_t, inputs, scalar_fn):
+    """An elementwise linalg.generic over inputs [(value, type)] broadcast to out_t;
+    `scalar_fn(b, input scalars)` gives the element."""
+    vals, types = [v for v, _ in inputs], [t for _, t in inputs]
+    init = b.empty(out_t, out_sizes(b, vals, types, out_t))
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, init, list(inputs), broadcast_maps(types, out_t), omap,
+                     ["parallel"] * out_t.rank, lambda bb, args: scalar_fn(bb, args[:-1]))
+
+
 def lower_elementwise(scalar_fn, out_dtype_from=None):
     def lower(b, op):
         from dg.lowering.builder import elt, signless
 
         out_t = op.result_types[0]
-        sizes = out_sizes(b, op.operands, op.types, out_t)
-        init = b.empty(out_t, sizes)
-        maps = broadcast_maps(op.types, out_t)
-        omap = ", ".join(f"d{i}" for i in range(out_t.rank))
         src_t = op.types[out_dtype_from] if out_dtype_from is not None else out_t
-        kind = _kind(src_t.dtype)
-        ety = signless(elt(src_t))
-        return b.generic(out_t, init, list(zip(op.operands, op.types)), maps, omap,
-                         ["parallel"] * out_t.rank, lambda bb, args: scalar_fn(bb, kind, ety, args[:-1], op))
+        kind, ety = _kind(src_t.dtype), signless(elt(src_t))
+        return map_generic(b, out_t, list(zip(op.operands, op.types)),
+                           lambda bb, args: scalar_fn(bb, kind, ety, args, op))
 
     return lower
 

@@ -182,3 +182,169 @@ def _lower_reduce(kind):
 
 for _k in ("sum", "mean", "prod", "max", "min"):
     OPS[_k].lower = _lower_reduce(_k)
+
+
+def _keep_type(t, axes):
+    from dg.dsl.types import TensorType
+
+    return TensorType(t.dtype, tuple(1 if i in axes else d for i, d in enumerate(t.shape)))
+
+
+def _drop_kept(b, r, kept_t, out_t, axes):
+    """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
+    if kept_t.shape == out_t.shape:
+        return r
+    from .ops_shape import _copy_generic
+
+    sizes, in_map, i = [], [], 0
+    for j in range(kept_t.rank):
+        if j in axes:
+            in_map.append("0")
+        else:
+            sizes.append(b.dim(r, kept_t, j))
+            in_map.append(f"d{i}")
+            i += 1
+    return _copy_generic(b, None, r, kept_t, out_t, sizes, ", ".join(in_map))
+
+
+def max_keep(b, x, xt, axes):
+    from dg.lowering.builder import elt, signless
+
+    ety = signless(elt(xt))
+    kt = _keep_type(xt, axes)
+    init = b.const(float("-inf"), ety)
+    return reduce_generic(b, x, xt, axes, True, kt, init,
+                          lambda bb, a, o: bb.binary("arith.maximumf", a, o, ety)), kt
+
+
+def sum_keep(b, x, xt, axes):
+    from dg.lowering.builder import elt, signless
+
+    ety = signless(elt(xt))
+    kt = _keep_type(xt, axes)
+    return reduce_generic(b, x, xt, axes, True, kt, b.const(0.0, ety),
+                          lambda bb, a, o: bb.binary("arith.addf", a, o, ety)), kt
+
+
+def lse_keep(b, x, xt, axes):
+    """log(sum(exp(x - m))) + m over axes, with keepdims (m the max, finite-guarded)."""
+    from dg.lowering.builder import elt, signless
+    from .ops_elementwise import map_generic
+
+    ety = signless(elt(xt))
+    m, kt = max_keep(b, x, xt, axes)
+    zero = b.const(0.0, ety)
+
+    def finite(bb, a):
+        inf = bb.const(float("inf"), ety)
+        isfin = bb.cmp("one", bb.unary("math.absf", a[0], ety), inf, ety)
+        return bb.select(isfin, a[0], zero, ety)
+
+    mf = map_generic(b, kt, [(m, kt)], finite)
+    e = map_generic(b, xt, [(x, xt), (mf, kt)],
+                    lambda bb, a: bb.unary("math.exp", bb.binary("arith.subf", a[0], a[1], ety), ety))
+    s, _ = sum_keep(b, e, xt, axes)
+    return map_generic(b, kt, [(s, kt), (mf, kt)],
+                       lambda bb, a: bb.binary("arith.addf", bb.unary("math.log", a[0], ety), a[1], ety)), kt
+
+
+def _lower_logsumexp(b, op):
+    x, xt = op.operands[0], op.types[0]
+    axes = tuple(op.attrs.get("axes", ()))
+    r, kt = lse_keep(b, x, xt, axes)
+    return _drop_kept(b, r, kt, op.result_types[0], axes)
+
+
+def _lower_var(b, op):
+    from dg.lowering.builder import elt, signless
+    from .ops_elementwise import map_generic
+
+    x, xt = op.operands[0], op.types[0]
+    axes = tuple(op.attrs.get("axes", ()))
+    ety = signless(elt(xt))
+    n = count_of(b, x, xt, axes, ety)
+    s, kt = sum_keep(b, x, xt, axes)
+    mean = map_generic(b, kt, [(s, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
+
+    def sq(bb, a):
+        d = bb.binary("arith.subf", a[0], a[1], ety)
+        return bb.binary("arith.mulf", d, d, ety)
+
+    d2 = map_generic(b, xt, [(x, xt), (mean, kt)], sq)
+    ss, _ = sum_keep(b, d2, xt, axes)
+    v = map_generic(b, kt, [(ss, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
+    return _drop_kept(b, v, kt, op.result_types[0], axes)
+
+
+def _lower_arg(is_max):
+    def lower(b, op):
+        """Index of the first max (min) over one axis, or over the flattened tensor."""
+        from dg.lowering.builder import elt, signless
+
+        x, xt = op.operands[0], op.types[0]
+        out_t = op.result_types[0]
+        axes = tuple(op.attrs.get("axes", ()))
+        keep = op.attrs.get("keepdims", False)
+        ety = signless(elt(xt))
+        isf = ety.startswith("f") or ety == "bf16"
+        R = xt.rank
+        # Two outputs: the best value so far and its (flat) index.
+        kt = _keep_type(xt, axes)
+        vt = kt
+        from dg.dsl.types import TensorType
+
+        it = TensorType("i64", kt.shape)
+        sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
+        worst = float("-inf") if is_max else float("inf")
+        if not isf:
+            worst = -(2 ** 63) if is_max else 2 ** 63 - 1
+        vinit = b.fill(vt, sizes, b.const(worst, ety))
+        iinit = b.fill(it, sizes, b.const(-1, "i64"))
+        in_map = ", ".join(f"d{i}" for i in range(R))
+        out_map = ", ".join("0" if i in axes else f"d{i}" for i in range(R))
+        dims = ", ".join(f"d{i}" for i in range(R))
+        its = ", ".join('"reduction"' if i in axes else '"parallel"' for i in range(R))
+        strides = []
+        for i in axes:  # row-major flat index over the reduced axes
+            s = b.const(1, "index")
+            for j in axes:
+                if j > i:
+                    s = b.binary("arith.muli", s, b.dim(x, xt, j), "index")
+            strides.append((i, s))
+        r = b.fresh("am")
+        b.emit(f"{r}:2 = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({in_map})>, "
+               f"affine_map<({dims}) -> ({out_map})>, affine_map<({dims}) -> ({out_map})>], iterator_types = [{its}]}} "
+               f"ins({x} : {xt.mlir()}) outs({vinit}, {iinit} : {vt.mlir()}, {it.mlir()}) {{")
+        a, bv, bi = b.fresh("a"), b.fresh("o"), b.fresh("o")
+        b.lines.append(" " * b.indent + f"^bb0({a}: {ety}, {bv}: {ety}, {bi}: i64):")
+        b.indent += 2
+        flat = b.const(0, "index")
+        for i, s in strides:
+            li = b.fresh("li")
+            b.emit(f"{li} = linalg.index {i} : index")
+            flat = b.binary("arith.addi", flat, b.binary("arith.muli", li, s, "index"), "index")
+        fi = b.fresh("x")
+        b.emit(f"{fi} = arith.index_cast {flat} : index to i64")
+        pred = ("ogt" if is_max else "olt") if isf else ("sgt" if is_max else "slt")
+        better = b.cmp(pred, a, bv, ety)
+        if isf:  # NaN wins, as in NumPy; the first one is kept
+            nan_new = b.cmp("uno", a, a, ety)
+            nan_old = b.cmp("uno", bv, bv, ety)
+            better = b.binary("arith.andi", b.binary("arith.ori", better, nan_new, "i1"),
+                              b.binary("arith.xori", nan_old, b.const(True, "i1"), "i1"), "i1")
+        first = b.cmp("slt", bi, b.const(0, "i64"), "i64")
+        take = b.binary("arith.ori", better, first, "i1")
+        nv = b.select(take, a, bv, ety)
+        ni = b.select(take, fi, bi, "i64")
+        b.emit(f"linalg.yield {nv}, {ni} : {ety}, i64")
+        b.indent -= 2
+        b.lines.append(" " * b.indent + f"}} -> ({vt.mlir()}, {it.mlir()}) {b.loc}")
+        return _drop_kept(b, f"{r}#1", it, out_t, axes) if not keep else f"{r}#1"
+
+    return lower
+
+
+OPS["logsumexp"].lower = _lower_logsumexp
+OPS["var"].lower = _lower_var
+OPS["argmax"].lower = _lower_arg(True)
+OPS["argmin"].lower = _lower_arg(False)
