@@ -268,3 +268,61 @@ def _lower_outer(b, op):
 
 
 OPS["outer"].lower = _lower_outer
+
+
+def _lower_softmax_family(log):
+    def lower(b, op):
+        from dg.lowering.builder import elt, signless
+        from .ops_elementwise import map_generic
+        from .ops_reduce import lse_keep
+
+        x, xt = op.operands[0], op.types[0]
+        ety = signless(elt(xt))
+        lse, kt = lse_keep(b, x, xt, (op.attrs["axis"],))
+
+        def f(bb, a):
+            d = bb.binary("arith.subf", a[0], a[1], ety)
+            return d if log else bb.unary("math.exp", d, ety)
+
+        return map_generic(b, xt, [(x, xt), (lse, kt)], f)
+
+    return lower
+
+
+def _lower_cross_entropy(b, op):
+    """mean over rows of lse(logits[i]) - logits[i, labels[i]]; labels checked in range."""
+    from dg.dsl.types import TensorType
+    from dg.lowering.builder import elt, index_in_range, signless
+    from .ops_elementwise import map_generic
+    from .ops_reduce import count_of, lse_keep, sum_keep
+
+    (x, xt), (y, yt) = zip(op.operands, op.types)
+    ety = signless(elt(xt))
+    lse, kt = lse_keep(b, x, xt, (1,))  # [N, 1]
+    c = b.dim(x, xt, 1)
+    rows_t = TensorType(xt.dtype, (xt.shape[0],))
+
+    def picked(bb, a):
+        lab = a[1] if yt.dtype == "i64" else bb.unary("arith.extsi", a[1], "i32 to i64")
+        k = index_in_range(bb, lab, c, "cross_entropy: a label is outside [0, classes)")
+        li = bb.fresh("li")
+        bb.emit(f"{li} = linalg.index 0 : index")
+        v = bb.fresh("x")
+        bb.emit(f"{v} = tensor.extract {x}[{li}, {k}] : {xt.mlir()}")
+        return bb.binary("arith.subf", a[0], v, ety)
+
+    lse_rows = b.fresh("rs")
+    from .ops_reduce import _drop_kept
+
+    lse_rows = _drop_kept(b, lse, kt, rows_t, (1,))
+    losses = map_generic(b, rows_t, [(lse_rows, rows_t), (y, yt)], picked)
+    total, tt = sum_keep(b, losses, rows_t, (0,))
+    n = count_of(b, losses, rows_t, (0,), ety)
+    out_t = op.result_types[0]
+    scalar = _drop_kept(b, total, tt, out_t, (0,))
+    return map_generic(b, out_t, [(scalar, out_t)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
+
+
+OPS["softmax"].lower = _lower_softmax_family(False)
+OPS["log_softmax"].lower = _lower_softmax_family(True)
+OPS["cross_entropy"].lower = _lower_cross_entropy
