@@ -326,3 +326,90 @@ def _lower_cross_entropy(b, op):
 OPS["softmax"].lower = _lower_softmax_family(False)
 OPS["log_softmax"].lower = _lower_softmax_family(True)
 OPS["cross_entropy"].lower = _lower_cross_entropy
+
+
+def _i64(v: int) -> int:
+    """A uint64 constant as the signed i64 with the same bits."""
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def splitmix_ir(b, z):
+    """splitmix64 on an i64 scalar (wrapping multiply, logical shifts), as `splitmix64` above."""
+    def shr_xor(v, k):
+        return b.binary("arith.xori", v, b.binary("arith.shrui", v, b.const(k, "i64"), "i64"), "i64")
+
+    z = b.binary("arith.addi", z, b.const(_i64(int(_GOLDEN)), "i64"), "i64")
+    z = b.binary("arith.muli", shr_xor(z, 30), b.const(_i64(0xBF58476D1CE4E5B9), "i64"), "i64")
+    z = b.binary("arith.muli", shr_xor(z, 27), b.const(_i64(0x94D049BB133111EB), "i64"), "i64")
+    return shr_xor(z, 31)
+
+
+def _lower_key(b, op):
+    s = b.extract(op.operands[0], op.types[0])
+    return b.scalar_tensor(splitmix_ir(b, s), op.result_types[0])
+
+
+def split_ir(b, k):
+    return (splitmix_ir(b, b.binary("arith.xori", k, b.const(1, "i64"), "i64")),
+            splitmix_ir(b, b.binary("arith.xori", k, b.const(2, "i64"), "i64")))
+
+
+def _lower_split(b, op):
+    k = b.extract(op.operands[0], op.types[0])
+    return [b.scalar_tensor(v, t) for v, t in zip(split_ir(b, k), op.result_types)]
+
+
+def _uniform_f64(bb, key, flat_i64):
+    ctr = bb.binary("arith.addi", bb.binary("arith.muli", bb.binary("arith.addi", flat_i64, bb.const(1, "i64"), "i64"),
+                                              bb.const(_i64(int(_GOLDEN)), "i64"), "i64"), key, "i64")
+    bits = bb.binary("arith.shrui", splitmix_ir(bb, ctr), bb.const(40, "i64"), "i64")
+    u = bb.unary("arith.uitofp", bits, "i64 to f64")
+    return bb.binary("arith.mulf", u, bb.const(1.0 / (1 << 24), "f64"), "f64")
+
+
+def _lower_random(normal):
+    def lower(b, op):
+        from dg.lowering.builder import elt, signless
+        from .ops_shape import _sizes_from
+
+        out_t = op.result_types[0]
+        ety = signless(elt(out_t))
+        key = b.extract(op.operands[0], op.types[0])
+        keys = split_ir(b, key) if normal else (key,)
+        sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+        e = b.empty(out_t, sizes)
+        strides = []
+        for i in range(out_t.rank):
+            s = b.const(1, "index")
+            for j in range(i + 1, out_t.rank):
+                s = b.binary("arith.muli", s, sizes[j], "index")
+            strides.append(s)
+
+        def body(bb, args):
+            flat = bb.const(0, "index")
+            for i, s in enumerate(strides):
+                li = bb.fresh("li")
+                bb.emit(f"{li} = linalg.index {i} : index")
+                flat = bb.binary("arith.addi", flat, bb.binary("arith.muli", li, s, "index"), "index")
+            fi = bb.fresh("x")
+            bb.emit(f"{fi} = arith.index_cast {flat} : index to i64")
+            if normal:
+                u1, u2 = (_uniform_f64(bb, k, fi) for k in keys)
+                r = bb.unary("math.sqrt", bb.binary("arith.mulf", bb.const(-2.0, "f64"), bb.unary(
+                    "math.log1p", bb.unary("arith.negf", u1, "f64"), "f64"), "f64"), "f64")
+                c = bb.unary("math.cos", bb.binary("arith.mulf", bb.const(2.0 * np.pi, "f64"), u2, "f64"), "f64")
+                v = bb.binary("arith.mulf", r, c, "f64")
+            else:
+                v = _uniform_f64(bb, keys[0], fi)
+            return v if ety == "f64" else bb.unary("arith.truncf", v, f"f64 to {ety}")
+
+        omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+        return b.generic(out_t, e, [], [], omap, ["parallel"] * out_t.rank, body)
+
+    return lower
+
+
+OPS["key"].lower = _lower_key
+OPS["split"].lower = _lower_split
+OPS["uniform"].lower = _lower_random(False)
+OPS["normal"].lower = _lower_random(True)

@@ -30,9 +30,11 @@ DTYPES: dict[str, tuple[str, object, str]] = {
     "i32": ("i32", np.dtype(np.int32), "i"),
     "i64": ("i64", np.dtype(np.int64), "i"),
     "bool": ("i1", np.dtype(np.bool_), "b"),
-    "u64": ("ui64", np.dtype(np.uint64), "u"),
+    # Random keys: unsigned in NumPy, the same 64 bits as a signless i64 in MLIR
+    # (arith works on signless integers; the ops that matter wrap or shift logically).
+    "u64": ("i64", np.dtype(np.uint64), "u"),
 }
-MLIR_TO_DG = {v[0]: k for k, v in DTYPES.items()}
+MLIR_TO_DG = {v[0]: k for k, v in DTYPES.items() if k != "u64"}
 FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 INT_RANK = {"i32": 1, "i64": 2}
 
