@@ -161,3 +161,27 @@ def _lower_assert(b, op):
 
 
 OPS["assert"].lower = _lower_assert
+
+
+def _lower_print(b, op):
+    """A call into the runtime's console with this op's id and its value (as an unranked tensor)."""
+    from dg.lowering.builder import elt
+
+    pid = len(b.prints)
+    b.prints.append((tuple(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True))))
+    i = b.const(pid, "i64")
+    if not op.operands:
+        b.runtime_decls.add("func.func private @dg_rt_print_none(i64) attributes {llvm.emit_c_interface}")
+        b.emit(f"func.call @dg_rt_print_none({i}) : (i64) -> ()")
+        return None
+    v, t = op.operands[0], op.types[0]
+    e = elt(t)
+    u = b.fresh("u")
+    b.emit(f"{u} = tensor.cast {v} : {t.mlir()} to tensor<*x{e}>")
+    b.runtime_decls.add(f"func.func private @dg_rt_print_{e}(i64, tensor<*x{e}> {{bufferization.access = \"read\"}}) "
+                        "attributes {llvm.emit_c_interface}")
+    b.emit(f"func.call @dg_rt_print_{e}({i}, {u}) : (i64, tensor<*x{e}>) -> ()")
+    return None
+
+
+OPS["print"].lower = _lower_print

@@ -272,19 +272,22 @@ OPS["outer"].lower = _lower_outer
 
 def _lower_softmax_family(log):
     def lower(b, op):
+        """exp(x - m) / sum(exp(x - m)), or (x - m) - log(sum(exp(x - m))), with m the max."""
         from dg.lowering.builder import elt, signless
         from .ops_elementwise import map_generic
-        from .ops_reduce import lse_keep
+        from .ops_reduce import max_keep, sum_keep
 
         x, xt = op.operands[0], op.types[0]
         ety = signless(elt(xt))
-        lse, kt = lse_keep(b, x, xt, (op.attrs["axis"],))
-
-        def f(bb, a):
-            d = bb.binary("arith.subf", a[0], a[1], ety)
-            return d if log else bb.unary("math.exp", d, ety)
-
-        return map_generic(b, xt, [(x, xt), (lse, kt)], f)
+        axes = (op.attrs["axis"],)
+        m, kt = max_keep(b, x, xt, axes)
+        sh = map_generic(b, xt, [(x, xt), (m, kt)], lambda bb, a: bb.binary("arith.subf", a[0], a[1], ety))
+        e = map_generic(b, xt, [(sh, xt)], lambda bb, a: bb.unary("math.exp", a[0], ety))
+        s, _ = sum_keep(b, e, xt, axes)
+        if log:
+            return map_generic(b, xt, [(sh, xt), (s, kt)],
+                               lambda bb, a: bb.binary("arith.subf", a[0], bb.unary("math.log", a[1], ety), ety))
+        return map_generic(b, xt, [(e, xt), (s, kt)], lambda bb, a: bb.binary("arith.divf", a[0], a[1], ety))
 
     return lower
 

@@ -159,6 +159,9 @@ def _lower_reduce(kind):
         elif kind == "prod":
             init = b.const(1.0 if isf else 1, ety)
             comb = lambda bb, a, o: bb.binary("arith.mulf" if isf else "arith.muli", a, o, ety)
+        elif kind in ("max", "min") and ety == "i1":  # bools: any / all
+            init = b.const(kind == "min", "i1")
+            comb = lambda bb, a, o: bb.binary("arith.ori" if kind == "max" else "arith.andi", a, o, "i1")
         elif kind == "max":
             init = b.const(float("-inf"), ety) if isf else b.const(-(2 ** 63) if ety == "i64" else -(2 ** 31), ety)
             comb = lambda bb, a, o: bb.binary("arith.maximumf" if isf else "arith.maxsi", a, o, ety)

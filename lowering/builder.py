@@ -50,6 +50,9 @@ class Builder:
     # Runtime checks: (location text, message) per check id; a failing check
     # calls @dg_rt_fail(id), and the executor raises a located DgRuntimeError.
     checks: list = field(default_factory=list)
+    # print ops: (pieces, end) per print id; runtime functions the module declares.
+    prints: list = field(default_factory=list)
+    runtime_decls: set = field(default_factory=set)
 
     def fresh(self, prefix: str = "t") -> str:
         return f"%{prefix}{next(self.counter)}"
