@@ -52,10 +52,10 @@ def test_unknown_mode_and_unbuilt_device():
 
 
 def test_dg_mode_environment(monkeypatch):
-    src = "def f(x):\n    print(x)\n    return x\n"
+    src = "def f(x):\n    breakpoint()\n    return x\n"
     monkeypatch.setenv("DG_MODE", "compiled")
     m = dg.loads(src)
-    with pytest.raises(dg.DgError, match="compiled mode cannot run 'dg.print' yet"):
+    with pytest.raises(dg.DgError, match="compiled mode cannot run 'dg.breakpoint' yet"):
         m.f(1.0)  # compiled mode was chosen, and says what it cannot do: no silent fallback
     monkeypatch.setenv("DG_MODE", "interp")
     assert dg.loads(src).f(2.0) == 2.0
