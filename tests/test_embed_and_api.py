@@ -53,6 +53,7 @@ def test_unknown_mode_and_unbuilt_device():
 
 def test_dg_mode_environment(monkeypatch):
     src = "def f(x):\n    breakpoint()\n    return x\n"
+    monkeypatch.setattr("sys.breakpointhook", lambda *a, **k: None)
     monkeypatch.setenv("DG_MODE", "compiled")
     m = dg.loads(src)
     with pytest.raises(dg.DgError, match="compiled mode cannot run 'dg.breakpoint' yet"):
