@@ -26,13 +26,13 @@ def f32(*xs):
     return np.array(xs, dtype=np.float32)
 
 
-def same(got, want, rtol=1e-5, atol=1e-6):
+def assert_same(got, want, rtol=1e-5, atol=1e-6):
     """Structural comparison: tuples element-wise, arrays by value and shape."""
     if isinstance(want, tuple):
         assert isinstance(got, tuple), f"expected a tuple, got {got!r}"
         assert len(got) == len(want), f"{got!r} vs {want!r}"
         for g, w in zip(got, want):
-            same(g, w, rtol, atol)
+            assert_same(g, w, rtol, atol)
         return
     assert got is not None, "dg returned None"
     g, w = np.asarray(got), np.asarray(want)
@@ -77,7 +77,7 @@ def ok_or_located_type_error(call, want, line=None):
         else:
             assert re.match(rf"{re.escape(F)}:\d+:\d+: error:", str(e)), str(e)
         return
-    same(got, want)
+    assert_same(got, want)
 
 
 # =========================================================================
@@ -187,26 +187,26 @@ def _whiles(x):
 @pytest.mark.parametrize("n", [0, 1, 2, 5, 6])
 def test_break_inner_continue_outer(n):
     x = np.arange(1, 7, dtype=np.float32)
-    same(NESTED.nested(x, n), np.float32(_nested(x, n)))
+    assert_same(NESTED.nested(x, n), np.float32(_nested(x, n)))
 
 
 @pytest.mark.parametrize("x", [f32(1, 2, 3, 4, 5), f32(-1, 2, -3, 4, 5, 6), f32(-1), f32()])
 def test_nested_whiles_with_break_and_continue(x):
-    same(NESTED.whiles(x), np.float32(_whiles(x)))
+    assert_same(NESTED.whiles(x), np.float32(_whiles(x)))
 
 
 def test_early_return_from_while_nested_in_for():
     a = np.arange(12).reshape(3, 4)
     for t in [0, 3, 5, 7, 11, 70, -1]:
         w = next((i * 100 + j for i in range(3) for j in range(4) if a[i, j] == t), -1)
-        same(NESTED.find(a, t), np.int64(w))
+        assert_same(NESTED.find(a, t), np.int64(w))
 
 
 @pytest.mark.parametrize("t", [0, 1, 4, 5, 8, 100])
 def test_early_return_in_inner_loop_skips_rest_of_outer_body(t):
     # the assert after the inner loop fails exactly when it runs after an early return
     want = next((i * 10 + j for i in range(3) for j in range(3) if i * 3 + j == t), -1)
-    same(NESTED.early_nested(t), np.int64(want))
+    assert_same(NESTED.early_nested(t), np.int64(want))
 
 
 def _chain(x):
@@ -226,13 +226,13 @@ def _chain(x):
 @pytest.mark.parametrize("x", [[1, -2, 0, 3, 7, 1], [1, -2, 0, 3], [9], [], [0, 0, -1]])
 def test_return_inside_if_elif_else_chain_in_loop(x):
     a = np.array(x, dtype=np.int64)
-    same(NESTED.chain(a), np.int64(_chain(x)))
+    assert_same(NESTED.chain(a), np.int64(_chain(x)))
 
 
 def test_continue_in_nested_if_skips_enclosing_statements():
     x = np.array([1, 20, -3, 5, 11, 0])
     want = sum((0 if v > 10 else 101) if v > 0 else 100 for v in x)
-    same(NESTED.skip_nested_if(x), np.int64(want))
+    assert_same(NESTED.skip_nested_if(x), np.int64(want))
 
 
 FALL = load("""
@@ -248,13 +248,13 @@ def first_pos(x):
 
 
 def test_fall_off_end_only_fails_on_that_path():
-    same(FALL.fall(3), np.int64(6))
-    same(FALL.fall(np.float32(2.5)), np.float32(5.0))
+    assert_same(FALL.fall(3), np.int64(6))
+    assert_same(FALL.fall(np.float32(2.5)), np.float32(5.0))
     for bad in (-3, np.float32(-1.0), 0):
         with pytest.raises(dg.DgRuntimeError) as e:
             FALL.fall(bad)
         assert str(e.value).startswith(f"{F}:"), str(e.value)
-    same(FALL.first_pos(f32(-1, -2, 3, 4)), np.int64(2))
+    assert_same(FALL.first_pos(f32(-1, -2, 3, 4)), np.int64(2))
     with pytest.raises(dg.DgRuntimeError):
         FALL.first_pos(f32(-1, -2))
 
@@ -293,15 +293,15 @@ def stop_on_break(x):
 
 
 def test_while_true_with_break_and_return():
-    same(WHILE_TRUE.first_neg(f32(1, 2, -3, 4)), np.int64(2))
-    same(WHILE_TRUE.double_until(np.float32(0.3)), np.float32(19.2))
-    same(WHILE_TRUE.double_until(np.float32(11.0)), np.float32(11.0))
+    assert_same(WHILE_TRUE.first_neg(f32(1, 2, -3, 4)), np.int64(2))
+    assert_same(WHILE_TRUE.double_until(np.float32(0.3)), np.float32(19.2))
+    assert_same(WHILE_TRUE.double_until(np.float32(11.0)), np.float32(11.0))
 
 
 def test_break_stops_before_the_condition_is_evaluated_again():
     # after `break`, x[i] with i == len(x) would be out of range
-    same(WHILE_TRUE.stop_on_break(f32(1, 2, 3)), np.int64(3))
-    same(WHILE_TRUE.stop_on_break(f32(1, -2, 3)), np.int64(1))
+    assert_same(WHILE_TRUE.stop_on_break(f32(1, 2, 3)), np.int64(3))
+    assert_same(WHILE_TRUE.stop_on_break(f32(1, -2, 3)), np.int64(1))
 
 
 # =========================================================================
@@ -334,7 +334,7 @@ def test_variable_defined_on_every_path_after_elif_chain():
     """)
     for v in (3.0, -7.0, -1.0, 0.0):
         want = v + 1 if v > 0 else (v * 2 if v < -5 else v - 1)
-        same(m.allpaths(v), np.float32(want))
+        assert_same(m.allpaths(v), np.float32(want))
 
 
 def test_variable_only_defined_inside_loop():
@@ -359,8 +359,8 @@ def test_loop_variable_after_the_loop_keeps_python_semantics():
             pass
         return i
     """)
-    same(m.last(5), np.int64(4))
-    same(m.last(0), np.int64(100))
+    assert_same(m.last(5), np.int64(4))
+    assert_same(m.last(0), np.int64(100))
 
 
 def test_reassigning_the_loop_variable_does_not_change_iteration():
@@ -373,7 +373,7 @@ def test_reassigning_the_loop_variable_does_not_change_iteration():
         return s
     """)
     x = f32(1, 2, 3)
-    same(m.f(x, 3), x + 6)
+    assert_same(m.f(x, 3), x + 6)
 
 
 # =========================================================================
@@ -437,7 +437,7 @@ def found(x, t):
 
 @pytest.mark.parametrize("n", [0, 1, 5, 17])
 def test_concat_grows_vector_in_while(n):
-    same(GROW.grow(n), np.arange(n, dtype=np.float32))
+    assert_same(GROW.grow(n), np.arange(n, dtype=np.float32))
 
 
 def test_concat_grows_vector_conditionally_in_for():
@@ -446,34 +446,34 @@ def test_concat_grows_vector_conditionally_in_for():
         for v in x[1:]:
             if v > want[-1]:
                 want.append(v)
-        same(GROW.runs(x), np.array(want, np.float32))
+        assert_same(GROW.runs(x), np.array(want, np.float32))
 
 
 def test_doubling_shape_in_loop():
     want = np.ones(1, np.float32)
     for n in range(5):
-        same(GROW.dbl(n), want)
+        assert_same(GROW.dbl(n), want)
         want = np.concatenate([want, want * 2])
 
 
 def test_loop_carried_tuples():
     a, b = 0, 1
     for n in range(12):
-        same(GROW.tup(n), (np.int64(a), np.int64(b)))
+        assert_same(GROW.tup(n), (np.int64(a), np.int64(b)))
         a, b = b, a + b
-    same(GROW.tupw(1.5), (np.float32(48.0), np.int64(5)))
-    same(GROW.tupgrow(4), (np.arange(4, dtype=np.float32), np.int64(4)))
-    same(GROW.tupgrow(0), (np.zeros(0, np.float32), np.int64(0)))
+    assert_same(GROW.tupw(1.5), (np.float32(48.0), np.int64(5)))
+    assert_same(GROW.tupgrow(4), (np.arange(4, dtype=np.float32), np.int64(4)))
+    assert_same(GROW.tupgrow(0), (np.zeros(0, np.float32), np.int64(0)))
 
 
 def test_weak_int_carried_becomes_float():
-    same(GROW.halfs(3), np.float32(0.125))
-    same(GROW.halfs(0), np.float32(1.0))
+    assert_same(GROW.halfs(3), np.float32(0.125))
+    assert_same(GROW.halfs(0), np.float32(1.0))
 
 
 def test_bool_flag_carried():
-    same(GROW.found(f32(1, 2, 3), 2.0), np.bool_(True))
-    same(GROW.found(f32(1, 2, 3), 5.0), np.bool_(False))
+    assert_same(GROW.found(f32(1, 2, 3), 2.0), np.bool_(True))
+    assert_same(GROW.found(f32(1, 2, 3), 5.0), np.bool_(False))
 
 
 def test_loop_carried_rank_change_by_broadcasting():
@@ -524,9 +524,9 @@ def test_loop_carried_list_display():
             v = v + 1.0
         return v
     """)
-    same(m.listcarry(3), f32(8, 16))
+    assert_same(m.listcarry(3), f32(8, 16))
     with time_limit(3):
-        same(m.listwhile(4), f32(4, 5))
+        assert_same(m.listwhile(4), f32(4, 5))
 
 
 def test_list_display_rebound_in_branch():
@@ -537,8 +537,8 @@ def test_list_display_rebound_in_branch():
             v = v * 2.0
         return v
     """)
-    same(m.lcif(1.0, 1), f32(2, 4))
-    same(m.lcif(1.0, 0), f32(1, 2))
+    assert_same(m.lcif(1.0, 1), f32(2, 4))
+    assert_same(m.lcif(1.0, 0), f32(1, 2))
 
 
 def test_loop_carried_tuple_changes_length():
@@ -588,13 +588,13 @@ def test_nested_tuples_and_branch_dependent_shapes_carried():
         return last
     """)
     x = f32(1, 2, 3)
-    same(m.nestedtup(x, 3), ((x * 8, np.int64(4)), np.int64(54)))
+    assert_same(m.nestedtup(x, 3), ((x * 8, np.int64(4)), np.int64(54)))
     v = f32(1, -2, 3)
     for _ in range(4):
         v = v[1:] if v[0] > 0 else np.concatenate([v, v[:1] + 10])
-    same(m.branchshape(f32(1, -2, 3), 4), (v, np.int64(len(v))))
-    same(m.static_range_break(x), np.float32(6))
-    same(m.static_range_break(f32(1, 2, -1, 4)), np.float32(3))
+    assert_same(m.branchshape(f32(1, -2, 3), 4), (v, np.int64(len(v))))
+    assert_same(m.static_range_break(x), np.float32(6))
+    assert_same(m.static_range_break(f32(1, 2, -1, 4)), np.float32(3))
     ok_or_located_type_error(lambda: m.last_in_loop(x, 3), np.float32(3))
 
 
@@ -614,7 +614,7 @@ def test_long_chain_of_loop_carried_shape_changes(k):
     m = dg.loads(_shift_register_src(k), mode="interp", filename=F)
     n = 20
     want = tuple(np.int64(max(n + 1 - j, 1)) for j in range(k))
-    same(m.f(f32(5.0), n), want)
+    assert_same(m.f(f32(5.0), n), want)
 
 
 # =========================================================================
@@ -655,21 +655,21 @@ def test_short_circuit_and_guards_the_index(x):
     i = 0
     while i < len(a) and a[i] > 0:
         i += 1
-    same(GUARDS.sc(a, len(a)), np.int64(i))
+    assert_same(GUARDS.sc(a, len(a)), np.int64(i))
     s = 0.0
     j = 0
     while not (j >= len(a) or a[j] < 0):
         s += a[j]
         j += 1
-    same(GUARDS.or_guard(a, len(a)), (np.float32(s), np.int64(j)))
-    same(GUARDS.not_guard(a), np.int64(j))
+    assert_same(GUARDS.or_guard(a, len(a)), (np.float32(s), np.int64(j)))
+    assert_same(GUARDS.not_guard(a), np.int64(j))
 
 
 def test_conditional_expression_guards_the_index():
     x = f32(1, 2, 3)
-    same(GUARDS.ifexp_guard(x, 1), np.float32(2))
-    same(GUARDS.ifexp_guard(x, 3), np.float32(-1))
-    same(GUARDS.ifexp_guard(x, 99), np.float32(-1))
+    assert_same(GUARDS.ifexp_guard(x, 1), np.float32(2))
+    assert_same(GUARDS.ifexp_guard(x, 3), np.float32(-1))
+    assert_same(GUARDS.ifexp_guard(x, 99), np.float32(-1))
 
 
 def test_zero_trip_loops_leave_values_unchanged():
@@ -693,9 +693,9 @@ def test_zero_trip_loops_leave_values_unchanged():
         return y, z, k, w, r
     """)
     v = np.float32(1.5)
-    same(m.zero_trip(v, 0), (v, v, v, v, v))
-    same(m.zero_trip(v, -4), (v, v, v, v, v))
-    same(m.zero_trip(v, 2), (v, v, v, v * 9, v))
+    assert_same(m.zero_trip(v, 0), (v, v, v, v, v))
+    assert_same(m.zero_trip(v, -4), (v, v, v, v, v))
+    assert_same(m.zero_trip(v, 2), (v, v, v, v * 9, v))
 
 
 RANGES = load("""
@@ -731,7 +731,7 @@ def const_neg():
                                    (0, 250, 100), (7, 0, -100), (-5, 5, 1), (2, -2, -1)])
 def test_range_with_data_dependent_bounds_and_steps(a, b, s):
     r = range(a, b, s)
-    same(RANGES.stepped(a, b, s), (np.int64(sum(r)), np.int64(len(r))))
+    assert_same(RANGES.stepped(a, b, s), (np.int64(sum(r)), np.int64(len(r))))
 
 
 def test_range_negative_step_order_matters():
@@ -739,13 +739,13 @@ def test_range_negative_step_order_matters():
         acc = 0
         for i in range(hi, lo, -1):
             acc = acc * 3 + i
-        same(RANGES.horner(lo, hi), np.int64(acc))
+        assert_same(RANGES.horner(lo, hi), np.int64(acc))
     acc = 0
     for i in range(10, -10, -7):
         acc = acc * 10 + i
-    same(RANGES.const_neg(), np.int64(acc))
-    same(RANGES.rev(f32(1, 2, 3, 4)), f32(4, 3, 2, 1))
-    same(RANGES.rev(f32()), f32())
+    assert_same(RANGES.const_neg(), np.int64(acc))
+    assert_same(RANGES.rev(f32(1, 2, 3, 4)), f32(4, 3, 2, 1))
+    assert_same(RANGES.rev(f32()), f32())
 
 
 def test_range_with_zero_step_at_run_time_is_located_error():
@@ -798,8 +798,8 @@ def inloop(n: i64) -> i64:
 
 
 def test_deep_recursion_annotated():
-    same(REC_ANN.depth(200), np.int64(200))
-    same(REC_ANN.depth(0), np.int64(0))
+    assert_same(REC_ANN.depth(200), np.int64(200))
+    assert_same(REC_ANN.depth(0), np.int64(0))
 
 
 def test_too_deep_recursion_is_a_located_runtime_error():
@@ -810,21 +810,21 @@ def test_too_deep_recursion_is_a_located_runtime_error():
 
 def test_mutual_recursion_annotated():
     for n in (0, 1, 7, 10, 51):
-        same(REC_ANN.is_even(n), np.bool_(n % 2 == 0))
-        same(REC_ANN.is_odd(n), np.bool_(n % 2 == 1))
+        assert_same(REC_ANN.is_even(n), np.bool_(n % 2 == 0))
+        assert_same(REC_ANN.is_odd(n), np.bool_(n % 2 == 1))
 
 
 def test_recursion_with_tuple_returns_and_shapes():
     a, b = 0, 1
     for _ in range(10):
         a, b = b, a + b
-    same(REC_ANN.fib2(10), (np.int64(a), np.int64(b)))
+    assert_same(REC_ANN.fib2(10), (np.int64(a), np.int64(b)))
     x = np.arange(5, dtype=np.float32)
-    same(REC_ANN.sumvec(x, 0), np.float32(10))
-    same(REC_ANN.sumvec(x, 7), np.float32(0))
-    same(REC_ANN.prefix(x, 3), x[:3])
-    same(REC_ANN.prefix(x, 0), x[:0])
-    same(REC_ANN.inloop(5), np.int64(32))
+    assert_same(REC_ANN.sumvec(x, 0), np.float32(10))
+    assert_same(REC_ANN.sumvec(x, 7), np.float32(0))
+    assert_same(REC_ANN.prefix(x, 3), x[:3])
+    assert_same(REC_ANN.prefix(x, 0), x[:0])
+    assert_same(REC_ANN.inloop(5), np.int64(32))
 
 
 REC_PLAIN = load("""
@@ -876,7 +876,7 @@ def _ok_or_clear_error(call, want):
     except dg.DgError as e:
         assert re.match(rf"{re.escape(F)}:\d+:\d+: error:", str(e)), str(e)
         return
-    same(got, want)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("name,arg,want", [
@@ -898,7 +898,7 @@ def test_mutual_recursion_without_annotations(n):
 
 @pytest.mark.parametrize("n", [0, 3, 6])
 def test_mutual_recursion_entered_from_unannotated_side(n):
-    same(REC_PLAIN.even_ann(n), np.bool_(n % 2 == 0))
+    assert_same(REC_PLAIN.even_ann(n), np.bool_(n % 2 == 0))
     _ok_or_clear_error(lambda: REC_PLAIN.odd_plain(n), np.bool_(n % 2 == 1))
 
 
@@ -922,14 +922,14 @@ def both(a, b):
 
 def test_functions_called_with_weak_literals_and_tensors():
     x = f32(1, 2)
-    same(WEAK.use_scale(x), (x * 2, x * 2.5, np.int64(6), x * x))
+    assert_same(WEAK.use_scale(x), (x * 2, x * 2.5, np.int64(6), x * x))
     xi = np.array([1, 2])
     got = WEAK.use_scale(xi)
-    same(got, (xi * 2, f32(2.5, 5), np.int64(6), xi * xi))
+    assert_same(got, (xi * 2, f32(2.5, 5), np.int64(6), xi * xi))
     assert got[0].dtype == np.int64 and got[1].dtype == np.float32
     b = np.arange(9).reshape(3, 3)
     got = WEAK.both(x, b)
-    same(got, (x * 2, b * 2, np.int64(6), np.float32(5)))
+    assert_same(got, (x * 2, b * 2, np.int64(6), np.float32(5)))
     assert got[1].dtype == np.int64
 
 
@@ -938,9 +938,9 @@ def test_specialization_cache_per_dtype():
                WEAK.h(np.array([1, 2], np.int32)), WEAK.h(True), WEAK.h(3)]
     dtypes = [np.asarray(r).dtype for r in results]
     assert dtypes == [np.int64, np.float32, np.int32, np.float64, np.int32, np.int64, np.int64]
-    same(results[0], np.int64(6))
-    same(results[3], np.float64(5.0))
-    same(results[5], np.int64(2))
+    assert_same(results[0], np.int64(6))
+    assert_same(results[3], np.float64(5.0))
+    assert_same(results[5], np.int64(2))
 
 
 def test_dtype_rebinding_is_located_type_error():
@@ -990,7 +990,7 @@ def test_augmented_assignment_matches_plain_binop():
         s = s + 0.5
         return s
     """)
-    same(m.plain(1), np.float32(1.5))
+    assert_same(m.plain(1), np.float32(1.5))
     ok_or_located_type_error(lambda: m.aug(1), np.float32(1.5))
 
 
@@ -1004,16 +1004,16 @@ def test_integer_floordiv_and_mod_follow_python_with_negatives():
     """)
     a = np.array([7, -7, 7, -7, 0, -1, 1, -9])
     b = np.array([2, 2, -2, -2, 3, 5, -5, 3])
-    same(m.dm(a, b), (np.array([p // q for p, q in zip(a.tolist(), b.tolist())]),
+    assert_same(m.dm(a, b), (np.array([p // q for p, q in zip(a.tolist(), b.tolist())]),
                       np.array([p % q for p, q in zip(a.tolist(), b.tolist())])))
     for p, q in [(7, 2), (-7, 2), (7, -2), (-7, -2), (0, -3), (-1, 7)]:
-        same(m.dm(p, q), (np.int64(p // q), np.int64(p % q)))
+        assert_same(m.dm(p, q), (np.int64(p // q), np.int64(p % q)))
     v = np.array([7, -7, 8, -8, 0])
     want = tuple([np.array([e // -3 for e in v.tolist()]), np.array([e % -3 for e in v.tolist()])]
                  + [np.int64(r) for r in (-7 // 2, -7 % 2, 7 // -2, 7 % -2, (-7) // (-2), -7 % -2)])
-    same(m.lit(v), want)
+    assert_same(m.lit(v), want)
     af, bf = f32(7.5, -7.5, 7.5, -7.5), f32(2, 2, -2, -2)
-    same(m.dm(af, bf), (af // bf, af % bf))
+    assert_same(m.dm(af, bf), (af // bf, af % bf))
 
 
 def test_chained_comparisons_with_tensors():
@@ -1032,12 +1032,12 @@ def test_chained_comparisons_with_tensors():
         return 0 < gprint(x) < 10
     """)
     x = f32(0, 1, 1.5, 2, 3)
-    same(m.chain(x, 1.0, 2.0), (1.0 < x) & (x <= 2.0))
+    assert_same(m.chain(x, 1.0, 2.0), (1.0 < x) & (x <= 2.0))
     y = f32(-1, 0.5, 1)
-    same(m.chain3(y), (0 < y) & (y < 1))
+    assert_same(m.chain3(y), (0 < y) & (y < 1))
     for v in (0.5, 1.0, 2.0, 2.5):
-        same(m.chain(np.float32(v), 1.0, 2.0), np.bool_(1.0 < v <= 2.0))
-    same(m.once(3), np.bool_(True))
+        assert_same(m.chain(np.float32(v), 1.0, 2.0), np.bool_(1.0 < v <= 2.0))
+    assert_same(m.once(3), np.bool_(True))
 
 
 # =========================================================================
@@ -1097,27 +1097,27 @@ def loopalias(x, n):
 
 
 def test_setitem_inside_loops():
-    same(UPD.setloop(5), np.arange(5, dtype=np.float32) ** 2)
-    same(UPD.setloop(0), f32())
+    assert_same(UPD.setloop(5), np.arange(5, dtype=np.float32) ** 2)
+    assert_same(UPD.setloop(0), f32())
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     keep = x.copy()
     want = x * np.arange(4, dtype=np.float32)[:, None]
     want[:, 0] += 100
-    same(UPD.setrow(x), want)
+    assert_same(UPD.setrow(x), want)
     np.testing.assert_array_equal(x, keep)  # the caller's array is untouched
     X = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
-    same(UPD.pairwise(X), ((X[:, None] - X[None]) ** 2).sum(-1), rtol=1e-4, atol=1e-5)
-    same(UPD.pairwise(np.zeros((0, 2), np.float32)), np.zeros((0, 0), np.float32))
-    same(UPD.while_set(f32(1, 2, -3, 4)), (f32(-1, -2, -3, 4), np.int64(2)))
-    same(UPD.while_set(f32(1, 2)), (f32(-1, -2), np.int64(2)))
+    assert_same(UPD.pairwise(X), ((X[:, None] - X[None]) ** 2).sum(-1), rtol=1e-4, atol=1e-5)
+    assert_same(UPD.pairwise(np.zeros((0, 2), np.float32)), np.zeros((0, 0), np.float32))
+    assert_same(UPD.while_set(f32(1, 2, -3, 4)), (f32(-1, -2, -3, 4), np.int64(2)))
+    assert_same(UPD.while_set(f32(1, 2)), (f32(-1, -2), np.int64(2)))
 
 
 def test_updates_never_alias():
     x = f32(1, 2, 3)
-    same(UPD.alias(x), (x, f32(100, 2, 3)))
-    same(UPD.noalias(x), (x, f32(5, 2, 3)))
-    same(UPD.loopalias(x, 3), (f32(2, 3, 3), f32(2, 3, 4)))
-    same(x, f32(1, 2, 3))
+    assert_same(UPD.alias(x), (x, f32(100, 2, 3)))
+    assert_same(UPD.noalias(x), (x, f32(5, 2, 3)))
+    assert_same(UPD.loopalias(x, 3), (f32(2, 3, 3), f32(2, 3, 4)))
+    assert_same(x, f32(1, 2, 3))
 
 
 ROWS = load("""
@@ -1154,17 +1154,17 @@ def rows_ret(x: f32[?, 3], t):
 @pytest.mark.parametrize("n", [0, 1, 4, 7])
 def test_for_row_over_dynamic_first_dimension(n):
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3) - 5
-    same(ROWS.rows(x), (x * x).sum(0))
-    same(ROWS.rows_cat(x), x[:, -1])
+    assert_same(ROWS.rows(x), (x * x).sum(0))
+    assert_same(ROWS.rows_cat(x), x[:, -1])
     acc = np.zeros(3, np.float32)
     for r in x:
         if r.sum() < 0:
             break
         acc = acc + r
-    same(ROWS.brk_rows(x), acc)
+    assert_same(ROWS.brk_rows(x), acc)
     for t in (-100.0, 0.0, 20.0, 1e9):
         want = next(((np.int64(k), r) for k, r in enumerate(x) if r.sum() > t), (np.int64(-1), np.zeros(3, np.float32)))
-        same(ROWS.rows_ret(x, t), want)
+        assert_same(ROWS.rows_ret(x, t), want)
     assert len(ROWS.rows._cache) == 1  # `?` dims are shape-generic
 
 
@@ -1196,11 +1196,11 @@ def test_shadowing_builtin_names():
     def use_mean(x):
         return mean(x)
     """)
-    same(m.shadow(f32(1, 2, 3)), (np.float32(6), np.float32(12)))
-    same(m.param_builtin(1.0, 2.0, 3.0), np.float32(7))
-    same(m.param_range(2, 5), np.int64(10))
-    same(m.shadow_range(5), np.int64(8))
-    same(m.use_mean(f32(1, 2)), np.float32(42))
+    assert_same(m.shadow(f32(1, 2, 3)), (np.float32(6), np.float32(12)))
+    assert_same(m.param_builtin(1.0, 2.0, 3.0), np.float32(7))
+    assert_same(m.param_range(2, 5), np.int64(10))
+    assert_same(m.shadow_range(5), np.int64(8))
+    assert_same(m.use_mean(f32(1, 2)), np.float32(42))
 
 
 def test_calling_a_shadowed_builtin_is_located_error():
@@ -1231,7 +1231,7 @@ def test_user_names_that_look_like_rewrite_flags():
             __t = x
         return __t
     """)
-    same(m.user_brk(f32(1), 5), np.int64(2))
+    assert_same(m.user_brk(f32(1), 5), np.int64(2))
     # Python raises UnboundLocalError only on the path without `__t`; dg checks every
     # path before running (as for any name), and must not invent a value.
     with pytest.raises(dg.DgTypeError, match="'__t' is not defined on every path"):
@@ -1250,12 +1250,12 @@ def test_deeply_nested_conditional_expressions():
         return a if x > 0 else (b if x < -1 else (a + b if x > -0.5 else a - b))
     """)
     for v, w in [(-3, 1), (-1, 2), (1, 3), (3, 4), (5, 5), (-2, 2), (4, 5)]:
-        same(m.nested_ifexp(np.float32(v)), np.int64(w))
+        assert_same(m.nested_ifexp(np.float32(v)), np.int64(w))
     a = f32(1, 2, 3)
     b = a * 2
     for v in (1.0, -2.0, -0.2, -0.7):
         want = a if v > 0 else (b if v < -1 else (a + b if v > -0.5 else a - b))
-        same(m.nested_t(np.float32(v), a, b), want)
+        assert_same(m.nested_t(np.float32(v), a, b), want)
 
 
 def test_print_inside_loops(capsys):
@@ -1283,7 +1283,7 @@ def test_print_inside_loops(capsys):
         want_lines.append(f"s {s}")
         if s > 5:
             break
-    same(r, np.int64(s))
+    assert_same(r, np.int64(s))
     assert capsys.readouterr().out.split("\n")[:-1] == want_lines
 
 
@@ -1296,7 +1296,7 @@ def test_assert_inside_loops():
             s = s + sqrt(x[i])
         return s
     """)
-    same(m.assertloop(f32(1, 4, 9)), np.float32(6))
+    assert_same(m.assertloop(f32(1, 4, 9)), np.float32(6))
     with pytest.raises(dg.DgRuntimeError) as e:
         m.assertloop(f32(1, -4, 9))
     assert_located(e.value, 4)
@@ -1315,8 +1315,8 @@ def test_default_arguments_and_loops():
         return dflt(x), dflt(x, 3), dflt(x, s=2.0), dflt(x, k=1, s=3.0)
     """)
     x = f32(1, 2, 3)
-    same(m.use(x), (x * 0.25, x * 0.125, x * 4, x * 3))
-    same(m.dflt(x=x, s=3.0), x * 9)
+    assert_same(m.use(x), (x * 0.25, x * 0.125, x * 4, x * 3))
+    assert_same(m.dflt(x=x, s=3.0), x * 9)
 
 
 def test_while_condition_calls_a_function_with_a_loop():
@@ -1342,7 +1342,7 @@ def test_while_condition_calls_a_function_with_a_loop():
         return i
 
     for x, k in [(f32(-1, 2, -3, 4, 5), 2), (f32(-1, 2), 5), (f32(1), 0)]:
-        same(m.grow_until(x, k), np.int64(ref(x, k)))
+        assert_same(m.grow_until(x, k), np.int64(ref(x, k)))
 
 
 def _nest_src(d):
@@ -1357,9 +1357,9 @@ def _nest_src(d):
 
 def test_deeply_nested_loops_with_continue():
     m = dg.loads(_nest_src(5), mode="interp", filename=F)
-    same(m.f(3), np.int64(2 ** 5))
-    same(m.f(1), np.int64(1))
-    same(m.f(0), np.int64(0))
+    assert_same(m.f(3), np.int64(2 ** 5))
+    assert_same(m.f(1), np.int64(1))
+    assert_same(m.f(0), np.int64(0))
 
 
 def test_deeply_nested_ifs():
@@ -1371,7 +1371,7 @@ def test_deeply_nested_ifs():
     lines.append("    return y")
     m = dg.loads("\n".join(lines) + "\n", mode="interp", filename=F)
     for x in (-1, 0, 10, 100):
-        same(m.f(x), np.int64(x + sum(range(min(max(x, 0), 40)))))
+        assert_same(m.f(x), np.int64(x + sum(range(min(max(x, 0), 40)))))
 
 
 # =========================================================================
@@ -1567,7 +1567,7 @@ def test_runtime_shape_and_index_errors_are_located(call, line):
 
 
 def test_negative_dynamic_index_is_numpy_semantics():
-    same(RUNTIME.idx(np.arange(4, dtype=np.float32), -2), np.float32(4))
+    assert_same(RUNTIME.idx(np.arange(4, dtype=np.float32), -2), np.float32(4))
 
 
 PYAPI = load("""
