@@ -197,17 +197,9 @@ def _drop_kept(b, r, kept_t, out_t, axes):
     """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
     if kept_t.shape == out_t.shape:
         return r
-    from .ops_shape import _copy_generic
+    from .ops_shape import squeeze_generic
 
-    sizes, in_map, i = [], [], 0
-    for j in range(kept_t.rank):
-        if j in axes:
-            in_map.append("0")
-        else:
-            sizes.append(b.dim(r, kept_t, j))
-            in_map.append(f"d{i}")
-            i += 1
-    return _copy_generic(b, None, r, kept_t, out_t, sizes, ", ".join(in_map))
+    return squeeze_generic(b, r, kept_t, out_t, set(axes))
 
 
 def max_keep(b, x, xt, axes):

@@ -580,10 +580,8 @@ def _lower_expand_dims(b, op):
     return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
 
 
-def _lower_squeeze(b, op):
-    x, xt = op.operands[0], op.types[0]
-    out_t = op.result_types[0]
-    axes = set(op.attrs["axes"])
+def squeeze_generic(b, x, xt, out_t, axes):
+    """x without its size-1 `axes`, as a copy of type out_t."""
     sizes, in_map, i = [], [], 0
     for j in range(xt.rank):
         if j in axes:
@@ -592,7 +590,11 @@ def _lower_squeeze(b, op):
             sizes.append(b.dim(x, xt, j))
             in_map.append(f"d{i}")
             i += 1
-    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
+    return _copy_generic(b, None, x, xt, out_t, sizes, ", ".join(in_map))
+
+
+def _lower_squeeze(b, op):
+    return squeeze_generic(b, op.operands[0], op.types[0], op.result_types[0], set(op.attrs["axes"]))
 
 
 def _lower_broadcast_to(b, op):
