@@ -325,7 +325,7 @@ class FunctionEmitter:
             params.append(f"{name}: {mlir_type(t)} {self.loc(p.loc, p.name)}")
         self.lines = []
         self.indent = 4
-        result = self.block(fd.body)
+        self.block(fd.body)
         ret = self.env.get("$return")
         proto = None
         if ret is not None:
@@ -649,8 +649,7 @@ class FunctionEmitter:
                 return POISON, None, None, None
             if internal and _all_values(known):
                 flat = flatten(known)
-                types = [self.generalize_type(v.type) if v.name is None else v.type for v in flat]
-                types = [v.type if v.name is not None else t for v, t in zip(flat, types)]
+                types = [v.type for v in flat]
                 undef = [("undef", t) for t in types]
                 fa, fb = (undef, flat) if ua else (flat, undef)
                 return fa, fb, types, known
@@ -680,8 +679,6 @@ class FunctionEmitter:
         return fa, fb, types, a
 
     def join_types(self, x: V, y: V, name, loc):
-        if x.name is None and y.name is None and x.const == y.const and x.dtype == y.dtype:
-            pass
         dx = x.dtype if not (x.weak and x.name is None) else None
         dy = y.dtype if not (y.weak and y.name is None) else None
         if dx and dy and dx != dy:
@@ -697,9 +694,6 @@ class FunctionEmitter:
             return None
         shape = tuple(a if same_dim(a, b) else Sym() for a, b in zip(x.type.shape, y.type.shape))
         return TensorType(dt, shape)
-
-    def generalize_type(self, t):
-        return t
 
     def finish_yields(self, vals_lists, types_lists, lines, indent, loc):
         """Append `scf.yield` (with the casts/constants/placeholders it needs) to a branch's lines."""
@@ -1447,12 +1441,11 @@ class FunctionEmitter:
 
     def call_user(self, ref: FuncRef, args, kwargs, loc):
         fd = ref.module.funcs[ref.name]
-        fe_types = FunctionEmitter(self.mod, ref.module, Spec("", fd, []))
         bound = bind_arguments(self, fd, args, kwargs, loc)
         if bound is None:
             return POISON
-        values = []
-        types = []
+        values, types = [], []
+        names: dict = {}  # the callee's named dims, shared across its parameters
         recursive = self.mod.in_progress_fn(ref.module, fd)
         for p, v in zip(fd.params, bound):
             v = self.as_value(v, loc)
@@ -1461,24 +1454,21 @@ class FunctionEmitter:
                 return POISON
             if v.poison:
                 return POISON
-            declared = fe_types.type_from_annotation(p.annotation, p.loc) if p.annotation is not None else None
+            try:
+                declared = annotation_type(p.annotation, names)
+            except ShapeError as e:
+                return self.error(str(e), p.annotation.loc)
             if declared is not None:
                 v = self.coerce(v, declared, loc, f"argument '{p.name}' of {fd.name}()")
                 if v.poison:
                     return POISON
-                v = self.conform(v, declared if not recursive else _dynamic(declared), loc)
-                t = declared if not recursive else _dynamic(declared)
-                if _has_named(declared):
-                    t = declared
-                    v = self.conform(v, TensorType(declared.dtype, tuple(
-                        d if isinstance(d, int) else Sym() for d in declared.shape)), loc)
+                t = declared
             else:
                 v = self.materialize(v, loc=loc)
-                t = v.type if not recursive else _dynamic(v.type)
-                if recursive:
-                    v = self.conform(v, t, loc)
+                t = v.type
             values.append(v)
-            types.append(t if not recursive else _dynamic(t))
+            # A recursive call gets all-dynamic sizes, so recursion needs one specialization.
+            types.append(_dynamic(t) if recursive else t)
         spec = self.mod.specialize(ref.module, fd, types, loc)
         if spec.result_types is None:
             return POISON
@@ -1523,10 +1513,6 @@ def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
 
 def _dynamic(t: TensorType) -> TensorType:
     return TensorType(t.dtype, tuple(Sym() for _ in t.shape))
-
-
-def _has_named(t: TensorType) -> bool:
-    return any(isinstance(d, Sym) and d.name for d in t.shape)
 
 
 def _pattern(types) -> list:
@@ -1632,9 +1618,6 @@ _NOFOLD = object()
 
 
 def _fold(op, a, b):
-    if isinstance(a, float) or isinstance(b, float):
-        if op in ("//", "%", "**") or op in CMPOPS or op in ("+", "-", "*", "/"):
-            pass
     try:
         if op == "+":
             return a + b

@@ -138,11 +138,7 @@ class Translation:
         name = op.name
         loc = str(op.location)
         res = [self._name(r) for r in op.results]
-        lhs = (", ".join(res) + (" =" if len(res) else "")) if res else ""
-        if len(res) == 1:
-            lhs = res[0] + " ="
-        elif len(res) > 1:
-            lhs = ", ".join(res) + " ="
+        lhs = ", ".join(res) + " =" if res else ""
         args = ", ".join(self._name(v) for v in op.operands)
         if name.startswith("dg."):
             self._dg_op(op, name[3:], lhs, args, indent, loc)
