@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, Sym, TensorType, is_int, np_dtype, same_dim
+from dg.dsl.types import ShapeError, Sym, TensorType, is_int, np_dtype
 from .registry import OPS, OpDef, register
 
 DYN = -2
@@ -901,7 +901,7 @@ def _lower_take(b, op):
     def body(bb, args):
         raw = args[0]
         if it.dtype != "i64":
-            raw = bb.unary("arith.extsi", raw, f"i32 to i64")
+            raw = bb.unary("arith.extsi", raw, "i32 to i64")
         k = index_in_range(bb, raw, n, f"take: index out of bounds for axis {axis}")
         coords = []
         for i in range(xt.rank):

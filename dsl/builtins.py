@@ -12,7 +12,7 @@ import numpy as np
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from .types import DTYPES, TensorType, is_bool, is_float, is_int, scalar
+from .types import DTYPES, is_bool, is_float, is_int, scalar
 from .values import POISON, ListVal, Str, V, is_tuple
 
 _MISSING = object()

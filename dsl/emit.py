@@ -16,7 +16,7 @@ loop-carried values.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -583,8 +583,6 @@ class FunctionEmitter:
             pairs = []
         merged = {}
         yields_t, yields_e, types = [], [], []
-        # Values each branch yields, with undefined ones resolved.
-        tails_t, tails_e = [], []
         for n in names:
             a, b = env_t.get(n, before.get(n)), env_e.get(n, before.get(n))
             merged[n] = (a, b)
@@ -831,10 +829,9 @@ class FunctionEmitter:
         self.tensors_for_loop(s.body, loc)
         before = dict(self.env)
 
-        def body(probe=False):
-            c = self.cond_value(s.test, loc)
-            if probe:
-                self.block(s.body)
+        def body(probe=True):
+            self.cond_value(s.test, loc)  # checked, as the loop's "before" region
+            self.block(s.body)
 
         carried = self.loop_carried(body, before, loc)
         inits = self.carried_inits(carried, before, loc)
@@ -1346,7 +1343,6 @@ class FunctionEmitter:
             return self.error(str(e), loc)
         # The position of item k in the expanded spec: ellipsis items before it expand.
         pos = 0
-        seen = 0
         for i, s in enumerate(basic):
             if i == k:
                 break

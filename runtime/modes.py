@@ -70,7 +70,7 @@ def stage_text(comp, stage: str, device: str) -> str:
     if stage in ("linalg", "llvm"):
         from .cpu import CpuProgram
 
-        if not hasattr(comp, "cpu") or comp.cpu is None:
-            comp.cpu = comp.runner if hasattr(comp.runner, "linalg_text") else CpuProgram(comp.module)
+        if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
+            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram(comp.module)
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
     raise DgError(f"stage '{stage}' is not built yet (available: dg, opt, linalg, llvm)")

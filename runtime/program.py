@@ -9,10 +9,9 @@ interpreter translates it to Python), caches it, and runs it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
@@ -132,7 +131,6 @@ class Compiled:
     result_proto: object
     module: object = None  # parsed ir.Module
     runner: object = None
-    stages: dict = field(default_factory=dict)
     cpu: object = None  # the CPU program, when a stage below dg was asked for
 
 
