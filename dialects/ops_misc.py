@@ -164,24 +164,20 @@ OPS["assert"].lower = _lower_assert
 
 
 def _lower_print(b, op):
-    """A call into the runtime's console with this op's id and its value (as an unranked tensor)."""
-    from dg.lowering.builder import elt
+    """A host call: the executor's console prints the same text as the interpreter's."""
+    from dg.lowering.builder import host_call
 
-    pid = len(b.prints)
-    b.prints.append((tuple(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True))))
-    i = b.const(pid, "i64")
-    if not op.operands:
-        b.runtime_decls.add("func.func private @dg_rt_print_none(i64) attributes {llvm.emit_c_interface}")
-        b.emit(f"func.call @dg_rt_print_none({i}) : (i64) -> ()")
-        return None
-    v, t = op.operands[0], op.types[0]
-    e = elt(t)
-    u = b.fresh("u")
-    b.emit(f"{u} = tensor.cast {v} : {t.mlir()} to tensor<*x{e}>")
-    b.runtime_decls.add(f"func.func private @dg_rt_print_{e}(i64, tensor<*x{e}> {{bufferization.access = \"read\"}}) "
-                        "attributes {llvm.emit_c_interface}")
-    b.emit(f"func.call @dg_rt_print_{e}({i}, {u}) : (i64, tensor<*x{e}>) -> ()")
-    return None
+    host_call(b, op, "print", (tuple(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True))))
+
+
+def _lower_breakpoint(b, op):
+    """A host call per variable; the last opens pdb with the values gathered so far."""
+    from dg.errors import loc_from_mlir
+    from dg.lowering.builder import host_call
+
+    host_call(b, op, "breakpoint", (op.attrs.get("name", ""), bool(op.attrs.get("last", True)),
+                                    str(loc_from_mlir(op.loc))))
 
 
 OPS["print"].lower = _lower_print
+OPS["breakpoint"].lower = _lower_breakpoint

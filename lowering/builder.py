@@ -50,8 +50,9 @@ class Builder:
     # Runtime checks: (location text, message) per check id; a failing check
     # calls @dg_rt_fail(id), and the executor raises a located DgRuntimeError.
     checks: list = field(default_factory=list)
-    # print ops: (pieces, end) per print id; runtime functions the module declares.
-    prints: list = field(default_factory=list)
+    # Host calls (print, breakpoint): (kind, payload) per call id; a call passes
+    # its id and at most one value to the executor. Runtime functions declared.
+    host_calls: list = field(default_factory=list)
     runtime_decls: set = field(default_factory=set)
 
     def fresh(self, prefix: str = "t") -> str:
@@ -183,3 +184,21 @@ def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
     top = b.binary("arith.subi", n, b.const(1, "index"), "index")
     c1 = b.binary("arith.minsi", j, top, "index")
     return b.binary("arith.maxsi", c1, zero, "index")
+
+
+def host_call(b: "Builder", op: "LowerOp", kind: str, payload) -> None:
+    """A call into the executor with this op's id and its value (as an unranked tensor), if it has one."""
+    hid = len(b.host_calls)
+    b.host_calls.append((kind, payload))
+    i = b.const(hid, "i64")
+    if not op.operands:
+        b.runtime_decls.add("func.func private @dg_rt_host_none(i64) attributes {llvm.emit_c_interface}")
+        b.emit(f"func.call @dg_rt_host_none({i}) : (i64) -> ()")
+        return
+    v, t = op.operands[0], op.types[0]
+    e = elt(t)
+    u = b.fresh("u")
+    b.emit(f"{u} = tensor.cast {v} : {t.mlir()} to tensor<*x{e}>")
+    b.runtime_decls.add(f"func.func private @dg_rt_host_{e}(i64, tensor<*x{e}> {{bufferization.access = \"read\"}}) "
+                        "attributes {llvm.emit_c_interface}")
+    b.emit(f"func.call @dg_rt_host_{e}({i}, {u}) : (i64, tensor<*x{e}>) -> ()")

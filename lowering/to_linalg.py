@@ -40,7 +40,7 @@ class ToLinalg:
             head.append("  func.func private @dg_rt_fail(i64) attributes {llvm.emit_c_interface}")
         head += [f"  {d}" for d in sorted(self.b.runtime_decls)]
         self.checks = self.b.checks
-        self.prints = self.b.prints
+        self.host_calls = self.b.host_calls
         self.text = "\n".join(head + out + ["}"]) + "\n"
 
     def name(self, v) -> str:

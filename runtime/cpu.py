@@ -152,9 +152,9 @@ class CpuProgram:
             self.engine = ExecutionEngine(m, opt_level=3, shared_libs=[])
         self.engine.raw_register_runtime("memrefCopy", ctypes.cast(_memref_copy, ctypes.c_void_p))
         self.checks = lowered.checks
-        self.prints = lowered.prints
+        self.host_calls = lowered.host_calls
         self._callbacks = []
-        self._register_prints()
+        self._register_host_calls()
         self.failed = None  # the first failed check of the current call
         if self.checks:
             def fail(cid):
@@ -165,33 +165,32 @@ class CpuProgram:
             self.engine.register_runtime("dg_rt_fail", self._fail_cb)
         self._result_structs: dict = {}
 
-    def _register_prints(self):
-        """print in compiled code: the same console (and text) as the interpreter's."""
+    def _host(self, hid, *value):
+        """A host call from compiled code: print or breakpoint, as the interpreter does them."""
+        from .interp import _Breakpoints, _Console
+
+        kind, payload = self.host_calls[hid]
+        if kind == "print":
+            _Console.print(*payload, *value)
+        else:
+            _Breakpoints.add(*payload, *value)
+
+    def _register_host_calls(self):
         from dg.dsl.types import MLIR_TO_DG
 
-        from .interp import _Console
-
-        if not self.prints:
+        if not self.host_calls:
             return
         for elt, dg_dtype in MLIR_TO_DG.items():
-            dt = np_dtype(dg_dtype)
-
-            def cb(pid, u, dt=dt):
-                pieces, end = self.prints[pid]
+            def cb(hid, u, dt=np_dtype(dg_dtype)):
                 value = _view(u.contents, dt.itemsize).view(dt).copy()
-                _Console.print(pieces, end, value if value.ndim else value[()])
+                self._host(hid, value if value.ndim else value[()])
 
             f = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb)
             self._callbacks.append(f)
-            self.engine.register_runtime(f"dg_rt_print_{elt}", f)
-
-        def none(pid):
-            pieces, end = self.prints[pid]
-            _Console.print(pieces, end)
-
-        f = ctypes.CFUNCTYPE(None, ctypes.c_int64)(none)
+            self.engine.register_runtime(f"dg_rt_host_{elt}", f)
+        f = ctypes.CFUNCTYPE(None, ctypes.c_int64)(self._host)
         self._callbacks.append(f)
-        self.engine.register_runtime("dg_rt_print_none", f)
+        self.engine.register_runtime("dg_rt_host_none", f)
 
     def _results_type(self, symbol, descs):
         """The C struct that several results come back in (one type per function)."""

@@ -26,7 +26,7 @@ STAGES = ("dg", "grad", "opt", "linalg", "llvm", "ptx")
 
 
 def default_mode() -> str:
-    return os.environ.get("DG_MODE", "interp") or "interp"
+    return os.environ.get("DG_MODE", "compiled") or "compiled"
 
 
 def default_device() -> str:

@@ -52,14 +52,16 @@ def test_unknown_mode_and_unbuilt_device():
 
 
 def test_dg_mode_environment(monkeypatch):
-    src = "def f(x):\n    breakpoint()\n    return x\n"
-    monkeypatch.setattr("sys.breakpointhook", lambda *a, **k: None)
+    src = "def f(x):\n    return x * 2.0\n"
+    monkeypatch.setenv("DG_MODE", "interp")
+    m = dg.loads(src)
+    assert m.f(2.0) == 4.0 and m.f.mode == "interp"
     monkeypatch.setenv("DG_MODE", "compiled")
     m = dg.loads(src)
-    with pytest.raises(dg.DgError, match="compiled mode cannot run 'dg.breakpoint' yet"):
-        m.f(1.0)  # compiled mode was chosen, and says what it cannot do: no silent fallback
-    monkeypatch.setenv("DG_MODE", "interp")
-    assert dg.loads(src).f(2.0) == 2.0
+    assert m.f(2.0) == 4.0 and m.f.mode == "compiled"
+    monkeypatch.delenv("DG_MODE")
+    m = dg.loads(src)
+    assert m.f(2.0) == 4.0 and m.f.mode == "compiled"  # the default
 
 
 def test_compiled_subset_matches_interp():
@@ -113,7 +115,8 @@ def test_assert_and_print(capsys):
     assert str(e.value).startswith("a.dg:3:5: error: assertion failed: x must be positive")
 
 
-def test_breakpoint_has_dg_variables(monkeypatch):
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_breakpoint_has_dg_variables(monkeypatch, capsys, mode):
     seen = {}
 
     def hook(*a, **k):
@@ -122,9 +125,12 @@ def test_breakpoint_has_dg_variables(monkeypatch):
         seen.update(frame.f_locals)
 
     monkeypatch.setattr("sys.breakpointhook", hook)
-    m = dg.loads("def f(x):\n    y = x + 1.0\n    breakpoint()\n    return y\n", mode="interp")
-    assert m.f(1.0) == 2.0
-    assert seen["x"] == 1.0 and seen["y"] == 2.0
+    m = dg.loads("def f(x, v: f32[3]):\n    y = x + 1.0\n    for i in range(2):\n        y = y * 2.0\n"
+                 "        breakpoint()\n    return y\n", filename="bp.dg", mode=mode)
+    assert m.f(1.0, np.arange(3, dtype=np.float32)) == 8.0
+    assert seen["x"] == 1.0 and seen["y"] == 8.0 and seen["i"] == 1
+    np.testing.assert_array_equal(seen["v"], [0, 1, 2])
+    assert "bp.dg:5:9: breakpoint; dg variables: " in capsys.readouterr().err
 
 
 def test_interpreter_translates_once():
