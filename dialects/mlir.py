@@ -18,4 +18,11 @@ except ImportError:
 
     SOURCE = "torch_mlir"
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "Pure", "ExecutionEngine", "SOURCE"]
+try:
+    from importlib.metadata import version as _version
+
+    VERSION = f"{SOURCE} {_version(SOURCE.replace('_', '-'))}"
+except Exception:  # pragma: no cover - a source checkout without metadata
+    VERSION = SOURCE
+
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "Pure", "ExecutionEngine", "SOURCE", "VERSION"]

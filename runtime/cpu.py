@@ -1,16 +1,24 @@
-"""The CPU executor: dg IR -> linalg -> LLVM via MLIR's passes -> JIT.
+"""The CPU executor: dg IR -> linalg -> LLVM via MLIR's passes -> machine code.
 
-Expects: a verified dg module (what the emitter made for one signature).
-Guarantees: `CpuProgram(module).call(symbol, arrays)` runs the compiled
-function on NumPy arrays and returns NumPy arrays. Arguments travel as
-memref descriptors pointing at the arrays' data (no copy); each result is
-copied into a NumPy array and its buffer freed (one-shot bufferization
-with ownership-based deallocation makes returned buffers the caller's).
+Expects: the dg IR text of one specialization (what the emitter made).
+Guarantees: `CpuProgram.build(text).call(symbol, arrays)` runs the
+compiled function on NumPy arrays and returns NumPy arrays. MLIR's
+`ExecutionEngine` compiles the module (opt level 3, position independent)
+and its object code is kept in the on-disk cache (`runtime.cache`); the
+object is loaded and linked with llvmlite's JIT, so a later process that
+finds it skips the dg emitter's lowering, MLIR and LLVM altogether.
+Arguments travel as memref descriptors pointing at the arrays' data (no
+copy); each result is copied into a NumPy array and its buffer freed
+(one-shot bufferization with ownership-based deallocation makes returned
+buffers the caller's). Compiled code reaches Python through process-wide
+runtime symbols (failed checks, print, breakpoint, MLIR's `memrefCopy`)
+that dispatch to the program being called.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import threading
 
 import numpy as np
 
@@ -18,6 +26,8 @@ from dg.dialects.dialect import shared_context
 from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
+
+from . import cache
 
 PIPELINE = (
     "builtin.module("
@@ -116,57 +126,176 @@ def _view(u: _Unranked, item: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides])
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked), ctypes.POINTER(_Unranked))
 def _memref_copy(item, src, dst):
     """MLIR's `memrefCopy` runtime function (strided copies that are not one memcpy)."""
     np.copyto(_view(dst.contents, item), _view(src.contents, item))
 
 
+class _Runtime:
+    """The symbols compiled code calls back into; each call goes to the program being run."""
+
+    local = threading.local()
+    symbols: dict = {}  # name -> address
+    keep: list = []
+
+    @classmethod
+    def active(cls) -> "CpuProgram":
+        return cls.local.stack[-1]
+
+    @classmethod
+    def install(cls) -> dict:
+        if cls.symbols:
+            return cls.symbols
+        import llvmlite.binding as llvm
+
+        from dg.dsl.types import MLIR_TO_DG
+
+        def add(name, cfunc):
+            cls.keep.append(cfunc)
+            cls.symbols[name] = ctypes.cast(cfunc, ctypes.c_void_p).value
+
+        add("memrefCopy", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked),
+                                           ctypes.POINTER(_Unranked))(_memref_copy))
+        add("_mlir_ciface_dg_rt_fail", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda cid: cls.active().fail(cid)))
+        add("_mlir_ciface_dg_rt_host_none", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda hid: cls.active().host(hid)))
+        for elt, dg_dtype in MLIR_TO_DG.items():
+            def cb(hid, u, dt=np_dtype(dg_dtype)):
+                value = _view(u.contents, dt.itemsize).view(dt).copy()
+                cls.active().host(hid, value if value.ndim else value[()])
+
+            add(f"_mlir_ciface_dg_rt_host_{elt}", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb))
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        for name, addr in cls.symbols.items():
+            llvm.add_symbol(name, addr)
+        return cls.symbols
+
+
+def lower_to_llvm(dg_module: "ir.Module"):
+    """(ToLinalg result, LLVM-dialect module) for a dg module."""
+    from dg.lowering.to_linalg import to_linalg
+
+    lowered = to_linalg(dg_module)
+    with shared_context():
+        try:
+            m = ir.Module.parse(lowered.text)
+        except Exception as e:
+            raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
+        pm = passmanager.PassManager.parse(PIPELINE)
+        try:
+            pm.run(m.operation)
+        except Exception as e:
+            raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
+    return lowered, m
+
+
+def _signatures(lowered_text: str) -> dict:
+    """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions."""
+    sigs = {}
+    with shared_context():
+        m = ir.Module.parse(lowered_text)
+        for op in m.body.operations:
+            op = op.operation
+            if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
+                sym = ir.StringAttr(op.attributes["sym_name"]).value
+                ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                sigs[sym] = ([str(t) for t in ft.inputs], [str(t) for t in ft.results])
+    return sigs
+
+
+def compile_object(dg_module: "ir.Module") -> tuple[dict, bytes]:
+    """(metadata, object code) for a dg module: MLIR's pipeline, then its ExecutionEngine at -O3."""
+    import os
+    import tempfile
+
+    from dg.dialects.mlir import ExecutionEngine
+
+    lowered, m = lower_to_llvm(dg_module)
+    sigs = _signatures(lowered.text)
+    with shared_context():
+        engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
+    for name, addr in _Runtime.install().items():
+        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+    engine.raw_lookup("_mlir_ciface_" + next(iter(sigs)))  # code generation happens on the first lookup
+    fd, path = tempfile.mkstemp(suffix=".o")
+    os.close(fd)
+    try:
+        engine.dump_to_object_file(path)
+        with open(path, "rb") as f:
+            blob = f.read()
+    finally:
+        os.unlink(path)
+    meta = {"signatures": sigs, "checks": [list(c) for c in lowered.checks],
+            "host_calls": [[k, list(p)] for k, p in lowered.host_calls]}
+    return meta, blob
+
+
+def _host_payload(kind, payload):
+    if kind == "print":
+        return (tuple(payload[0]), bool(payload[1]))
+    return tuple(payload)
+
+
 class CpuProgram:
-    def __init__(self, dg_module: "ir.Module"):
-        from dg.lowering.to_linalg import to_linalg
-        from dg.dialects.mlir import ExecutionEngine
+    """A compiled dg module: its functions callable on NumPy arrays."""
 
-        lowered = to_linalg(dg_module)
-        self.linalg_text = lowered.text
-        ctx = shared_context()
-        with ctx:
-            try:
-                m = ir.Module.parse(self.linalg_text)
-            except Exception as e:
-                raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{self.linalg_text}") from None
-            self.signatures = {}
-            for op in m.body.operations:
-                op = op.operation
-                if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
-                    sym = ir.StringAttr(op.attributes["sym_name"]).value
-                    ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-                    self.signatures[sym] = ([parse_mlir_type(str(t)) for t in ft.inputs],
-                                            [parse_mlir_type(str(t)) for t in ft.results])
-            pm = passmanager.PassManager.parse(PIPELINE)
-            try:
-                pm.run(m.operation)
-            except Exception as e:
-                raise RuntimeError(f"lowering to LLVM failed: {e}\n{self.linalg_text}") from None
-            self.llvm_text = str(m)
-            self.engine = ExecutionEngine(m, opt_level=3, shared_libs=[])
-        self.engine.raw_register_runtime("memrefCopy", ctypes.cast(_memref_copy, ctypes.c_void_p))
-        self.checks = lowered.checks
-        self.host_calls = lowered.host_calls
-        self._callbacks = []
-        self._register_host_calls()
+    def __init__(self, meta: dict, blob: bytes, from_cache: bool, dg_text: str = ""):
+        import llvmlite.binding as llvm
+
+        _Runtime.install()
+        self.from_cache = from_cache
+        self.dg_text = dg_text
+        self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
+                           for sym, (ins, outs) in meta["signatures"].items()}
+        self.checks = [tuple(c) for c in meta["checks"]]
+        self.host_calls = [(k, _host_payload(k, p)) for k, p in meta["host_calls"]]
+        target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
+        self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
+        self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
+        self._jit.finalize_object()
+        self._entry: dict = {}
         self.failed = None  # the first failed check of the current call
-        if self.checks:
-            def fail(cid):
-                if self.failed is None:
-                    self.failed = cid
+        self._stages = None
 
-            self._fail_cb = ctypes.CFUNCTYPE(None, ctypes.c_int64)(fail)
-            self.engine.register_runtime("dg_rt_fail", self._fail_cb)
-        self._result_structs: dict = {}
+    @classmethod
+    def build(cls, dg_text: str, module: "ir.Module | None" = None) -> "CpuProgram":
+        """The program for this dg IR: from the disk cache, else compiled (and stored there)."""
+        k = cache.key(dg_text, PIPELINE)
+        hit = cache.load(k)
+        if hit is not None:
+            return cls(*hit, from_cache=True, dg_text=dg_text)
+        if module is None:
+            from .modes import parse_verified
 
-    def _host(self, hid, *value):
-        """A host call from compiled code: print or breakpoint, as the interpreter does them."""
+            module = parse_verified(dg_text)
+        meta, blob = compile_object(module)
+        cache.store(k, meta, blob)
+        return cls(meta, blob, from_cache=False, dg_text=dg_text)
+
+    # ------------------------------------------------------------ stages (made again on demand)
+    def _lowered(self):
+        if self._stages is None:
+            from .modes import parse_verified
+
+            lowered, m = lower_to_llvm(parse_verified(self.dg_text))
+            self._stages = (lowered.text, str(m))
+        return self._stages
+
+    @property
+    def linalg_text(self) -> str:
+        return self._lowered()[0]
+
+    @property
+    def llvm_text(self) -> str:
+        return self._lowered()[1]
+
+    # ------------------------------------------------------------ callbacks from compiled code
+    def fail(self, cid: int) -> None:
+        if self.failed is None:
+            self.failed = cid
+
+    def host(self, hid: int, *value) -> None:
+        """print or breakpoint from compiled code, as the interpreter does them."""
         from .interp import _Breakpoints, _Console
 
         kind, payload = self.host_calls[hid]
@@ -175,53 +304,42 @@ class CpuProgram:
         else:
             _Breakpoints.add(*payload, *value)
 
-    def _register_host_calls(self):
-        from dg.dsl.types import MLIR_TO_DG
-
-        if not self.host_calls:
-            return
-        for elt, dg_dtype in MLIR_TO_DG.items():
-            def cb(hid, u, dt=np_dtype(dg_dtype)):
-                value = _view(u.contents, dt.itemsize).view(dt).copy()
-                self._host(hid, value if value.ndim else value[()])
-
-            f = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb)
-            self._callbacks.append(f)
-            self.engine.register_runtime(f"dg_rt_host_{elt}", f)
-        f = ctypes.CFUNCTYPE(None, ctypes.c_int64)(self._host)
-        self._callbacks.append(f)
-        self.engine.register_runtime("dg_rt_host_none", f)
-
-    def _results_type(self, symbol, descs):
-        """The C struct that several results come back in (one type per function)."""
-        t = self._result_structs.get(symbol)
-        if t is None:
-            t = type("Results", (ctypes.Structure,), {"_fields_": [(f"r{i}", type(d)) for i, d in enumerate(descs)]})
-            self._result_structs[symbol] = t
-        return t
+    # ------------------------------------------------------------ calls
+    def _function(self, symbol: str):
+        """(C entry point, result descriptor types) of one function."""
+        e = self._entry.get(symbol)
+        if e is None:
+            ins, outs = self.signatures[symbol]
+            addr = self._jit.get_function_address("_mlir_ciface_" + symbol)
+            nres = 1 if outs else 0
+            fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (nres + len(ins)))(addr)
+            descs = [descriptor_type(t.rank, _ctype(np_dtype(t.dtype))) for t in outs]
+            packed = descs[0] if len(descs) == 1 else (
+                type("Results", (ctypes.Structure,), {"_fields_": [(f"r{i}", d) for i, d in enumerate(descs)]})
+                if descs else None)
+            e = self._entry[symbol] = (fn, packed)
+        return e
 
     def call(self, symbol: str, arrays: list):
         ins, outs = self.signatures[symbol]
+        fn, packed = self._function(symbol)
         args = []
         keep = []
         for a, t in zip(arrays, ins):
             a = np.ascontiguousarray(a, dtype=np_dtype(t.dtype))
-            keep.append(a)
             d = to_descriptor(a)
+            keep.append(a)
             keep.append(d)
-            args.append(ctypes.pointer(ctypes.pointer(d)))
-        descs = [descriptor_type(t.rank, _ctype(np_dtype(t.dtype)))() for t in outs]
-        if len(outs) == 1:
-            res_arg = [ctypes.pointer(ctypes.pointer(descs[0]))]
-        elif outs:
-            res = self._results_type(symbol, descs)()
-            res_arg = [ctypes.pointer(ctypes.pointer(res))]
-        else:
-            res_arg = []
+            args.append(ctypes.addressof(d))
+        res = packed() if packed is not None else None
         self.failed = None
-        self.engine.invoke(symbol, *res_arg, *args)
-        if len(outs) > 1:
-            descs = [getattr(res, f"r{i}") for i in range(len(outs))]
+        stack = _Runtime.local.__dict__.setdefault("stack", [])
+        stack.append(self)
+        try:
+            fn(*([ctypes.addressof(res)] if res is not None else []), *args)
+        finally:
+            stack.pop()
+        descs = [res] if len(outs) == 1 else [getattr(res, f"r{i}") for i in range(len(outs))]
         inputs = {a.ctypes.data for a in keep if isinstance(a, np.ndarray)}
         # Copy every result out first: two results may share one buffer.
         results = [from_descriptor(d, t.rank, np_dtype(t.dtype)) for d, t in zip(descs, outs)]

@@ -35,8 +35,7 @@ def prepare(comp, mode: str, device: str) -> None:
     if mode == "compiled" and device == "cpu":
         from .cpu import CpuProgram
 
-        comp.module = parse_verified(comp.ir_text)
-        comp.runner = CpuProgram(comp.module)
+        comp.runner = CpuProgram.build(comp.ir_text)
         return
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
@@ -71,6 +70,6 @@ def stage_text(comp, stage: str, device: str) -> str:
         from .cpu import CpuProgram
 
         if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
-            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram(comp.module)
+            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(comp.ir_text, comp.module)
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
     raise DgError(f"stage '{stage}' is not built yet (available: dg, opt, linalg, llvm)")

@@ -1,0 +1,72 @@
+"""The on-disk cache of compiled code: a second process reuses it; damaged entries are recompiled."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROGRAM = """
+def f(x: f32[N, 3], n: i64) -> f32:
+    s = 0.0
+    i = 0
+    while i < n:
+        s = s + sum(tanh(x * float(i)))
+        i = i + 1
+    return s
+"""
+
+RUN = """
+import json, sys, time
+import numpy as np
+import dg
+t = time.perf_counter()
+m = dg.load(sys.argv[1])
+r = m.f(np.ones((4, 3), np.float32), 3)
+print(json.dumps({"value": float(r), "from_cache": m.f._last.runner.from_cache,
+                  "seconds": time.perf_counter() - t}))
+"""
+
+
+def _run(tmp_path, **env):
+    (tmp_path / "prog.dg").write_text(PROGRAM)
+    (tmp_path / "run.py").write_text(RUN)
+    e = dict(os.environ, DG_MODE="compiled", DG_CACHE_DIR=str(tmp_path / "cache"), **env)
+    out = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "prog.dg")],
+                         capture_output=True, text=True, env=e, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_reuses_the_cache(tmp_path):
+    cold = _run(tmp_path)
+    entries = sorted(p.suffix for p in (tmp_path / "cache").iterdir())
+    warm = _run(tmp_path)
+    assert not cold["from_cache"] and warm["from_cache"]
+    assert entries == [".json", ".o"]
+    assert warm["value"] == cold["value"] == pytest.approx(12 * (0.0 + 0.7615942 + 0.9640276), rel=1e-5)
+    print(f"first call: cold compile {cold['seconds']:.3f} s, from the cache {warm['seconds']:.3f} s")
+
+
+def test_damaged_entry_is_compiled_again(tmp_path):
+    good = _run(tmp_path)
+    obj = next((tmp_path / "cache").glob("*.o"))
+    obj.write_bytes(obj.read_bytes()[:100])  # truncated, as by a full disk
+    again = _run(tmp_path)
+    assert not again["from_cache"] and again["value"] == good["value"]
+    meta = next((tmp_path / "cache").glob("*.json"))
+    assert json.loads(meta.read_text())["sha256"]
+    assert _run(tmp_path)["from_cache"]  # the entry was written again, whole
+
+
+def test_cache_can_be_turned_off(tmp_path):
+    assert not _run(tmp_path, DG_CACHE="0")["from_cache"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_key_changes_with_the_ir_and_the_pipeline():
+    from dg.runtime import cache
+
+    a = cache.key("module {}", "p1")
+    assert a == cache.key("module {}", "p1")
+    assert a != cache.key("module { }", "p1") and a != cache.key("module {}", "p2")
