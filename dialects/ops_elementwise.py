@@ -400,3 +400,93 @@ _UNARY_LOWER = {
 }
 for _name, _fn in _UNARY_LOWER.items():
     _OPS[_name].lower = lower_elementwise(_fn)
+
+
+# ---------------------------------------------------------------- vjp facets
+# vjp(g, op, d) -> one adjoint per operand (None: no contribution), in the
+# result's (broadcast) shape; the autodiff pass sums broadcast axes away.
+def _vjp_unary(rule):
+    def vjp(g, op, d):
+        return [rule(g, op.operands[0], op.results[0], d)]
+    return vjp
+
+
+def _gelu_grad(g, x, y, d):
+    c = g.const(float(np.sqrt(2.0 / np.pi)), x)
+    k = g.const(0.044715, x)
+    half, one, three = g.const(0.5, x), g.const(1.0, x), g.const(3.0, x)
+    x2 = g.mul(x, x)
+    t = g.dg("tanh", [g.mul(c, g.add(x, g.mul(k, g.mul(x2, x))))])
+    dt = g.mul(g.sub(one, g.mul(t, t)), g.mul(c, g.add(one, g.mul(three, g.mul(k, x2)))))
+    return g.mul(d, g.add(g.mul(half, g.add(one, t)), g.mul(half, g.mul(x, dt))))
+
+
+_UNARY_VJPS = {
+    "neg": lambda g, x, y, d: g.neg(d),
+    "exp": lambda g, x, y, d: g.mul(d, y),
+    "log": lambda g, x, y, d: g.div(d, x),
+    "log1p": lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)),
+    "sqrt": lambda g, x, y, d: g.div(g.mul(d, g.const(0.5, x)), y),
+    "rsqrt": lambda g, x, y, d: g.mul(d, g.div(g.mul(g.const(-0.5, x), y), x)),
+    "tanh": lambda g, x, y, d: g.mul(d, g.sub(g.const(1.0, x), g.mul(y, y))),
+    "sigmoid": lambda g, x, y, d: g.mul(d, g.mul(y, g.sub(g.const(1.0, x), y))),
+    "relu": lambda g, x, y, d: g.where(g.dg("gt", [x, g.const(0.0, x)]), d, g.zeros_like(d)),
+    "abs": lambda g, x, y, d: g.mul(d, g.dg("sign", [x])),
+    "sin": lambda g, x, y, d: g.mul(d, g.dg("cos", [x])),
+    "cos": lambda g, x, y, d: g.neg(g.mul(d, g.dg("sin", [x]))),
+    "softplus": lambda g, x, y, d: g.mul(d, g.dg("sigmoid", [x])),
+    "gelu": _gelu_grad,
+    # piecewise constant: zero almost everywhere
+    "sign": lambda g, x, y, d: None, "floor": lambda g, x, y, d: None,
+    "ceil": lambda g, x, y, d: None, "round": lambda g, x, y, d: None,
+}
+for _n, _rule in _UNARY_VJPS.items():
+    _OPS[_n].vjp = _vjp_unary(_rule)
+
+
+def _vjp_div(g, op, d):
+    a, b = op.operands
+    y = op.results[0]
+    return [g.div(d, b), g.neg(g.div(g.mul(d, y), b))]
+
+
+def _vjp_pow(g, op, d):
+    a, b = op.operands
+    y = op.results[0]
+    one = g.const(1.0, a)
+    da = g.mul(d, g.mul(b, g.dg("pow", [a, g.sub(b, one)])))
+    pos = g.dg("gt", [a, g.const(0.0, a)])
+    safe = g.where(pos, a, g.add(g.zeros_like(a), one))
+    db = g.mul(d, g.where(pos, g.mul(y, g.dg("log", [safe])), g.zeros_like(y)))
+    return [da, db]
+
+
+def _vjp_extremum(pick):
+    def vjp(g, op, d):
+        a, b = op.operands
+        wins = g.dg(pick, [a, b])
+        tie = g.dg("eq", [a, b])
+        half = g.mul(d, g.const(0.5, a))
+        zero = g.zeros_like(d)
+        da = g.where(wins, d, g.where(tie, half, zero))
+        db = g.where(wins, zero, g.where(tie, half, d))
+        return [da, db]
+    return vjp
+
+
+def _vjp_mod(g, op, d):
+    a, b = op.operands
+    return [d, g.neg(g.mul(d, g.dg("floor", [g.div(a, b)])))]
+
+
+_OPS["add"].vjp = lambda g, op, d: [d, d]
+_OPS["sub"].vjp = lambda g, op, d: [d, g.neg(d)]
+_OPS["mul"].vjp = lambda g, op, d: [g.mul(d, op.operands[1]), g.mul(d, op.operands[0])]
+_OPS["div"].vjp = _vjp_div
+_OPS["pow"].vjp = _vjp_pow
+_OPS["maximum"].vjp = _vjp_extremum("gt")
+_OPS["minimum"].vjp = _vjp_extremum("lt")
+_OPS["mod"].vjp = _vjp_mod
+_OPS["floordiv"].vjp = lambda g, op, d: [None, None]
+_OPS["where"].vjp = lambda g, op, d: [None, g.where(op.operands[0], d, g.zeros_like(d)),
+                                     g.where(op.operands[0], g.zeros_like(d), d)]

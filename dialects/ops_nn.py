@@ -416,3 +416,55 @@ OPS["key"].lower = _lower_key
 OPS["split"].lower = _lower_split
 OPS["uniform"].lower = _lower_random(False)
 OPS["normal"].lower = _lower_random(True)
+
+
+# ---------------------------------------------------------------- vjp facets
+def _vjp_matmul(g, op, d):
+    a, b = op.operands
+    if a.tt.rank == 1 and b.tt.rank == 1:  # dot product
+        return [g.mul(d, b), g.mul(d, a)]
+    if a.tt.rank == 1:  # [k] @ [..., k, n] -> [..., n]
+        da = g.dg("matmul", [b, g.dg("expand_dims", [d], {"axes": (d.tt.rank,)})])  # [..., k, 1]
+        da = g.dg("squeeze", [da], {"axes": (da.tt.rank - 1,)})
+        db = g.mul(g.dg("expand_dims", [a], {"axes": (1,)}), g.dg("expand_dims", [d], {"axes": (d.tt.rank - 1,)}))
+        return [da, db]
+    if b.tt.rank == 1:  # [..., m, k] @ [k] -> [..., m]
+        da = g.mul(g.dg("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
+        db = g.dg("matmul", [g.transpose_last(a), g.dg("expand_dims", [d], {"axes": (d.tt.rank,)})])
+        db = g.dg("squeeze", [db], {"axes": (db.tt.rank - 1,)})
+        return [da, db]
+    return [g.dg("matmul", [d, g.transpose_last(b)]), g.dg("matmul", [g.transpose_last(a), d])]
+
+
+def _vjp_outer(g, op, d):
+    a, b = op.operands
+    return [g.dg("matmul", [d, b]), g.dg("matmul", [g.dg("transpose", [d], {"perm": (1, 0)}), a])]
+
+
+def _vjp_softmax(g, op, d):
+    y = op.results[0]
+    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
+    s = g.dg("sum", [g.mul(d, y)], {"axes": (axis,), "keepdims": True})
+    return [g.mul(y, g.sub(d, s))]
+
+
+def _vjp_log_softmax(g, op, d):
+    y = op.results[0]
+    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
+    s = g.dg("sum", [d], {"axes": (axis,), "keepdims": True})
+    return [g.sub(d, g.mul(g.dg("exp", [y]), s))]
+
+
+def _vjp_cross_entropy(g, op, d):
+    logits, labels = op.operands
+    p = g.dg("softmax", [logits], {"axis": 1})
+    oh = g.onehot(labels, logits, 1)
+    n = g.dg("cast", [g.dim(logits, 0)], {"dtype": logits.tt.dtype})
+    return [g.mul(g.sub(p, oh), g.div(d, n)), None]
+
+
+OPS["matmul"].vjp = _vjp_matmul
+OPS["outer"].vjp = _vjp_outer
+OPS["softmax"].vjp = _vjp_softmax
+OPS["log_softmax"].vjp = _vjp_log_softmax
+OPS["cross_entropy"].vjp = _vjp_cross_entropy

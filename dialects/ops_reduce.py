@@ -343,3 +343,55 @@ OPS["logsumexp"].lower = _lower_logsumexp
 OPS["var"].lower = _lower_var
 OPS["argmax"].lower = _lower_arg(True)
 OPS["argmin"].lower = _lower_arg(False)
+
+
+# ---------------------------------------------------------------- vjp facets
+def _vjp_sum(g, op, d):
+    x, = op.operands
+    return [g.unreduce(d, x, op.attrs.get("axes", ()), op.attrs.get("keepdims", False))]
+
+
+def _vjp_mean(g, op, d):
+    x, = op.operands
+    axes = op.attrs.get("axes", ())
+    return [g.div(g.unreduce(d, x, axes, op.attrs.get("keepdims", False)), g.count(x, axes))]
+
+
+def _vjp_extremum(g, op, d):
+    """Split evenly between the elements that attain the max (or min), as JAX does."""
+    x, = op.operands
+    axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
+    y = g.unreduce(op.results[0], x, axes, keep)
+    hit = g.dg("cast", [g.dg("eq", [x, y])], {"dtype": x.tt.dtype})
+    ties = g.unreduce(g.dg("sum", [hit], {"axes": tuple(axes), "keepdims": True}), x, (), True)
+    return [g.div(g.mul(hit, g.unreduce(d, x, axes, keep)), ties)]
+
+
+def _vjp_prod(g, op, d):
+    x, = op.operands
+    axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
+    return [g.div(g.mul(g.unreduce(d, x, axes, keep), g.unreduce(op.results[0], x, axes, keep)), x)]
+
+
+def _vjp_logsumexp(g, op, d):
+    x, = op.operands
+    axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
+    p = g.dg("exp", [g.sub(x, g.unreduce(op.results[0], x, axes, keep))])
+    return [g.mul(g.unreduce(d, x, axes, keep), p)]
+
+
+def _vjp_var(g, op, d):
+    x, = op.operands
+    axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
+    m = g.dg("mean", [x], {"axes": tuple(axes), "keepdims": True})
+    two_over_n = g.div(g.const(2.0, x), g.count(x, axes))
+    return [g.mul(g.unreduce(d, x, axes, keep), g.mul(g.sub(x, m), two_over_n))]
+
+
+OPS["sum"].vjp = _vjp_sum
+OPS["mean"].vjp = _vjp_mean
+OPS["max"].vjp = _vjp_extremum
+OPS["min"].vjp = _vjp_extremum
+OPS["prod"].vjp = _vjp_prod
+OPS["logsumexp"].vjp = _vjp_logsumexp
+OPS["var"].vjp = _vjp_var

@@ -923,3 +923,126 @@ def _lower_take(b, op):
 OPS["arange"].lower = _lower_arange
 OPS["eye"].lower = _lower_eye
 OPS["take"].lower = _lower_take
+
+
+# ---------------------------------------------------------------- vjp facets
+def reshape_like(g, d, x):
+    """d (with x's number of elements) reshaped to x's shape, sizes from x at run time."""
+    shape = tuple(s if isinstance(s, int) else DYN for s in x.tt.shape)
+    sizes = [g.dim(x, i) for i, s in enumerate(x.tt.shape) if not isinstance(s, int)]
+    return g.dg("reshape", [d] + sizes, {"shape": shape})
+
+
+def _vjp_transpose(g, op, d):
+    perm = op.attrs["perm"]
+    return [g.dg("transpose", [d], {"perm": tuple(int(i) for i in np.argsort(perm))})]
+
+
+def _slice_spec(axis, lo, hi):
+    return ("s:::",) * axis + (f"s:{lo}:{hi}:",)
+
+
+def _vjp_concat(g, op, d):
+    a, b = op.operands
+    axis = op.attrs.get("axis", 0)
+    n = a.tt.shape[axis]
+    if isinstance(n, int):
+        return [g.dg("getitem", [d], {"spec": _slice_spec(axis, 0, n)}),
+                g.dg("getitem", [d], {"spec": _slice_spec(axis, n, "")})]
+    na = g.dim(a, axis)
+    return [g.dg("getitem", [d, na], {"spec": _slice_spec(axis, 0, "$")}),
+            g.dg("getitem", [d, na], {"spec": _slice_spec(axis, "$", "")})]
+
+
+def _take_grad(g, x, idx, d, axis):
+    """The adjoint of take(x, idx, axis): a one-hot contraction (repeated indices add up)."""
+    n = g.dg("cast", [g.dim(x, axis)], {"dtype": idx.tt.dtype})
+    idx = g.where(g.dg("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
+    oh = g.onehot(idx, x, axis)  # idx.shape + [n]
+    post = x.tt.rank - axis - 1
+    if idx.tt.rank == 0:
+        if post:
+            oh = g.dg("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
+        return g.mul(g.dg("expand_dims", [d], {"axes": (axis,)}), oh)
+    if idx.tt.rank != 1:
+        return None
+    r = d.tt.rank  # pre + [m] + post
+    to_last = tuple(i for i in range(r) if i != axis) + (axis,)
+    moved = g.dg("matmul", [g.dg("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
+    back = list(range(axis)) + [r - 1] + list(range(axis, r - 1))
+    return g.dg("transpose", [moved], {"perm": tuple(back)})
+
+
+def _vjp_take(g, op, d):
+    from dg.errors import DgError, loc_from_mlir
+
+    x, idx = op.operands
+    dx = _take_grad(g, x, idx, d, op.attrs.get("axis", 0))
+    if dx is None:
+        raise DgError("the gradient of take() with an index tensor of rank > 1 is not supported yet",
+                      loc_from_mlir(op.loc))
+    return [dx, None]
+
+
+def _tensor_index_axis(spec, rank):
+    """The axis of a lone index tensor among full slices (x[idx], x[:, idx]), else None."""
+    items = _expand_spec(spec, rank)
+    ts = [i for i, s in enumerate(items) if s[0] == "t"]
+    if len(ts) == 1 and all(s == "s:::" for i, s in enumerate(items) if i != ts[0]):
+        return ts[0]
+    return None
+
+
+def _no_tensor_index(op, what):
+    from dg.errors import DgError, loc_from_mlir
+
+    raise DgError(f"the gradient of {what} with an index tensor is only supported for x[idx] along one axis "
+                  "(use take())", loc_from_mlir(op.loc))
+
+
+def _vjp_getitem(g, op, d):
+    x, *dyn = op.operands
+    spec = op.attrs["spec"]
+    if any(s[0] == "t" for s in spec):
+        axis = _tensor_index_axis(spec, x.tt.rank)
+        if axis is None:
+            _no_tensor_index(op, "indexing")
+        dx = _take_grad(g, x, dyn[0], d, axis)
+        if dx is None:
+            _no_tensor_index(op, "indexing")
+        return [dx, None]
+    return [g.dg("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
+
+
+def _vjp_setitem(g, op, d):
+    x, v, *dyn = op.operands
+    spec = op.attrs["spec"]
+    if any(s[0] == "t" for s in spec):
+        _no_tensor_index(op, "assignment")
+    dx = g.dg("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
+    dv = g.dg("getitem", [d] + dyn, {"spec": spec})
+    return [dx, dv] + [None] * len(dyn)
+
+
+def _vjp_full(g, op, d):
+    return [g.dg("sum", [d], {"axes": tuple(range(d.tt.rank)), "keepdims": False})] + [None] * (len(op.operands) - 1)
+
+
+def _vjp_cast(g, op, d):
+    x, = op.operands
+    from dg.dsl.types import is_float
+
+    return [g.dg("cast", [d], {"dtype": x.tt.dtype}) if is_float(x.tt.dtype) else None]
+
+
+OPS["reshape"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1)
+OPS["expand_dims"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
+OPS["squeeze"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
+OPS["transpose"].vjp = _vjp_transpose
+OPS["broadcast_to"].vjp = lambda g, op, d: [d] + [None] * (len(op.operands) - 1)
+OPS["concat"].vjp = _vjp_concat
+OPS["take"].vjp = _vjp_take
+OPS["getitem"].vjp = _vjp_getitem
+OPS["setitem"].vjp = _vjp_setitem
+OPS["full"].vjp = _vjp_full
+OPS["cast"].vjp = _vjp_cast

@@ -749,6 +749,80 @@ def _stop_gradient(em, call, name):
     return em.op("stop_gradient", [em.materialize(x, loc=call.loc)], loc=call.loc)
 
 
+def _function_arg(em, call, name):
+    from .values import FuncRef, GradRef
+
+    if not call.args:
+        em.error(f"{name}() needs a function as its first argument", call.loc)
+        return None
+    fn = em.expr(call.args[0])
+    if isinstance(fn, V) and fn.poison:
+        return None
+    if not isinstance(fn, (FuncRef, GradRef)):
+        em.error(f"the first argument of {name}() must be a dg function", call.args[0].loc)
+        return None
+    return fn
+
+
+def _grad(em, call, name):
+    """grad(f, wrt=0) and value_and_grad(f, wrt=0): function values, called like f."""
+    from .values import GradRef
+
+    fn = _function_arg(em, call, name)
+    wrt_node = call.args[1] if len(call.args) > 1 else None
+    for k in call.kwargs:
+        if k.name != "wrt" or wrt_node is not None:
+            em.error(f"{name}() takes a function and wrt=", k.loc)
+            return POISON
+        wrt_node = k.value
+    if len(call.args) > 2:
+        em.error(f"{name}() takes a function and wrt=", call.loc)
+        return POISON
+    if fn is None:
+        return POISON
+    wrt = 0
+    if wrt_node is not None:
+        v = em.expr(wrt_node)
+        if is_tuple(v):
+            items = [static_int(em, x, wrt_node.loc, "wrt") for x in v]
+            if any(i is None for i in items):
+                return POISON
+            wrt = tuple(items)
+        else:
+            wrt = static_int(em, v, wrt_node.loc, "wrt")
+            if wrt is None:
+                return POISON
+    return GradRef(name, fn, wrt)
+
+
+def _vjp(em, call, name):
+    """vjp(f, *primals) -> (f(*primals), pullback)."""
+    from .values import Pullback
+
+    fn = _function_arg(em, call, name)
+    if call.kwargs:
+        em.error("vjp() takes a function and its arguments, by position", call.kwargs[0].loc)
+        return POISON
+    if fn is None:
+        return POISON
+    args = [em.expr(a) for a in call.args[1:]]
+    r = em.resolve_call(fn, args, {}, call.loc)
+    if r is None:
+        return POISON
+    sym, vals, res_types, proto = r
+    value = em.emit_call(sym, vals, res_types, proto, call.loc)
+    return (value, Pullback(sym, vals, res_types, proto))
+
+
+def _checkpoint(em, call, name):
+    """checkpoint(f): f, whose forward the reverse sweep recomputes (as it does for every call)."""
+    fn = _function_arg(em, call, name)
+    if len(call.args) != 1 or call.kwargs:
+        em.error("checkpoint() takes one function", call.loc)
+        return POISON
+    return fn if fn is not None else POISON
+
+
 def _not_yet(what, issue):
     def h(em, call, name):
         em.error(f"{name}() is not available yet: {what}", call.loc)
@@ -778,8 +852,8 @@ BUILTINS = {
     "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
     "conv2d": _not_yet("convolution", 0), "max_pool2d": _not_yet("pooling", 0),
     "avg_pool2d": _not_yet("pooling", 0),
-    "grad": _not_yet("autodiff", 4), "value_and_grad": _not_yet("autodiff", 4),
-    "vjp": _not_yet("autodiff", 4), "jvp": _not_yet("autodiff", 4), "checkpoint": _not_yet("autodiff", 4),
+    "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
+    "jvp": _not_yet("forward-mode autodiff", 4),
 }
 for _n in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "sign", "sin", "cos", "tanh", "sigmoid", "relu",
            "gelu", "softplus", "floor", "ceil", "round"):

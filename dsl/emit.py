@@ -28,7 +28,8 @@ from . import controlflow
 from .types import (
     DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, promote, same_dim, scalar,
 )
-from .values import POISON, FuncRef, ListVal, ModuleRef, Str, Undefined, V, flatten, is_tuple, unflatten_like
+from .values import (POISON, FuncRef, GradRef, ListVal, ModuleRef, Pullback, Str, Undefined, V, flatten, is_tuple,
+                     unflatten_like)
 
 INDEX = TensorType("index", ())
 I1 = TensorType("i1", ())
@@ -80,6 +81,7 @@ class ModuleEmitter:
         self.stack: list = []  # keys of the specializations being emitted, outermost first
         self.tainted: set = set()
         self.quiet = 0  # >0 while probing loop bodies: errors are not kept
+        self.grad_decls: dict = {}  # (kind, of, wrt) -> (symbol, declaration text)
 
     # ------------------------------------------------------------ errors
     def error(self, msg: str, loc: Loc, cls=DgTypeError):
@@ -174,8 +176,21 @@ class ModuleEmitter:
         return tuple(out)
 
     def module_text(self) -> str:
-        body = "\n".join(s.text for s in self.order)
+        body = "\n".join([d for _, d in self.grad_decls.values()] + [s.text for s in self.order])
         return "module {\n" + body + "\n}\n"
+
+    def grad_decl(self, kind: str, of: str, wrt: tuple, param_types: list, result_types: list, loc) -> str:
+        """The declaration the autodiff pass defines: kind ("grad", "value_and_grad", "vjp") of `of`."""
+        key = (kind, of, wrt)
+        if key not in self.grad_decls:
+            sym = self.symbol_for(f"{of}__{kind}" + "".join(f"_{i}" for i in wrt))
+            ins = ", ".join(mlir_type(t) for t in param_types)
+            outs = ", ".join(mlir_type(t) for t in result_types)
+            attrs = (f'dg.kind = "{kind}", dg.of = "{of}", '
+                     f'dg.wrt = array<i64{": " + ", ".join(map(str, wrt)) if wrt else ""}>')
+            self.grad_decls[key] = (sym, f"  func.func private @{sym}({ins}) -> ({outs}) "
+                                         f"attributes {{{attrs}}} {loc.mlir() if loc else ''}")
+        return self.grad_decls[key][0]
 
     def in_progress_fn(self, source, fd) -> bool:
         return any(s.fd is fd for s in self.in_progress.values())
@@ -1421,6 +1436,8 @@ class FunctionEmitter:
             target = self.lookup(f)
         elif isinstance(f, A.Attribute):
             target = self.e_Attribute(f)
+        elif isinstance(f, (A.Call, A.Subscript)):
+            target = self.expr(f)  # grad(f)(x), vjp(f, x)[1](ct)
         else:
             return self.error("only named functions can be called", e.loc)
         if isinstance(target, V) and target.poison:
@@ -1429,17 +1446,91 @@ class FunctionEmitter:
             return POISON
         if isinstance(target, tuple) and len(target) == 2 and target[0] == "builtin":
             return call_builtin(self, target[1], e)
-        if isinstance(target, FuncRef):
+        if isinstance(target, (FuncRef, GradRef, Pullback)):
             args = [self.expr(a) for a in e.args]
             kwargs = {k.name: (self.expr(k.value), k.loc) for k in e.kwargs}
+            if isinstance(target, Pullback):
+                return self.call_pullback(target, args, kwargs, e.loc)
             return self.call_user(target, args, kwargs, e.loc)
         return self.error("this value is not callable", e.loc)
 
-    def call_user(self, ref: FuncRef, args, kwargs, loc):
+    def call_user(self, ref, args, kwargs, loc):
+        r = self.resolve_call(ref, args, kwargs, loc)
+        if r is None:
+            return POISON
+        return self.emit_call(*r, loc)
+
+    def emit_call(self, symbol, vals, res_types, proto, loc):
+        res = self.fresh()
+        head = f"{res}:{len(res_types)} = " if len(res_types) > 1 else (f"{res} = " if res_types else "")
+        self.line(f"{head}func.call @{symbol}({', '.join(v.name for v in vals)}) : "
+                  f"({', '.join(mlir_type(v.type) for v in vals)}) -> ({', '.join(mlir_type(t) for t in res_types)}) {self.loc(loc)}")
+        outs = [V(res if len(res_types) == 1 else f"{res}#{i}", t) for i, t in enumerate(res_types)]
+        if proto is None:
+            return None
+        return unflatten_like(proto, outs)
+
+    def resolve_call(self, ref, args, kwargs, loc):
+        """(symbol, argument values, result types, result structure) of a call, or None after an error."""
+        if isinstance(ref, GradRef):
+            return self.resolve_grad(ref, args, kwargs, loc)
+        return self.resolve_user(ref, args, kwargs, loc)
+
+    def resolve_grad(self, ref: GradRef, args, kwargs, loc):
+        base = self.resolve_call(ref.fn, args, kwargs, loc)
+        if base is None:
+            return None
+        sym, vals, res_types, _ = base
+        single = not isinstance(ref.wrt, tuple)
+        wrt = (ref.wrt,) if single else ref.wrt
+        for i in wrt:
+            if not 0 <= i < len(vals):
+                self.error(f"{ref.kind}(): wrt={i} is out of range for a function of {len(vals)} arguments", loc)
+                return None
+            if not is_float(vals[i].dtype):
+                self.error(f"{ref.kind}(): cannot differentiate with respect to argument {i}: "
+                           f"it is {vals[i].type}, not a float tensor", loc)
+                return None
+        if len(res_types) != 1 or res_types[0].rank or not is_float(res_types[0].dtype):
+            shown = ", ".join(str(t) for t in res_types) or "nothing"
+            self.error(f"{ref.kind}() needs a function that returns one float scalar; it returns {shown}", loc)
+            return None
+        gtypes = [vals[i].type for i in wrt]
+        gproto = V(None, gtypes[0]) if single else tuple(V(None, t) for t in gtypes)
+        if ref.kind == "grad":
+            out_types, proto = gtypes, gproto
+        else:
+            out_types, proto = res_types + gtypes, (V(None, res_types[0]), gproto)
+        dsym = self.mod.grad_decl(ref.kind, sym, tuple(wrt), [v.type for v in vals], out_types, loc)
+        return dsym, vals, out_types, proto
+
+    def call_pullback(self, pb: Pullback, args, kwargs, loc):
+        if kwargs or len(args) != 1:
+            return self.error("a vjp pullback takes one argument: the cotangent of the function's result", loc)
+        cts = flatten(args[0])
+        if len(cts) != len(pb.result_types):
+            return self.error(f"the cotangent has {len(cts)} parts; the function returns {len(pb.result_types)}", loc)
+        floats = [i for i, t in enumerate(pb.result_types) if is_float(t.dtype)]
+        ct_vals = []
+        for i in floats:
+            c = self.as_value(cts[i], loc)
+            if not isinstance(c, V) or c.poison:
+                return self.error("a cotangent must be a tensor", loc) if not isinstance(c, V) else POISON
+            ct_vals.append(self.conform(self.coerce(c, pb.result_types[i], loc, "the cotangent"),
+                                        pb.result_types[i], loc))
+        wrt = tuple(i for i, v in enumerate(pb.vals) if is_float(v.dtype))
+        types = [pb.vals[i].type for i in wrt]
+        dsym = self.mod.grad_decl("vjp", pb.symbol, wrt, [v.type for v in pb.vals] +
+                                  [pb.result_types[i] for i in floats], types, loc)
+        grads = self.emit_call(dsym, list(pb.vals) + ct_vals, types, tuple(V(None, t) for t in types), loc)
+        it = iter(grads)
+        return tuple(next(it) if is_float(v.dtype) else self.op("zeros_like", [v], loc=loc) for v in pb.vals)
+
+    def resolve_user(self, ref: FuncRef, args, kwargs, loc):
         fd = ref.module.funcs[ref.name]
         bound = bind_arguments(self, fd, args, kwargs, loc)
         if bound is None:
-            return POISON
+            return None
         values, types = [], []
         names: dict = {}  # the callee's named dims, shared across its parameters
         recursive = self.mod.in_progress_fn(ref.module, fd)
@@ -1447,9 +1538,9 @@ class FunctionEmitter:
             v = self.as_value(v, loc)
             if not isinstance(v, V):
                 self.error(f"argument '{p.name}' must be a tensor", loc)
-                return POISON
+                return None
             if v.poison:
-                return POISON
+                return None
             try:
                 declared = annotation_type(p.annotation, names)
             except ShapeError as e:
@@ -1457,7 +1548,7 @@ class FunctionEmitter:
             if declared is not None:
                 v = self.coerce(v, declared, loc, f"argument '{p.name}' of {fd.name}()")
                 if v.poison:
-                    return POISON
+                    return None
                 t = declared
             else:
                 v = self.materialize(v, loc=loc)
@@ -1467,19 +1558,11 @@ class FunctionEmitter:
             types.append(_dynamic(t) if recursive else t)
         spec = self.mod.specialize(ref.module, fd, types, loc)
         if spec.result_types is None:
-            return POISON
-        if any(t is None for t in spec.result_types):
-            return POISON
-        vals = [self.conform(v, t, loc) for v, t in zip(values, spec.param_types)]
-        res_types = spec.result_types
-        res = self.fresh()
-        head = f"{res}:{len(res_types)} = " if len(res_types) > 1 else (f"{res} = " if res_types else "")
-        self.line(f"{head}func.call @{spec.symbol}({', '.join(v.name for v in vals)}) : "
-                  f"({', '.join(mlir_type(v.type) for v in vals)}) -> ({', '.join(mlir_type(t) for t in res_types)}) {self.loc(loc)}")
-        outs = [V(res if len(res_types) == 1 else f"{res}#{i}", t) for i, t in enumerate(res_types)]
-        if spec.result_proto is None:
             return None
-        return unflatten_like(spec.result_proto, outs)
+        if any(t is None for t in spec.result_types):
+            return None
+        vals = [self.conform(v, t, loc) for v, t in zip(values, spec.param_types)]
+        return spec.symbol, vals, spec.result_types, spec.result_proto
 
 
 def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):

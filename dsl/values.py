@@ -69,6 +69,25 @@ class FuncRef:
 
 
 @dataclass(eq=False)
+class GradRef:
+    """grad(f, wrt) or value_and_grad(f, wrt): a function value; f is a FuncRef or a GradRef."""
+
+    kind: str
+    fn: Any
+    wrt: Any  # an int or a tuple of ints
+
+
+@dataclass(eq=False)
+class Pullback:
+    """The second result of vjp(f, *primals): called with cotangents of f's results."""
+
+    symbol: str
+    vals: list  # the primals, as passed to f
+    result_types: list
+    result_proto: Any
+
+
+@dataclass(eq=False)
 class ModuleRef:
     module: Any
 

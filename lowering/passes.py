@@ -79,3 +79,11 @@ def parse_ir(text: str, filename: str = "<ir>") -> "ir.Module":
         if not m.operation.verify():
             raise DgError(f"{filename}: the IR does not verify")
     return m
+
+
+@register_pass("autodiff")
+def _autodiff(module):
+    """Define every gradient declaration (`dg.kind`) of the module (see lowering/autodiff.py)."""
+    from .autodiff import run_autodiff
+
+    return run_autodiff(module)

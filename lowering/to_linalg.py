@@ -99,6 +99,11 @@ class ToLinalg:
         if name == "arith.constant":
             b.emit(f"{self.name(op.results[0])} = arith.constant {op.attributes['value']}")
             return
+        if name.startswith("arith.") and len(op.results) == 1 and not op.regions:
+            # index arithmetic (the autodiff pass counts loop iterations with it): kept as it is
+            args = ", ".join(self.name(v) for v in op.operands)
+            b.emit(f"{self.name(op.results[0])} = {name} {args} : {op.results[0].type}")
+            return
         if name == "func.call":
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             lhs = self._results(op)

@@ -25,17 +25,31 @@ def parse_verified(text: str):
     return module
 
 
+def run_text(comp) -> str:
+    """The IR that runs: the dg stage, with gradients made by the autodiff pass when it asks for any."""
+    from dg.lowering.autodiff import differentiate, needs_autodiff
+
+    if comp.grad_text is None:
+        if needs_autodiff(comp.ir_text):
+            if comp.module is None:
+                comp.module = parse_verified(comp.ir_text)
+            comp.grad_text = asm(parse_verified(differentiate(comp.module)))
+        else:
+            comp.grad_text = comp.ir_text
+    return comp.grad_text
+
+
 def prepare(comp, mode: str, device: str) -> None:
     if mode == "interp":
         if device != "cpu":
             raise DgError(f"the interpreter runs on the CPU only (device '{device}' was asked for)")
-        comp.module = parse_verified(comp.ir_text)
-        comp.runner = interp.Translation(comp.module)
+        text = run_text(comp)
+        comp.runner = interp.Translation(parse_verified(text))
         return
     if mode == "compiled" and device == "cpu":
         from .cpu import CpuProgram
 
-        comp.runner = CpuProgram.build(comp.ir_text)
+        comp.runner = CpuProgram.build(run_text(comp))
         return
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
@@ -64,12 +78,14 @@ def stage_text(comp, stage: str, device: str) -> str:
         comp.module = parse_verified(comp.ir_text)
     if stage == "dg":
         return asm(comp.module)
+    if stage == "grad":
+        return asm(parse_verified(run_text(comp)))
     if stage == "opt":
         return asm(optimized(comp.module))
     if stage in ("linalg", "llvm"):
         from .cpu import CpuProgram
 
         if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
-            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(comp.ir_text, comp.module)
+            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp))
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
-    raise DgError(f"stage '{stage}' is not built yet (available: dg, opt, linalg, llvm)")
+    raise DgError(f"stage '{stage}' is not built yet (available: dg, grad, opt, linalg, llvm)")

@@ -132,6 +132,7 @@ class Compiled:
     module: object = None  # parsed ir.Module
     runner: object = None
     cpu: object = None  # the CPU program, when a stage below dg was asked for
+    grad_text: object = None  # the IR after the autodiff pass (the dg text itself when it has no gradients)
 
 
 class DgModule:

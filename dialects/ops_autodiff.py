@@ -1,0 +1,151 @@
+"""Ops the autodiff pass writes: zeros of a value's shape, and the tape.
+
+A tape is an ordinary tensor whose first axis counts iterations: a forward
+loop pushes each iteration's loop-carried values (`tape_push` at row k,
+growing the tape by doubling when a `while` loop outruns it), and the
+reverse loop reads them back (`tape_read`). A tape value is used once, by
+the next push or by reads, so both modes update it in place. A carried
+value whose size changes from one iteration to the next cannot be taped:
+that is a located runtime error.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dg.dsl.types import Sym, TensorType
+
+from .registry import OPS, OpDef, register
+
+
+def _tape_type(types):
+    v = types[0]
+    return TensorType(v.dtype, (Sym(),) + tuple(v.shape))
+
+
+def _tape_alloc(v, cap):
+    return np.empty((max(int(cap), 1),) + np.shape(v), dtype=np.asarray(v).dtype)
+
+
+def _tape_push(tape, k, v):
+    k = int(k)
+    v = np.asarray(v)
+    if v.shape != tape.shape[1:]:
+        raise ValueError(f"a loop-carried value changed shape from {tape.shape[1:]} to {v.shape}: "
+                         "gradients need the carried values of a loop to keep their sizes")
+    if k >= tape.shape[0]:
+        grown = np.empty((max(2 * tape.shape[0], k + 1),) + tape.shape[1:], dtype=tape.dtype)
+        grown[:tape.shape[0]] = tape
+        tape = grown
+    tape[k] = v
+    return tape
+
+
+def _tape_read(tape, k):
+    r = tape[int(k)].copy()
+    return r if r.ndim else r[()]
+
+
+register(OpDef(
+    name="zeros_like", impl=lambda x: np.zeros_like(x), infer=lambda types: types[0],
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    doc="zeros of x's type and shape (adjoints that are zero)",
+))
+register(OpDef(
+    name="tape_alloc", impl=_tape_alloc, nargs=2, infer=_tape_type,
+    doc="tape_alloc(v, capacity: index): an empty tape for values shaped like v",
+))
+register(OpDef(
+    name="tape_push", impl=_tape_push, nargs=3, infer=lambda types: types[0],
+    doc="tape_push(tape, k: index, v): the tape with row k set to v (grown when k is past its end)",
+))
+register(OpDef(
+    name="tape_read", impl=_tape_read, nargs=2,
+    infer=lambda types: TensorType(types[0].dtype, tuple(types[0].shape[1:])),
+    doc="tape_read(tape, k: index): row k of the tape",
+))
+
+
+# ---------------------------------------------------------------- lowering facets
+def _dims(b, v, t):
+    return [b.dim(v, t, i) for i in range(t.rank)]
+
+
+def _lower_zeros_like(b, op):
+    from dg.lowering.builder import elt
+
+    t = op.result_types[0]
+    zero = b.const(0, elt(t)) if t.dtype != "bool" else b.const(False, "i1")
+    return b.fill(t, _dims(b, op.operands[0], op.types[0]), zero)
+
+
+def _lower_tape_alloc(b, op):
+    v, cap = op.operands
+    one = b.const(1, "index")
+    c = b.binary("arith.maxui", cap, one, "index")
+    return b.empty(op.result_types[0], [c] + _dims(b, v, op.types[0]))
+
+
+def _sizes(b, v, t, first=0):
+    """Slice sizes of v's axes from `first` on: literals where static (so the slice keeps its static type)."""
+    return [str(d) if isinstance(d, int) else b.dim(v, t, i) for i, d in enumerate(t.shape) if i >= first]
+
+
+def _slice_text(k, sizes):
+    offs = ", ".join([k] + ["0"] * len(sizes))
+    szs = ", ".join(["1"] + sizes)
+    ones = ", ".join(["1"] * (len(sizes) + 1))
+    return f"[{offs}] [{szs}] [{ones}]"
+
+
+def _lower_tape_push(b, op):
+    from dg.lowering.builder import fail_if
+
+    tape, k, v = op.operands
+    tt, vt = op.types[0], op.types[2]
+    n = b.dim(tape, tt, 0)
+    vdims = _dims(b, v, vt)
+    for i, d in enumerate(vt.shape):
+        if not isinstance(d, int):
+            bad = b.cmp("ne", vdims[i], b.dim(tape, tt, i + 1), "index")
+            fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
+                            "of a loop to keep their sizes")
+    grow = b.cmp("uge", k, n, "index")
+    t = tt.mlir()
+    r = b.fresh("tape")
+    b.emit(f"{r} = scf.if {grow} -> ({t}) {{")
+    b.indent += 2
+    two = b.binary("arith.muli", n, b.const(2, "index"), "index")
+    k1 = b.binary("arith.addi", k, b.const(1, "index"), "index")
+    cap = b.binary("arith.maxui", two, k1, "index")
+    e = b.empty(tt, [cap] + vdims)
+    g = b.fresh("grown")
+    old = ", ".join(["0"] * tt.rank)
+    szs = ", ".join([n] + vdims)
+    ones = ", ".join(["1"] * tt.rank)
+    szs = ", ".join([n] + _sizes(b, v, vt))
+    b.emit(f"{g} = tensor.insert_slice {tape} into {e}[{old}] [{szs}] [{ones}] : {t} into {t}")
+    b.emit(f"scf.yield {g} : {t}")
+    b.indent -= 2
+    b.lines.append(" " * b.indent + "} else {")
+    b.indent += 2
+    b.emit(f"scf.yield {tape} : {t}")
+    b.indent -= 2
+    b.lines.append(" " * b.indent + "}")
+    out = b.fresh("pushed")
+    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, _sizes(b, v, vt))} : {vt.mlir()} into {t}")
+    return out
+
+
+def _lower_tape_read(b, op):
+    tape, k = op.operands
+    tt, rt = op.types[0], op.result_types[0]
+    sizes = _sizes(b, tape, tt, 1)
+    r = b.fresh("row")
+    b.emit(f"{r} = tensor.extract_slice {tape}{_slice_text(k, sizes)} : {tt.mlir()} to {rt.mlir()}")
+    return r
+
+
+OPS["zeros_like"].lower = _lower_zeros_like
+OPS["tape_alloc"].lower = _lower_tape_alloc
+OPS["tape_push"].lower = _lower_tape_push
+OPS["tape_read"].lower = _lower_tape_read

@@ -1,0 +1,696 @@
+"""Reverse-mode autodiff: a pass on dg IR (`dg opt --passes autodiff`).
+
+Expects: a verified dg module in which gradient requests are function
+declarations carrying `dg.kind` ("grad", "value_and_grad" or "vjp"),
+`dg.of` (the function differentiated) and `dg.wrt` (argument indices);
+the emitter makes these for `grad(f)(...)` and friends, and calls them with
+`func.call`. Guarantees: every such declaration gets a body, and the module
+comes back as dg IR (text) that both the interpreter and the compiled
+backends run; no other function changes.
+
+How a function f is differentiated (`f__vjp_<mask>(args, cotangents) ->
+(results, gradients)`):
+- A forward sweep copies f's body. Each `scf.for`/`scf.while` at the level
+  being swept also pushes its loop-carried values to tapes
+  (`dg.tape_alloc`/`dg.tape_push`, one row per iteration; a `while` counts
+  its iterations and its tapes grow by doubling).
+- A reverse sweep walks the ops backwards and calls each op's `vjp` facet
+  (dg IR builders in its registry entry); the pass sums broadcast axes
+  away ("unbroadcasting") and adds up fan-out, once for all ops.
+- `scf.if`: the reverse is an `scf.if` on the same condition (the branch
+  taken); each branch recomputes its forward, then runs its reverse.
+- Loops: the reverse is an `scf.for` counting down the iterations; each
+  iteration reads its carried values back (`dg.tape_read`), recomputes the
+  body forward (taping the loops nested in it), and runs the body's reverse.
+  Adjoints of values from outside the loop are carried through it.
+  `break`/`continue`/early `return` are flags in the carried values, so
+  they need nothing of their own.
+- `func.call g`: the reverse calls `g__vjp_<mask>`, which recomputes g's
+  forward; recursion works because the callee's gradient function is named
+  before it is made.
+- Only active values get adjoints: floats that depend on a differentiated
+  argument. Integers, bools and `stop_gradient` results are inactive.
+Every backward op carries the location of the forward op it differentiates.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from dg.dialects.registry import OPS
+from dg.dsl.types import TensorType, is_float
+from dg.errors import DgError, DgTypeError, loc_from_mlir
+
+from .irmodel import Block, Func, Op, Value, Writer, read_module, type_text
+
+TERMINATORS = ("scf.yield", "scf.condition", "func.return")
+EFFECTS = ("print", "breakpoint", "assert")  # not repeated when a forward is recomputed
+INACTIVE = ("stop_gradient",)
+
+
+def _float(v: Value) -> bool:
+    return v.tt.dtype not in ("index", "i1") and is_float(v.tt.dtype)
+
+
+def _ints(text: str) -> tuple:
+    """`array<i64: 0, 2>` -> (0, 2)."""
+    body = text.split(":", 1)[1].rstrip(">") if ":" in text else ""
+    return tuple(int(x) for x in body.split(",") if x.strip())
+
+
+def _str(text: str) -> str:
+    return text.strip().strip('"')
+
+
+# ---------------------------------------------------------------- activity
+def _walk_ops(block: Block):
+    for op in block.ops:
+        yield op
+        for r in op.regions:
+            yield from _walk_ops(r)
+
+
+def free_values(blocks: list) -> list:
+    """Values used inside `blocks` (nested regions included) but defined outside them, in first-use order."""
+    defined, used = set(), {}
+    for b in blocks:
+        defined.update(b.args)
+        for op in _walk_ops(b):
+            defined.update(op.results)
+            for r in op.regions:
+                defined.update(r.args)
+    for b in blocks:
+        for op in _walk_ops(b):
+            for o in op.operands:
+                if o not in defined:
+                    used.setdefault(o, None)
+    return list(used)
+
+
+def activity(body: Block, seeds: set) -> set:
+    """Floats that depend on the seeds (a fixpoint over loops)."""
+    active = set(seeds)
+
+    def mark(vals, flags):
+        changed = False
+        for v, f in zip(vals, flags):
+            if f and _float(v) and v not in active:
+                active.add(v)
+                changed = True
+        return changed
+
+    def block(b: Block) -> bool:
+        changed = False
+        for op in b.ops:
+            changed |= one(op)
+        return changed
+
+    def terminator(b: Block) -> Op:
+        return b.ops[-1]
+
+    def one(op: Op) -> bool:
+        changed = False
+        if op.name == "scf.if":
+            for r in op.regions:
+                changed |= block(r)
+            for r in op.regions:
+                changed |= mark(op.results, [o in active for o in terminator(r).operands])
+            return changed
+        if op.name == "scf.for":
+            body_ = op.regions[0]
+            while True:
+                c = mark(body_.args[1:], [o in active for o in op.operands[3:]])
+                c |= block(body_)
+                c |= mark(body_.args[1:], [o in active for o in terminator(body_).operands])
+                changed |= c
+                if not c:
+                    break
+            changed |= mark(op.results, [a in active for a in body_.args[1:]])
+            return changed
+        if op.name == "scf.while":
+            before, after = op.regions
+            while True:
+                c = mark(before.args, [o in active for o in op.operands])
+                c |= block(before)
+                cond = terminator(before).operands[1:]
+                c |= mark(after.args, [o in active for o in cond])
+                c |= block(after)
+                c |= mark(before.args, [o in active for o in terminator(after).operands])
+                changed |= c
+                if not c:
+                    break
+            changed |= mark(op.results, [o in active for o in terminator(before).operands[1:]])
+            return changed
+        if op.dg in INACTIVE:
+            return False
+        if any(o in active for o in op.operands):
+            changed |= mark(op.results, [True] * len(op.results))
+        return changed
+
+    while block(body):
+        pass
+    return active
+
+
+# ---------------------------------------------------------------- the pass
+class OpView:
+    """What a VJP rule sees: the forward op's values (in the gradient function), types and attributes."""
+
+    def __init__(self, op: Op, env: dict):
+        self.operands = [env[o] for o in op.operands]
+        self.results = [env[r] for r in op.results]
+        self.types = [o.tt for o in op.operands]
+        self.result_types = [r.tt for r in op.results]
+        self.attrs = op.py
+        self.loc = op.loc
+
+
+class Grad(Writer):
+    """The writer VJP rules build with: dg ops, constants, zeros."""
+
+    def const(self, value, like: Value | TensorType) -> Value:
+        t = like.tt if isinstance(like, Value) else like
+        t = TensorType(t.dtype, ())
+        return self.dg("constant", [], {"value": (np.asarray(value), t)}, result_types=[t])
+
+    def zeros_like(self, v: Value) -> Value:
+        return self.dg("zeros_like", [v])
+
+    def add(self, a, b):
+        return self.dg("add", [a, b])
+
+    def sub(self, a, b):
+        return self.dg("sub", [a, b])
+
+    def mul(self, a, b):
+        return self.dg("mul", [a, b])
+
+    def div(self, a, b):
+        return self.dg("div", [a, b])
+
+    def neg(self, a):
+        return self.dg("neg", [a])
+
+    def where(self, c, a, b):
+        return self.dg("where", [c, a, b])
+
+    def dim(self, x: Value, axis: int) -> Value:
+        return self.dg("dim", [x], {"axis": axis})
+
+    def bcast(self, d: Value, x: Value) -> Value:
+        """d broadcast to x's shape (sizes taken from x at run time)."""
+        if d.tt.shape == x.tt.shape and all(isinstance(s, int) for s in x.tt.shape):
+            return d
+        return self.add(self.zeros_like(x), d)
+
+    def unreduce(self, d: Value, x: Value, axes, keepdims: bool) -> Value:
+        """The adjoint of a reduction of x over `axes`, broadcast back to x's shape."""
+        axes = tuple(axes)
+        if not keepdims and axes:
+            d = self.dg("expand_dims", [d], {"axes": axes})
+        return self.bcast(d, x)
+
+    def count(self, x: Value, axes) -> Value:
+        """How many elements a reduction over `axes` combines, as a scalar of x's dtype."""
+        n = self.const(1.0, x)
+        for a in axes:
+            n = self.mul(n, self.dg("cast", [self.dim(x, a)], {"dtype": x.tt.dtype}))
+        return n
+
+    def transpose_last(self, x: Value) -> Value:
+        r = x.tt.rank
+        return self.dg("transpose", [x], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})
+
+    def onehot(self, labels: Value, like: Value, axis: int) -> Value:
+        """A float tensor shaped like `like`: 1 where the index along `axis` equals the label."""
+        n = like.tt.shape[axis]
+        zero, one = (self.const(v, labels) for v in (0, 1))
+        stop = self.dg("cast", [self.dim(like, axis)], {"dtype": labels.tt.dtype})
+        ar = self.dg("arange", [zero, stop, one], {"size": n if isinstance(n, int) else -2,
+                                                    "dtype": labels.tt.dtype})
+        hit = self.dg("eq", [self.dg("expand_dims", [labels], {"axes": (labels.tt.rank,)}), ar])
+        return self.dg("cast", [hit], {"dtype": like.tt.dtype})
+
+    def sum_to(self, d: Value, t: TensorType) -> Value:
+        """Undo broadcasting: sum d over the axes that broadcasting added or stretched, to type t."""
+        ds = d.tt.shape
+        lead = len(ds) - len(t.shape)
+        if lead > 0:
+            d = self.dg("sum", [d], {"axes": tuple(range(lead)), "keepdims": False})
+        stretched = tuple(i for i, (a, b) in enumerate(zip(d.tt.shape, t.shape))
+                          if isinstance(b, int) and b == 1 and not (isinstance(a, int) and a == 1))
+        if stretched:
+            d = self.dg("sum", [d], {"axes": stretched, "keepdims": True})
+        if d.tt.dtype != t.dtype:
+            d = self.dg("cast", [d], {"dtype": t.dtype})
+        return d
+
+
+class Autodiff:
+    def __init__(self, funcs: list[Func]):
+        self.funcs = {f.sym: f for f in funcs}
+        self.order = [f.sym for f in funcs]
+        self.counter = itertools.count()
+        self.vjps: dict = {}  # (symbol, mask) -> gradient function name
+        self.texts: dict = {}  # symbol -> function text, for every function written
+        self.defining: set = set()
+
+    # ------------------------------------------------------------ module level
+    def run(self) -> str:
+        for sym in list(self.order):
+            f = self.funcs[sym]
+            if f.body is None and "dg.kind" in f.attrs:
+                self.define(sym)
+        for sym in self.order:
+            if sym not in self.texts and self.funcs[sym].body is not None:
+                self.texts[sym] = self.copy_function(self.funcs[sym])
+        decls = [self.declaration(self.funcs[s]) for s in self.order
+                 if self.funcs[s].body is None and s not in self.texts]
+        return "module {\n" + "\n".join(decls + [self.texts[s] for s in self.texts]) + "\n}\n"
+
+    def declaration(self, f: Func) -> str:
+        attrs = ", ".join(f"{k} = {v}" for k, v in f.attrs.items())
+        return (f"  func.func private @{f.sym}({', '.join(a.type for a in f.args)}) -> "
+                f"({', '.join(f.result_types)}){' attributes {' + attrs + '}' if attrs else ''} {f.loc}")
+
+    def new_writer(self) -> Grad:
+        return Grad(self.counter)
+
+    def header(self, sym: str, args: list, result_types: list, loc: str) -> str:
+        return (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
+                f"({', '.join(result_types)}) {{")
+
+    def copy_function(self, f: Func) -> str:
+        w = self.new_writer()
+        env = {}
+        args = []
+        for a in f.args:
+            v = w.value(a.type, "arg")
+            env[a] = v
+            args.append(v)
+        self.forward(f.body, env, w, record=False, effects=True)
+        ret = f.body.ops[-1]
+        w.loc = ret.loc
+        w.op("func.return", [env[o] for o in ret.operands], [])
+        return "\n".join([self.header(f.sym, args, f.result_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+
+    def define(self, sym: str) -> None:
+        """Give a gradient declaration its body: a call of the callee's gradient function."""
+        if sym in self.texts or sym in self.defining:
+            return
+        self.defining.add(sym)
+        f = self.funcs[sym]
+        kind, of, wrt = _str(f.attrs["dg.kind"]), _str(f.attrs["dg.of"]).lstrip("@"), _ints(f.attrs["dg.wrt"])
+        target = self.funcs.get(of)
+        if target is None:
+            raise DgError(f"{sym}: the function '{of}' to differentiate is not in the module")
+        if target.body is None:
+            self.define(of)
+        w = self.new_writer()
+        w.loc = f.loc
+        args = [w.value(a.type, "arg") for a in f.args]
+        n = len(target.args)
+        primals = args[:n]
+        float_results = [i for i, t in enumerate(target.result_types) if _float(Value(t))]
+        if kind == "vjp":
+            cts = args[n:]
+        else:
+            if len(target.result_types) != 1 or not float_results or Value(target.result_types[0]).tt.rank:
+                raise DgTypeError(f"{kind}() needs a function that returns one float scalar; "
+                                  f"'{of}' returns ({', '.join(target.result_types)})", loc_from_mlir(f.loc))
+            cts = [w.const(1.0, Value(target.result_types[0]).tt)]
+        core = self.vjp_function(of, tuple(wrt))
+        out_types = list(target.result_types) + [target.args[i].type for i in wrt]
+        outs = w.op("func.call", primals + cts, out_types, {"callee": f"@{core}"})
+        values, grads = outs[:len(target.result_types)], outs[len(target.result_types):]
+        ret = grads if kind in ("grad", "vjp") else values + grads
+        w.op("func.return", ret, [])
+        self.texts[sym] = "\n".join([self.header(sym, args, f.result_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+
+    # ------------------------------------------------------------ gradient functions
+    def vjp_function(self, sym: str, mask: tuple) -> str:
+        key = (sym, mask)
+        if key in self.vjps:
+            return self.vjps[key]
+        name = f"{sym}__vjp_{'_'.join(map(str, mask)) if mask else 'none'}"
+        while name in self.funcs or name in self.texts:
+            name += "_"
+        self.vjps[key] = name
+        f = self.funcs[sym]
+        if f.body is None:
+            self.define(sym)
+            f = self.funcs[sym] = self.reread(sym)
+        for i in mask:
+            if not _float(f.args[i]):
+                raise DgTypeError(f"cannot differentiate with respect to argument {i} of '{sym}': "
+                                  f"it is {f.args[i].type}, not a float", loc_from_mlir(f.loc))
+        w = self.new_writer()
+        env = {}
+        args = []
+        for a in f.args:
+            v = w.value(a.type, "arg")
+            env[a] = v
+            args.append(v)
+        ret = f.body.ops[-1]
+        float_results = [i for i, o in enumerate(ret.operands) if _float(o)]
+        cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
+        self.active = activity(f.body, {f.args[i] for i in mask})
+        info = self.forward(f.body, env, w, record=True, effects=True)
+        results = [env[o] for o in ret.operands]
+        adj: dict = {}
+        for i, ct in zip(float_results, cts):
+            if ret.operands[i] in self.active:
+                self.accumulate(w, adj, ret.operands[i], ct)
+        self.reverse(f.body, env, adj, w, info)
+        w.loc = f.loc
+        grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
+        w.op("func.return", results + grads, [])
+        out_types = f.result_types + [f.args[i].type for i in mask]
+        self.texts[name] = "\n".join([self.header(name, args + cts, out_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+        return name
+
+    def reread(self, sym: str) -> Func:
+        """A function the pass wrote (a gradient), read back so that it can be differentiated in turn."""
+        from dg.lowering.passes import parse_ir
+
+        decls = [self.declaration(self.funcs[s]) for s in self.order if self.funcs[s].body is None
+                 and s not in self.texts]
+        m = parse_ir("module {\n" + "\n".join(decls + list(self.texts.values())) + "\n}\n")
+        return next(f for f in read_module(m) if f.sym == sym)
+
+    def accumulate(self, w: Grad, adj: dict, v: Value, d: Value) -> None:
+        if d.tt.shape != v.tt.shape or d.tt.dtype != v.tt.dtype:
+            d = w.sum_to(d, v.tt)
+        adj[v] = w.add(adj[v], d) if v in adj else d
+
+    # ------------------------------------------------------------ forward sweep
+    def forward(self, block: Block, env: dict, w: Grad, record: bool, effects: bool) -> dict:
+        """Copy the ops of `block` (its terminator excepted); with `record`, loops at this level are taped."""
+        info = {}
+        for op in block.ops:
+            if op.name in TERMINATORS:
+                continue
+            w.loc = op.loc
+            if op.dg in EFFECTS and not effects:
+                continue
+            if op.name == "scf.for" and record:
+                info[op] = self.forward_for(op, env, w)
+            elif op.name == "scf.while" and record:
+                info[op] = self.forward_while(op, env, w)
+            elif op.regions:
+                self.copy_region_op(op, env, w, effects)
+            else:
+                res = w.op(op.name, [env[o] for o in op.operands], [r.type for r in op.results], op.attrs)
+                env.update(zip(op.results, res))
+        return info
+
+    def copy_region_op(self, op: Op, env: dict, w: Grad, effects: bool) -> None:
+        def region(b: Block):
+            def write(w2):
+                args = []
+                for a in b.args:
+                    env[a] = w2.value(a.type, "a")
+                    args.append(env[a])
+                if op.name != "scf.if":
+                    w2.block_header(args)
+                self.forward(b, env, w2, record=False, effects=effects)
+                t = b.ops[-1]
+                w2.loc = t.loc
+                w2.op(t.name, [env[o] for o in t.operands], [], t.attrs)
+            return write
+
+        w.loc = op.loc
+        res = w.op(op.name, [env[o] for o in op.operands], [r.type for r in op.results], op.attrs,
+                   regions=[region(b) for b in op.regions])
+        env.update(zip(op.results, res))
+
+    def index(self, w: Grad, value: int) -> Value:
+        return w.op("arith.constant", [], ["index"], {"value": f"{value} : index"})[0]
+
+    def arith(self, w: Grad, name: str, a: Value, b: Value) -> Value:
+        return w.op(f"arith.{name}", [a, b], ["index"])[0]
+
+    def forward_for(self, op: Op, env: dict, w: Grad) -> dict:
+        lb, ub, st = (env[o] for o in op.operands[:3])
+        inits = [env[o] for o in op.operands[3:]]
+        zero = self.index(w, 0)
+        n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
+        tapes = [w.dg("tape_alloc", [v, n]) for v in inits]
+        body = op.regions[0]
+
+        def write(w2):
+            iv = w2.value("index", "iv")
+            carried = [w2.value(a.type, "a") for a in body.args[1:]]
+            tin = [w2.value(t.type, "tape") for t in tapes]
+            w2.block_header([iv] + carried + tin)
+            env[body.args[0]] = iv
+            env.update(zip(body.args[1:], carried))
+            k = self.arith(w2, "divsi", self.arith(w2, "subi", iv, lb), st)
+            tout = [w2.dg("tape_push", [t, k, c]) for t, c in zip(tin, carried)]
+            self.forward(body, env, w2, record=False, effects=True)
+            t = body.ops[-1]
+            w2.loc = t.loc
+            w2.op("scf.yield", [env[o] for o in t.operands] + tout, [])
+
+        w.loc = op.loc
+        res = w.op("scf.for", [lb, ub, st] + inits + tapes, [r.type for r in op.results] + [t.type for t in tapes],
+                   regions=[write])
+        m = len(op.results)
+        env.update(zip(op.results, res[:m]))
+        return {"tapes": res[m:], "n": n, "lb": lb, "st": st}
+
+    def forward_while(self, op: Op, env: dict, w: Grad) -> dict:
+        inits = [env[o] for o in op.operands]
+        before, after = op.regions
+        tapes = [w.dg("tape_alloc", [v, self.index(w, 16)]) for v in inits]
+        k0 = self.index(w, 0)
+        cond_t = before.ops[-1]
+
+        def write_before(w2):
+            carried = [w2.value(a.type, "a") for a in before.args]
+            tin = [w2.value(t.type, "tape") for t in tapes]
+            k = w2.value("index", "k")
+            w2.block_header(carried + tin + [k])
+            env.update(zip(before.args, carried))
+            tout = [w2.dg("tape_push", [t, k, c]) for t, c in zip(tin, carried)]
+            k1 = self.arith(w2, "addi", k, self.index(w2, 1))
+            self.forward(before, env, w2, record=False, effects=True)
+            w2.loc = cond_t.loc
+            w2.op("scf.condition", [env[o] for o in cond_t.operands] + tout + [k1], [])
+
+        def write_after(w2):
+            carried = [w2.value(a.type, "a") for a in after.args]
+            tin = [w2.value(t.type, "tape") for t in tapes]
+            k = w2.value("index", "k")
+            w2.block_header(carried + tin + [k])
+            env.update(zip(after.args, carried))
+            self.forward(after, env, w2, record=False, effects=True)
+            t = after.ops[-1]
+            w2.loc = t.loc
+            w2.op("scf.yield", [env[o] for o in t.operands] + tin + [k], [])
+
+        w.loc = op.loc
+        res = w.op("scf.while", inits + tapes + [k0],
+                   [r.type for r in op.results] + [t.type for t in tapes] + ["index"],
+                   regions=[write_before, write_after])
+        m = len(op.results)
+        env.update(zip(op.results, res[:m]))
+        return {"tapes": res[m:-1], "total": res[-1]}
+
+    # ------------------------------------------------------------ reverse sweep
+    def reverse(self, block: Block, env: dict, adj: dict, w: Grad, info: dict) -> None:
+        for op in reversed(block.ops):
+            if op.name in TERMINATORS:
+                continue
+            w.loc = op.loc
+            if op.name == "scf.if":
+                self.reverse_if(op, env, adj, w)
+            elif op.name == "scf.for":
+                if any(r in adj for r in op.results) or self.free_active(op.regions):
+                    self.reverse_for(op, env, adj, w, info[op])
+            elif op.name == "scf.while":
+                if any(r in adj for r in op.results) or self.free_active(op.regions):
+                    self.reverse_while(op, env, adj, w, info[op])
+            elif op.name == "func.call":
+                self.reverse_call(op, env, adj, w)
+            elif op.dg is not None:
+                self.reverse_dg(op, env, adj, w)
+
+    def free_active(self, blocks: list) -> list:
+        return [v for v in free_values(blocks) if v in self.active]
+
+    def reverse_dg(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+        douts = [adj.get(r) for r in op.results]
+        if all(d is None for d in douts) or not any(o in self.active for o in op.operands):
+            return
+        opdef = OPS[op.dg]
+        if opdef.vjp is None:
+            raise DgError(f"dg.{op.dg} has no gradient rule", loc_from_mlir(op.loc))
+        view = OpView(op, env)
+        if len(douts) > 1:
+            douts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, op.results)]
+        dins = opdef.vjp(w, view, douts if len(douts) > 1 else douts[0])
+        for o, d in zip(op.operands, dins):
+            if d is not None and o in self.active:
+                self.accumulate(w, adj, o, d)
+
+    def reverse_call(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+        mask = tuple(i for i, o in enumerate(op.operands) if o in self.active)
+        douts = [adj.get(r) for r in op.results if _float(r)]
+        if not mask or all(d is None for d in douts):
+            return
+        callee = _str(op.attrs["callee"]).lstrip("@")
+        saved = self.active
+        core = self.vjp_function(callee, mask)
+        self.active = saved
+        fl = [r for r in op.results if _float(r)]
+        cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
+        w.loc = op.loc
+        outs = w.op("func.call", [env[o] for o in op.operands] + cts,
+                    [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
+        for i, g in zip(mask, outs[len(op.results):]):
+            self.accumulate(w, adj, op.operands[i], g)
+
+    def reverse_if(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+        seeds = [(r, adj[r]) for r in op.results if r in adj]
+        free = self.free_active(op.regions)
+        if not seeds or not free:
+            return
+        outs_t = [v.type for v in free]
+
+        def branch(b: Block):
+            def write(w2):
+                inner = dict(adj)
+                info = self.forward(b, env, w2, record=True, effects=False)
+                t = b.ops[-1]
+                for r, d in seeds:
+                    self.accumulate(w2, inner, t.operands[op.results.index(r)], d)
+                self.reverse(b, env, inner, w2, info)
+                w2.loc = op.loc
+                w2.op("scf.yield", [inner[v] if v in inner else w2.zeros_like(env[v]) for v in free], [])
+            return write
+
+        w.loc = op.loc
+        res = w.op("scf.if", [env[op.operands[0]]], outs_t, regions=[branch(b) for b in op.regions])
+        for v, r in zip(free, res):
+            adj[v] = r
+
+    def reverse_for(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
+        body = op.regions[0]
+        carried = [i for i, a in enumerate(body.args[1:]) if a in self.active]
+        free = self.free_active([body])
+        d_init = [adj[op.results[i]] if op.results[i] in adj else w.zeros_like(env[op.results[i]]) for i in carried]
+        f_init = [adj[v] if v in adj else w.zeros_like(env[v]) for v in free]
+        n, lb, st, tapes = info["n"], info["lb"], info["st"], info["tapes"]
+        zero, one = self.index(w, 0), self.index(w, 1)
+
+        def write(w2):
+            j = w2.value("index", "j")
+            d_in = [w2.value(v.type, "d") for v in d_init]
+            f_in = [w2.value(v.type, "d") for v in f_init]
+            w2.block_header([j] + d_in + f_in)
+            k = self.arith(w2, "subi", self.arith(w2, "subi", n, one), j)
+            inner_env = dict(env)
+            inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", k, st))
+            for a, t in zip(body.args[1:], tapes):
+                inner_env[a] = w2.dg("tape_read", [t, k])
+            info2 = self.forward(body, inner_env, w2, record=True, effects=False)
+            inner = dict(zip(free, f_in))
+            y = body.ops[-1].operands
+            for i, d in zip(carried, d_in):
+                self.accumulate(w2, inner, y[i], d)
+            self.reverse(body, inner_env, inner, w2, info2)
+            w2.loc = op.loc
+            outs = [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d) for i, d in zip(carried, d_in)]
+            w2.op("scf.yield", outs + [inner[v] for v in free], [])
+
+        w.loc = op.loc
+        res = w.op("scf.for", [zero, n, one] + d_init + f_init, [v.type for v in d_init + f_init], regions=[write])
+        for i, d in zip(carried, res):
+            self.accumulate(w, adj, op.operands[3 + i], d)
+        for v, d in zip(free, res[len(carried):]):
+            adj[v] = d
+
+    def reverse_while(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
+        before, after = op.regions
+        cond = before.ops[-1].operands[1:]
+        tapes, total = info["tapes"], info["total"]
+        carried_b = [i for i, a in enumerate(before.args) if a in self.active]
+        carried_a = [i for i, a in enumerate(after.args) if a in self.active]
+        free = self.free_active([before, after])
+        one = self.index(w, 1)
+        zero = self.index(w, 0)
+        last = self.arith(w, "subi", total, one)
+
+        def before_reverse(w2, k, inner_env, inner, seed):
+            """Recompute the before region from tape row k; seed its condition operands; reverse it."""
+            for a, t in zip(before.args, tapes):
+                inner_env[a] = w2.dg("tape_read", [t, k])
+            info_b = self.forward(before, inner_env, w2, record=True, effects=False)
+            return info_b
+
+        # The final evaluation of the condition (the one that ended the loop).
+        env1 = dict(env)
+        for a, t in zip(before.args, tapes):
+            env1[a] = w.dg("tape_read", [t, last])
+        info_b = self.forward(before, env1, w, record=True, effects=False)
+        inner = {v: adj[v] for v in free if v in adj}
+        for j, r in enumerate(op.results):
+            if r in adj:
+                self.accumulate(w, inner, cond[j], adj[r])
+        self.reverse(before, env1, inner, w, info_b)
+        w.loc = op.loc
+        d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
+                  for i in carried_b]
+        f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
+
+        def write(w2):
+            j = w2.value("index", "j")
+            d_in = [w2.value(v.type, "d") for v in d_init]
+            f_in = [w2.value(v.type, "d") for v in f_init]
+            w2.block_header([j] + d_in + f_in)
+            k = self.arith(w2, "subi", self.arith(w2, "subi", last, one), j)
+            inner_env = dict(env)
+            for a, t in zip(before.args, tapes):
+                inner_env[a] = w2.dg("tape_read", [t, k])
+            info_b2 = self.forward(before, inner_env, w2, record=True, effects=False)
+            for a, c in zip(after.args, cond):
+                inner_env[a] = inner_env[c]
+            info_a2 = self.forward(after, inner_env, w2, record=True, effects=False)
+            inner2 = dict(zip(free, f_in))
+            y = after.ops[-1].operands
+            for i, d in zip(carried_b, d_in):
+                self.accumulate(w2, inner2, y[i], d)
+            self.reverse(after, inner_env, inner2, w2, info_a2)
+            for i in carried_a:
+                if after.args[i] in inner2:
+                    self.accumulate(w2, inner2, cond[i], inner2[after.args[i]])
+            self.reverse(before, inner_env, inner2, w2, info_b2)
+            w2.loc = op.loc
+            outs = [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
+                    for i, d in zip(carried_b, d_in)]
+            w2.op("scf.yield", outs + [inner2[v] for v in free], [])
+
+        res = w.op("scf.for", [zero, last, one] + d_init + f_init, [v.type for v in d_init + f_init],
+                   regions=[write])
+        for i, d in zip(carried_b, res):
+            self.accumulate(w, adj, op.operands[i], d)
+        for v, d in zip(free, res[len(carried_b):]):
+            adj[v] = d
+
+
+def differentiate(module) -> str:
+    """The module's text with every gradient declaration defined."""
+    return Autodiff(read_module(module)).run()
+
+
+def needs_autodiff(text: str) -> bool:
+    return "dg.kind" in text
+
+
+def run_autodiff(module):
+    """The `autodiff` pass: a new parsed module."""
+    from dg.lowering.passes import parse_ir
+
+    return parse_ir(differentiate(module), "<autodiff>")
