@@ -48,18 +48,29 @@ def function(fn=None, *, mode: str | None = None, device: str | None = None):
     return make_function(fn, mode, device)
 
 
-def _not_built(name):
-    def f(*args, **kwargs):
-        raise DgError(f"dg.{name} is not available yet: autodiff is not built")
+def grad(fn, wrt=0):
+    """The gradient of a scalar-valued dg function with respect to argument `wrt` (an int or a tuple)."""
+    from .runtime.autodiff_api import GradFunction
 
-    f.__name__ = name
-    return f
+    return GradFunction("grad", fn, wrt)
 
 
-grad = _not_built("grad")
-value_and_grad = _not_built("value_and_grad")
-vjp = _not_built("vjp")
-jvp = _not_built("jvp")
+def value_and_grad(fn, wrt=0):
+    """Like `grad`, but calls return `(value, gradient)`."""
+    from .runtime.autodiff_api import GradFunction
+
+    return GradFunction("value_and_grad", fn, wrt)
+
+
+def vjp(fn, *primals):
+    """`(fn(*primals), pullback)`; `pullback(cotangent)` returns one cotangent per primal."""
+    from .runtime.autodiff_api import vjp as _vjp
+
+    return _vjp(fn, *primals)
+
+
+def jvp(fn, primals, tangents):
+    raise DgError("dg.jvp (forward mode) is not available yet; use dg.vjp or dg.grad")
 
 
 def _types():

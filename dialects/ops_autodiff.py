@@ -36,7 +36,7 @@ def _tape_push(tape, k, v):
         grown = np.empty((max(2 * tape.shape[0], k + 1),) + tape.shape[1:], dtype=tape.dtype)
         grown[:tape.shape[0]] = tape
         tape = grown
-    tape[k] = v
+    tape[k] = v  # in place: a tape value is used once, by the next push or by reads
     return tape
 
 
@@ -149,3 +149,22 @@ OPS["zeros_like"].lower = _lower_zeros_like
 OPS["tape_alloc"].lower = _lower_tape_alloc
 OPS["tape_push"].lower = _lower_tape_push
 OPS["tape_read"].lower = _lower_tape_read
+
+
+# ---------------------------------------------------------------- vjp facets (gradients of gradients)
+def _vjp_tape_push(g, op, d):
+    tape, k, v = op.operands
+    rows = g.dim(tape, 0)
+    # Row k was overwritten: nothing flows to the old row. (setitem copies: d may have other uses.)
+    cleared = g.dg("setitem", [d, g.const(0.0, d), g.dg("from_index", [k])], {"spec": ("i:$",)})
+    d_tape = g.dg("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
+    return [d_tape, None, g.dg("tape_read", [d, k])]
+
+
+def _vjp_tape_read(g, op, d):
+    tape, k = op.operands
+    return [g.dg("tape_push", [g.zeros_like(tape), k, d]), None]
+
+
+OPS["tape_push"].vjp = _vjp_tape_push
+OPS["tape_read"].vjp = _vjp_tape_read

@@ -1516,8 +1516,10 @@ class FunctionEmitter:
             c = self.as_value(cts[i], loc)
             if not isinstance(c, V) or c.poison:
                 return self.error("a cotangent must be a tensor", loc) if not isinstance(c, V) else POISON
-            ct_vals.append(self.conform(self.coerce(c, pb.result_types[i], loc, "the cotangent"),
-                                        pb.result_types[i], loc))
+            c = self.coerce(c, pb.result_types[i], loc, "the cotangent")
+            if c.poison:
+                return POISON
+            ct_vals.append(self.conform(c, pb.result_types[i], loc))
         wrt = tuple(i for i, v in enumerate(pb.vals) if is_float(v.dtype))
         types = [pb.vals[i].type for i in wrt]
         dsym = self.mod.grad_decl("vjp", pb.symbol, wrt, [v.type for v in pb.vals] +

@@ -46,7 +46,7 @@ from .irmodel import Block, Func, Op, Value, Writer, read_module, type_text
 
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
 EFFECTS = ("print", "breakpoint", "assert")  # not repeated when a forward is recomputed
-INACTIVE = ("stop_gradient",)
+INACTIVE = ("stop_gradient", "zeros_like", "tape_alloc")
 
 
 def _float(v: Value) -> bool:
@@ -376,8 +376,14 @@ class Autodiff:
 
         decls = [self.declaration(self.funcs[s]) for s in self.order if self.funcs[s].body is None
                  and s not in self.texts]
+        for s in self.order:  # the originals not written yet: the module must be whole to parse
+            if s not in self.texts and self.funcs[s].body is not None:
+                self.texts[s] = self.copy_function(self.funcs[s])
         m = parse_ir("module {\n" + "\n".join(decls + list(self.texts.values())) + "\n}\n")
-        return next(f for f in read_module(m) if f.sym == sym)
+        for f in read_module(m):
+            if f.sym not in self.funcs or self.funcs[f.sym].body is None:
+                self.funcs[f.sym] = f  # gradient functions, so that they can be differentiated in turn
+        return self.funcs[sym]
 
     def accumulate(self, w: Grad, adj: dict, v: Value, d: Value) -> None:
         if d.tt.shape != v.tt.shape or d.tt.dtype != v.tt.dtype:
@@ -425,6 +431,16 @@ class Autodiff:
                    regions=[region(b) for b in op.regions])
         env.update(zip(op.results, res))
 
+    @staticmethod
+    def tape_value(w: Grad, v: Value) -> Value:
+        """What a tape row holds for v: v itself, or an index (a loop counter of a gradient) as an i64."""
+        return w.dg("from_index", [v]) if v.tt.dtype == "index" else v
+
+    @staticmethod
+    def read_tape(w: Grad, tape: Value, k: Value, like: Value) -> Value:
+        r = w.dg("tape_read", [tape, k])
+        return w.dg("to_index", [r]) if like.tt.dtype == "index" else r
+
     def index(self, w: Grad, value: int) -> Value:
         return w.op("arith.constant", [], ["index"], {"value": f"{value} : index"})[0]
 
@@ -436,7 +452,7 @@ class Autodiff:
         inits = [env[o] for o in op.operands[3:]]
         zero = self.index(w, 0)
         n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
-        tapes = [w.dg("tape_alloc", [v, n]) for v in inits]
+        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), n]) for v in inits]
         body = op.regions[0]
 
         def write(w2):
@@ -447,7 +463,7 @@ class Autodiff:
             env[body.args[0]] = iv
             env.update(zip(body.args[1:], carried))
             k = self.arith(w2, "divsi", self.arith(w2, "subi", iv, lb), st)
-            tout = [w2.dg("tape_push", [t, k, c]) for t, c in zip(tin, carried)]
+            tout = [w2.dg("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
             self.forward(body, env, w2, record=False, effects=True)
             t = body.ops[-1]
             w2.loc = t.loc
@@ -463,7 +479,7 @@ class Autodiff:
     def forward_while(self, op: Op, env: dict, w: Grad) -> dict:
         inits = [env[o] for o in op.operands]
         before, after = op.regions
-        tapes = [w.dg("tape_alloc", [v, self.index(w, 16)]) for v in inits]
+        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), self.index(w, 16)]) for v in inits]
         k0 = self.index(w, 0)
         cond_t = before.ops[-1]
 
@@ -473,7 +489,7 @@ class Autodiff:
             k = w2.value("index", "k")
             w2.block_header(carried + tin + [k])
             env.update(zip(before.args, carried))
-            tout = [w2.dg("tape_push", [t, k, c]) for t, c in zip(tin, carried)]
+            tout = [w2.dg("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
             k1 = self.arith(w2, "addi", k, self.index(w2, 1))
             self.forward(before, env, w2, record=False, effects=True)
             w2.loc = cond_t.loc
@@ -522,7 +538,8 @@ class Autodiff:
 
     def reverse_dg(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
         douts = [adj.get(r) for r in op.results]
-        if all(d is None for d in douts) or not any(o in self.active for o in op.operands):
+        if all(d is None for d in douts) or not any(o in self.active for o in op.operands) \
+                or not any(r in self.active for r in op.results):
             return
         opdef = OPS[op.dg]
         if opdef.vjp is None:
@@ -594,7 +611,7 @@ class Autodiff:
             inner_env = dict(env)
             inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", k, st))
             for a, t in zip(body.args[1:], tapes):
-                inner_env[a] = w2.dg("tape_read", [t, k])
+                inner_env[a] = self.read_tape(w2, t, k, a)
             info2 = self.forward(body, inner_env, w2, record=True, effects=False)
             inner = dict(zip(free, f_in))
             y = body.ops[-1].operands
@@ -607,10 +624,10 @@ class Autodiff:
 
         w.loc = op.loc
         res = w.op("scf.for", [zero, n, one] + d_init + f_init, [v.type for v in d_init + f_init], regions=[write])
-        for i, d in zip(carried, res):
-            self.accumulate(w, adj, op.operands[3 + i], d)
-        for v, d in zip(free, res[len(carried):]):
+        for v, d in zip(free, res[len(carried):]):  # these started from adj[v]: they replace it
             adj[v] = d
+        for i, d in zip(carried, res):  # then the initial values' share (an init may also be free in the body)
+            self.accumulate(w, adj, op.operands[3 + i], d)
 
     def reverse_while(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
         before, after = op.regions
@@ -623,17 +640,10 @@ class Autodiff:
         zero = self.index(w, 0)
         last = self.arith(w, "subi", total, one)
 
-        def before_reverse(w2, k, inner_env, inner, seed):
-            """Recompute the before region from tape row k; seed its condition operands; reverse it."""
-            for a, t in zip(before.args, tapes):
-                inner_env[a] = w2.dg("tape_read", [t, k])
-            info_b = self.forward(before, inner_env, w2, record=True, effects=False)
-            return info_b
-
         # The final evaluation of the condition (the one that ended the loop).
         env1 = dict(env)
         for a, t in zip(before.args, tapes):
-            env1[a] = w.dg("tape_read", [t, last])
+            env1[a] = self.read_tape(w, t, last, a)
         info_b = self.forward(before, env1, w, record=True, effects=False)
         inner = {v: adj[v] for v in free if v in adj}
         for j, r in enumerate(op.results):
@@ -653,7 +663,7 @@ class Autodiff:
             k = self.arith(w2, "subi", self.arith(w2, "subi", last, one), j)
             inner_env = dict(env)
             for a, t in zip(before.args, tapes):
-                inner_env[a] = w2.dg("tape_read", [t, k])
+                inner_env[a] = self.read_tape(w2, t, k, a)
             info_b2 = self.forward(before, inner_env, w2, record=True, effects=False)
             for a, c in zip(after.args, cond):
                 inner_env[a] = inner_env[c]
@@ -674,10 +684,10 @@ class Autodiff:
 
         res = w.op("scf.for", [zero, last, one] + d_init + f_init, [v.type for v in d_init + f_init],
                    regions=[write])
-        for i, d in zip(carried_b, res):
-            self.accumulate(w, adj, op.operands[i], d)
         for v, d in zip(free, res[len(carried_b):]):
             adj[v] = d
+        for i, d in zip(carried_b, res):
+            self.accumulate(w, adj, op.operands[i], d)
 
 
 def differentiate(module) -> str:
