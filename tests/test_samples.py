@@ -54,3 +54,14 @@ def test_mlp_main_runs(mlp, capsys):
     out = mlp.main()
     assert out.shape == (8,) and out.dtype == np.int64
     assert capsys.readouterr().out.startswith("loss ")
+
+
+def test_digits_mlp_trains_to_over_90_percent_in_compiled_mode():
+    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("digits_sample", SAMPLES / "digits.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    acc = mod.train(epochs=12, mode="compiled", verbose=False)
+    assert acc > 0.9, acc
