@@ -455,6 +455,7 @@ def _vjp_pow(g, op, d):
     y = op.results[0]
     one = g.const(1.0, a)
     da = g.mul(d, g.mul(b, g.dg("pow", [a, g.sub(b, one)])))
+    da = g.where(g.dg("eq", [b, g.const(0.0, b)]), g.zeros_like(da), da)  # 0 ** 0: no NaN
     pos = g.dg("gt", [a, g.const(0.0, a)])
     safe = g.where(pos, a, g.add(g.zeros_like(a), one))
     db = g.mul(d, g.where(pos, g.mul(y, g.dg("log", [safe])), g.zeros_like(y)))

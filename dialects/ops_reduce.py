@@ -368,9 +368,19 @@ def _vjp_extremum(g, op, d):
 
 
 def _vjp_prod(g, op, d):
+    """d * (product of the others), zeros included: one zero in a slice leaves it the only nonzero gradient."""
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
-    return [g.div(g.mul(g.unreduce(d, x, axes, keep), g.unreduce(op.results[0], x, axes, keep)), x)]
+    zero, one = g.const(0.0, x), g.const(1.0, x)
+    is0 = g.dg("eq", [x, zero])
+    safe = g.where(is0, g.add(g.zeros_like(x), one), x)
+    p = g.unreduce(g.dg("prod", [safe], {"axes": tuple(axes), "keepdims": True}), x, (), True)
+    z = g.unreduce(g.dg("sum", [g.dg("cast", [is0], {"dtype": x.tt.dtype})], {"axes": tuple(axes), "keepdims": True}),
+                   x, (), True)
+    zeros = g.zeros_like(x)
+    at_nonzero = g.where(g.dg("eq", [z, zero]), g.div(p, safe), zeros)
+    at_zero = g.where(g.dg("eq", [z, one]), p, zeros)
+    return [g.mul(g.unreduce(d, x, axes, keep), g.where(is0, at_zero, at_nonzero))]
 
 
 def _vjp_logsumexp(g, op, d):

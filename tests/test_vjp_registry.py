@@ -186,3 +186,19 @@ def test_vjp_compiled_agrees_with_interpreter(name):
     assert len(got) == len(want) == len(wrt)
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-12)
+
+
+def test_prod_vjp_at_zero_elements():
+    """The product of the other elements, with no 0/0: one zero, two zeros, none."""
+    x = np.array([[1.0, 0.0, 2.0], [3.0, 0.5, 0.25], [0.0, 4.0, 0.0]])
+    out, _ = _differentiated("prod", [x], {"axes": (1,), "keepdims": False})
+    g = interp.run(interp.Translation(parse_ir(out)), "f_vjp", [x, np.ones(3)])
+    np.testing.assert_allclose(np.asarray(g), [[0.0, 2.0, 0.0], [0.125, 0.75, 1.5], [0.0, 0.0, 0.0]])
+
+
+def test_pow_vjp_at_zero_to_the_zero():
+    a, b = np.array([0.0, 2.0]), np.array([0.0, 3.0])
+    out, _ = _differentiated("pow", [a, b], {})
+    ga, gb = interp.run(interp.Translation(parse_ir(out)), "f_vjp", [a, b, np.ones(2)])
+    np.testing.assert_allclose(ga, [0.0, 12.0])
+    assert np.all(np.isfinite(gb))

@@ -1,0 +1,291 @@
+"""dg on the CPU against NumPy, PyTorch and JAX, side by side in one process.
+
+Workloads (float32):
+  sgemm      n = 256, 512, 1024                            GFLOP/s
+  mlp_step   784-256-256-10 tanh, softmax cross-entropy,
+             SGD, batch 128 (value_and_grad + update)      steps/s
+  rnn        tanh RNN, hidden 128, input 32, T = 50,
+             batch 32: loss and gradients                   calls/s
+  compile    first call of mlp_step with an empty cache     s
+Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
+autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
+JAX jit when they are installed (they are optional, not dg dependencies).
+Every figure is the median of several timed repeats; ratios are against
+the named peer measured in the same run.
+
+    python benchmarks/cpu.py [--quick] [--json results.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+import dg
+
+SRC = """
+def sgemm(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
+    return a @ b
+
+def mlp_loss(w1: f32[784, 256], b1: f32[256], w2: f32[256, 256], b2: f32[256], w3: f32[256, 10], b3: f32[10],
+             x: f32[B, 784], y: i64[B]) -> f32:
+    h = tanh(x @ w1 + b1)
+    h = tanh(h @ w2 + b2)
+    return cross_entropy(h @ w3 + b3, y)
+
+def mlp_step(w1: f32[784, 256], b1: f32[256], w2: f32[256, 256], b2: f32[256], w3: f32[256, 10], b3: f32[10],
+             x: f32[B, 784], y: i64[B], lr: f32):
+    l, (g1, gb1, g2, gb2, g3, gb3) = value_and_grad(mlp_loss, wrt=(0, 1, 2, 3, 4, 5))(w1, b1, w2, b2, w3, b3, x, y)
+    return l, w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2, w3 - lr * g3, b3 - lr * gb3
+
+def rnn_loss(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]) -> f32:
+    h = h0
+    for t in range(xs.shape[0]):
+        h = tanh(xs[t] @ wx + h @ wh)
+    return mean(h * h)
+
+def rnn_grad(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]):
+    return value_and_grad(rnn_loss, wrt=(2, 3))(xs, h0, wx, wh)
+"""
+
+
+def median_time(fn, repeats: int, min_time: float = 0.05) -> float:
+    """Median seconds per call over `repeats` timed batches (each at least min_time long)."""
+    fn()
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t
+        if dt >= min_time or n >= 1 << 16:
+            break
+        n *= 2
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t) / n)
+    return statistics.median(samples)
+
+
+def _peers():
+    out = {}
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        out["torch"] = torch
+    except ImportError:
+        pass
+    try:
+        import jax
+
+        out["jax"] = jax
+    except ImportError:
+        pass
+    return out
+
+
+def mlp_params(rng):
+    def layer(i, o):
+        return rng.normal(0, 1 / np.sqrt(i), (i, o)).astype(np.float32), np.zeros(o, np.float32)
+
+    w1, b1 = layer(784, 256)
+    w2, b2 = layer(256, 256)
+    w3, b3 = layer(256, 10)
+    return [w1, b1, w2, b2, w3, b3]
+
+
+def bench_sgemm(mods, peers, sizes, repeats):
+    rows = {}
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+        flop = 2.0 * n ** 3
+        r = {"numpy": flop / median_time(lambda: a @ b, repeats) / 1e9}
+        for mode, m in mods.items():
+            if mode == "interp" and n > 512:
+                continue
+            np.testing.assert_allclose(m.sgemm(a, b), a @ b, rtol=1e-3, atol=1e-2)
+            r[f"dg_{mode}"] = flop / median_time(lambda: m.sgemm(a, b), repeats) / 1e9
+        if "torch" in peers:
+            torch = peers["torch"]
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            r["torch_eager"] = flop / median_time(lambda: ta @ tb, repeats) / 1e9
+        if "jax" in peers:
+            jax = peers["jax"]
+            f = jax.jit(lambda x, y: x @ y)
+            ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
+            r["jax_jit"] = flop / median_time(lambda: f(ja, jb).block_until_ready(), repeats) / 1e9
+        rows[f"n={n}"] = r
+    return rows
+
+
+def bench_mlp(mods, peers, batch, repeats):
+    rng = np.random.default_rng(0)
+    params = mlp_params(rng)
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int64)
+    lr = np.float32(0.01)
+    r = {}
+    for mode, m in mods.items():
+        r[f"dg_{mode}"] = 1.0 / median_time(lambda: m.mlp_step(*params, x, y, lr), repeats)
+    if "torch" in peers:
+        torch = peers["torch"]
+        tp = [torch.tensor(p, requires_grad=True) for p in params]
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def step():
+            h = torch.tanh(tx @ tp[0] + tp[1])
+            h = torch.tanh(h @ tp[2] + tp[3])
+            loss = torch.nn.functional.cross_entropy(h @ tp[4] + tp[5], ty)
+            grads = torch.autograd.grad(loss, tp)
+            with torch.no_grad():
+                return [p - 0.01 * g for p, g in zip(tp, grads)]
+
+        r["torch_eager"] = 1.0 / median_time(step, repeats)
+        try:
+            cstep = torch.compile(step)
+            cstep()
+            r["torch_compile"] = 1.0 / median_time(cstep, repeats)
+        except Exception as e:  # torch.compile needs a C compiler; report, do not fail
+            r["torch_compile_error"] = str(e).splitlines()[0][:200]
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+
+        def loss(p, x, y):
+            h = jnp.tanh(x @ p[0] + p[1])
+            h = jnp.tanh(h @ p[2] + p[3])
+            logits = h @ p[4] + p[5]
+            return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(x.shape[0]), y])
+
+        @jax.jit
+        def jstep(p, x, y):
+            l, g = jax.value_and_grad(loss)(p, x, y)
+            return l, [a - 0.01 * b for a, b in zip(p, g)]
+
+        jp = [jnp.asarray(p) for p in params]
+        jx, jy = jnp.asarray(x), jnp.asarray(y)
+        r["jax_jit"] = 1.0 / median_time(lambda: jax.block_until_ready(jstep(jp, jx, jy)), repeats)
+    return r
+
+
+def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((T, B, I)).astype(np.float32)
+    h0 = np.zeros((B, H), np.float32)
+    wx = (rng.standard_normal((I, H)) / np.sqrt(I)).astype(np.float32)
+    wh = (rng.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)
+    r = {}
+    for mode, m in mods.items():
+        r[f"dg_{mode}"] = 1.0 / median_time(lambda: m.rnn_grad(xs, h0, wx, wh), repeats)
+    if "torch" in peers:
+        torch = peers["torch"]
+        twx, twh = torch.tensor(wx, requires_grad=True), torch.tensor(wh, requires_grad=True)
+        txs, th0 = torch.from_numpy(xs), torch.from_numpy(h0)
+
+        def step():
+            h = th0
+            for t in range(T):
+                h = torch.tanh(txs[t] @ twx + h @ twh)
+            loss = (h * h).mean()
+            return torch.autograd.grad(loss, [twx, twh])
+
+        r["torch_eager"] = 1.0 / median_time(step, repeats)
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+
+        def loss(wx, wh, xs, h0):
+            def cell(h, x):
+                h = jnp.tanh(x @ wx + h @ wh)
+                return h, None
+
+            h, _ = jax.lax.scan(cell, h0, xs)
+            return jnp.mean(h * h)
+
+        f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+        args = [jnp.asarray(a) for a in (wx, wh, xs, h0)]
+        r["jax_jit"] = 1.0 / median_time(lambda: jax.block_until_ready(f(*args)), repeats)
+    return r
+
+
+def bench_compile(batch):
+    """First call of mlp_step: a cold compile (empty cache), then a new module that finds the cache."""
+    rng = np.random.default_rng(0)
+    params = mlp_params(rng)
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int64)
+    old = os.environ.get("DG_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["DG_CACHE_DIR"] = d
+        try:
+            out = {}
+            for label in ("cold_s", "from_disk_cache_s"):
+                m = dg.loads(SRC, mode="compiled", filename="bench.dg")
+                t = time.perf_counter()
+                m.mlp_step(*params, x, y, np.float32(0.01))
+                out[label] = time.perf_counter() - t
+        finally:
+            if old is None:
+                os.environ.pop("DG_CACHE_DIR", None)
+            else:
+                os.environ["DG_CACHE_DIR"] = old
+    return out
+
+
+def ratios(row: dict, num: str) -> dict:
+    out = {}
+    for k, v in row.items():
+        if k != num and isinstance(v, float) and num in row:
+            out[f"{num}/{k}"] = row[num] / v
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run)")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", default="benchmarks/cpu_results.json")
+    a = ap.parse_args(argv)
+    repeats = 1 if a.quick else a.repeats
+    peers = _peers()
+    mods = {mode: dg.loads(SRC, mode=mode, filename="bench.dg") for mode in ("compiled", "interp")}
+    sizes = (64,) if a.quick else (256, 512, 1024)
+    batch = 8 if a.quick else 128
+    res = {"peers": sorted(peers), "cpu_count": os.cpu_count()}
+    res["compile"] = bench_compile(batch)
+    res["sgemm_gflops"] = bench_sgemm(mods, peers, sizes, repeats)
+    res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
+    res["rnn_fwd_bwd_per_s"] = bench_rnn(mods, peers, repeats, T=5 if a.quick else 50)
+    res["ratios"] = {
+        "sgemm": {k: ratios(v, "dg_compiled") for k, v in res["sgemm_gflops"].items()},
+        "mlp_step": ratios(res["mlp_step_per_s"], "dg_compiled"),
+        "rnn": ratios(res["rnn_fwd_bwd_per_s"], "dg_compiled"),
+    }
+    print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs")
+    print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s, "
+          f"from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
+    for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s")):
+        rows = res[section] if section == "sgemm_gflops" else {"": res[section]}
+        for name, row in rows.items():
+            figures = ", ".join(f"{k} {v:.3g}" for k, v in row.items() if isinstance(v, float))
+            print(f"{section} {name} ({unit}, median): {figures}")
+    for k, v in res["ratios"].items():
+        print(f"ratios {k}: {json.dumps(v, default=lambda x: round(x, 3))}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+    return res
+
+
+if __name__ == "__main__":
+    main()
