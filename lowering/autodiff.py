@@ -281,14 +281,14 @@ class Autodiff:
         return (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
                 f"({', '.join(result_types)}) {{")
 
-    def copy_function(self, f: Func) -> str:
+    def start(self, f: Func):
+        """A writer for a new function with f's parameters: (writer, env mapping f's args, new args)."""
         w = self.new_writer()
-        env = {}
-        args = []
-        for a in f.args:
-            v = w.value(a.type, "arg")
-            env[a] = v
-            args.append(v)
+        args = [w.value(a.type, "arg") for a in f.args]
+        return w, dict(zip(f.args, args)), args
+
+    def copy_function(self, f: Func) -> str:
+        w, env, args = self.start(f)
         self.forward(f.body, env, w, record=False, effects=True)
         ret = f.body.ops[-1]
         w.loc = ret.loc
@@ -345,13 +345,7 @@ class Autodiff:
             if not _float(f.args[i]):
                 raise DgTypeError(f"cannot differentiate with respect to argument {i} of '{sym}': "
                                   f"it is {f.args[i].type}, not a float", loc_from_mlir(f.loc))
-        w = self.new_writer()
-        env = {}
-        args = []
-        for a in f.args:
-            v = w.value(a.type, "arg")
-            env[a] = v
-            args.append(v)
+        w, env, args = self.start(f)
         ret = f.body.ops[-1]
         float_results = [i for i, o in enumerate(ret.operands) if _float(o)]
         cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
