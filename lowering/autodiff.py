@@ -262,12 +262,16 @@ class Autodiff:
             f = self.funcs[sym]
             if f.body is None and "dg.kind" in f.attrs:
                 self.define(sym)
+        return self.module_text()
+
+    def module_text(self) -> str:
+        """The whole module as it stands: originals not written yet are copied, declarations kept."""
         for sym in self.order:
             if sym not in self.texts and self.funcs[sym].body is not None:
                 self.texts[sym] = self.copy_function(self.funcs[sym])
         decls = [self.declaration(self.funcs[s]) for s in self.order
                  if self.funcs[s].body is None and s not in self.texts]
-        return "module {\n" + "\n".join(decls + [self.texts[s] for s in self.texts]) + "\n}\n"
+        return "module {\n" + "\n".join(decls + list(self.texts.values())) + "\n}\n"
 
     def declaration(self, f: Func) -> str:
         attrs = ", ".join(f"{k} = {v}" for k, v in f.attrs.items())
@@ -277,9 +281,11 @@ class Autodiff:
     def new_writer(self) -> Grad:
         return Grad(self.counter)
 
-    def header(self, sym: str, args: list, result_types: list, loc: str) -> str:
-        return (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
+    @staticmethod
+    def function_text(sym: str, args: list, result_types: list, loc: str, w: Grad) -> str:
+        head = (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
                 f"({', '.join(result_types)}) {{")
+        return "\n".join([head] + w.lines + [f"  }} {loc}"])
 
     def start(self, f: Func):
         """A writer for a new function with f's parameters: (writer, env mapping f's args, new args)."""
@@ -293,7 +299,7 @@ class Autodiff:
         ret = f.body.ops[-1]
         w.loc = ret.loc
         w.op("func.return", [env[o] for o in ret.operands], [])
-        return "\n".join([self.header(f.sym, args, f.result_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+        return self.function_text(f.sym, args, f.result_types, f.loc, w)
 
     def define(self, sym: str) -> None:
         """Give a gradient declaration its body: a call of the callee's gradient function."""
@@ -307,9 +313,8 @@ class Autodiff:
             raise DgError(f"{sym}: the function '{of}' to differentiate is not in the module")
         if target.body is None:
             self.define(of)
-        w = self.new_writer()
+        w, _, args = self.start(f)
         w.loc = f.loc
-        args = [w.value(a.type, "arg") for a in f.args]
         n = len(target.args)
         primals = args[:n]
         float_results = [i for i, t in enumerate(target.result_types) if _float(Value(t))]
@@ -326,7 +331,7 @@ class Autodiff:
         values, grads = outs[:len(target.result_types)], outs[len(target.result_types):]
         ret = grads if kind in ("grad", "vjp") else values + grads
         w.op("func.return", ret, [])
-        self.texts[sym] = "\n".join([self.header(sym, args, f.result_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+        self.texts[sym] = self.function_text(sym, args, f.result_types, f.loc, w)
 
     # ------------------------------------------------------------ gradient functions
     def vjp_function(self, sym: str, mask: tuple) -> str:
@@ -361,19 +366,14 @@ class Autodiff:
         grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
         w.op("func.return", results + grads, [])
         out_types = f.result_types + [f.args[i].type for i in mask]
-        self.texts[name] = "\n".join([self.header(name, args + cts, out_types, f.loc)] + w.lines + [f"  }} {f.loc}"])
+        self.texts[name] = self.function_text(name, args + cts, out_types, f.loc, w)
         return name
 
     def reread(self, sym: str) -> Func:
         """A function the pass wrote (a gradient), read back so that it can be differentiated in turn."""
         from dg.lowering.passes import parse_ir
 
-        decls = [self.declaration(self.funcs[s]) for s in self.order if self.funcs[s].body is None
-                 and s not in self.texts]
-        for s in self.order:  # the originals not written yet: the module must be whole to parse
-            if s not in self.texts and self.funcs[s].body is not None:
-                self.texts[s] = self.copy_function(self.funcs[s])
-        m = parse_ir("module {\n" + "\n".join(decls + list(self.texts.values())) + "\n}\n")
+        m = parse_ir(self.module_text())
         for f in read_module(m):
             if f.sym not in self.funcs or self.funcs[f.sym].body is None:
                 self.funcs[f.sym] = f  # gradient functions, so that they can be differentiated in turn
@@ -516,12 +516,9 @@ class Autodiff:
             w.loc = op.loc
             if op.name == "scf.if":
                 self.reverse_if(op, env, adj, w)
-            elif op.name == "scf.for":
-                if any(r in adj for r in op.results) or self.free_active(op.regions):
-                    self.reverse_for(op, env, adj, w, info[op])
-            elif op.name == "scf.while":
-                if any(r in adj for r in op.results) or self.free_active(op.regions):
-                    self.reverse_while(op, env, adj, w, info[op])
+            elif op.name in ("scf.for", "scf.while"):
+                if any(r in adj for r in op.results):  # else nothing flows back through the loop
+                    (self.reverse_for if op.name == "scf.for" else self.reverse_while)(op, env, adj, w, info[op])
             elif op.name == "func.call":
                 self.reverse_call(op, env, adj, w)
             elif op.dg is not None:
@@ -587,41 +584,61 @@ class Autodiff:
         for v, r in zip(free, res):
             adj[v] = r
 
-    def reverse_for(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
-        body = op.regions[0]
-        carried = [i for i, a in enumerate(body.args[1:]) if a in self.active]
-        free = self.free_active([body])
-        d_init = [adj[op.results[i]] if op.results[i] in adj else w.zeros_like(env[op.results[i]]) for i in carried]
-        f_init = [adj[v] if v in adj else w.zeros_like(env[v]) for v in free]
-        n, lb, st, tapes = info["n"], info["lb"], info["st"], info["tapes"]
-        zero, one = self.index(w, 0), self.index(w, 1)
+    def countdown(self, w: Grad, loc: str, trips: Value, one: Value, d_init: list, free: list, f_init: list,
+                  step) -> tuple:
+        """The reverse of a loop: an scf.for over k = trips-1 .. 0 carrying the adjoints of the loop-carried
+        values (d_init) and of the free values (f_init). `step(w2, k, d_in, inner)` writes one iteration:
+        `inner` starts as the free values' adjoints and is updated in place; it returns the carried adjoints.
+        Returns (carried results, free results)."""
+        zero = self.index(w, 0)
 
         def write(w2):
             j = w2.value("index", "j")
             d_in = [w2.value(v.type, "d") for v in d_init]
             f_in = [w2.value(v.type, "d") for v in f_init]
             w2.block_header([j] + d_in + f_in)
-            k = self.arith(w2, "subi", self.arith(w2, "subi", n, one), j)
+            k = self.arith(w2, "subi", self.arith(w2, "subi", trips, one), j)
+            inner = dict(zip(free, f_in))
+            outs = step(w2, k, d_in, inner)
+            w2.loc = loc
+            w2.op("scf.yield", outs + [inner[v] for v in free], [])
+
+        w.loc = loc
+        res = w.op("scf.for", [zero, trips, one] + d_init + f_init, [v.type for v in d_init + f_init],
+                   regions=[write])
+        return res[:len(d_init)], res[len(d_init):]
+
+    def settle(self, w: Grad, adj: dict, free: list, f_res: list, inits: list, d_res: list) -> None:
+        """After a reverse loop: the free values' adjoints (which started from adj) replace adj's; then the
+        initial values get their share (an initial value may also be free in the body)."""
+        for v, d in zip(free, f_res):
+            adj[v] = d
+        for v, d in zip(inits, d_res):
+            self.accumulate(w, adj, v, d)
+
+    def reverse_for(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
+        body = op.regions[0]
+        carried = [i for i, a in enumerate(body.args[1:]) if a in self.active]
+        free = self.free_active([body])
+        d_init = [adj[op.results[i]] if op.results[i] in adj else w.zeros_like(env[op.results[i]]) for i in carried]
+        f_init = [adj[v] if v in adj else w.zeros_like(env[v]) for v in free]
+        lb, st, tapes = info["lb"], info["st"], info["tapes"]
+
+        def step(w2, k, d_in, inner):
             inner_env = dict(env)
             inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", k, st))
             for a, t in zip(body.args[1:], tapes):
                 inner_env[a] = self.read_tape(w2, t, k, a)
             info2 = self.forward(body, inner_env, w2, record=True, effects=False)
-            inner = dict(zip(free, f_in))
             y = body.ops[-1].operands
             for i, d in zip(carried, d_in):
                 self.accumulate(w2, inner, y[i], d)
             self.reverse(body, inner_env, inner, w2, info2)
-            w2.loc = op.loc
-            outs = [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d) for i, d in zip(carried, d_in)]
-            w2.op("scf.yield", outs + [inner[v] for v in free], [])
+            return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
+                    for i, d in zip(carried, d_in)]
 
-        w.loc = op.loc
-        res = w.op("scf.for", [zero, n, one] + d_init + f_init, [v.type for v in d_init + f_init], regions=[write])
-        for v, d in zip(free, res[len(carried):]):  # these started from adj[v]: they replace it
-            adj[v] = d
-        for i, d in zip(carried, res):  # then the initial values' share (an init may also be free in the body)
-            self.accumulate(w, adj, op.operands[3 + i], d)
+        d_res, f_res = self.countdown(w, op.loc, info["n"], self.index(w, 1), d_init, free, f_init, step)
+        self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res)
 
     def reverse_while(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
         before, after = op.regions
@@ -631,7 +648,6 @@ class Autodiff:
         carried_a = [i for i, a in enumerate(after.args) if a in self.active]
         free = self.free_active([before, after])
         one = self.index(w, 1)
-        zero = self.index(w, 0)
         last = self.arith(w, "subi", total, one)
 
         # The final evaluation of the condition (the one that ended the loop).
@@ -649,12 +665,7 @@ class Autodiff:
                   for i in carried_b]
         f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
 
-        def write(w2):
-            j = w2.value("index", "j")
-            d_in = [w2.value(v.type, "d") for v in d_init]
-            f_in = [w2.value(v.type, "d") for v in f_init]
-            w2.block_header([j] + d_in + f_in)
-            k = self.arith(w2, "subi", self.arith(w2, "subi", last, one), j)
+        def step(w2, k, d_in, inner2):
             inner_env = dict(env)
             for a, t in zip(before.args, tapes):
                 inner_env[a] = self.read_tape(w2, t, k, a)
@@ -662,7 +673,6 @@ class Autodiff:
             for a, c in zip(after.args, cond):
                 inner_env[a] = inner_env[c]
             info_a2 = self.forward(after, inner_env, w2, record=True, effects=False)
-            inner2 = dict(zip(free, f_in))
             y = after.ops[-1].operands
             for i, d in zip(carried_b, d_in):
                 self.accumulate(w2, inner2, y[i], d)
@@ -671,17 +681,11 @@ class Autodiff:
                 if after.args[i] in inner2:
                     self.accumulate(w2, inner2, cond[i], inner2[after.args[i]])
             self.reverse(before, inner_env, inner2, w2, info_b2)
-            w2.loc = op.loc
-            outs = [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
+            return [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
                     for i, d in zip(carried_b, d_in)]
-            w2.op("scf.yield", outs + [inner2[v] for v in free], [])
 
-        res = w.op("scf.for", [zero, last, one] + d_init + f_init, [v.type for v in d_init + f_init],
-                   regions=[write])
-        for v, d in zip(free, res[len(carried_b):]):
-            adj[v] = d
-        for i, d in zip(carried_b, res):
-            self.accumulate(w, adj, op.operands[i], d)
+        d_res, f_res = self.countdown(w, op.loc, last, one, d_init, free, f_init, step)
+        self.settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res)
 
 
 def differentiate(module) -> str:
