@@ -35,21 +35,19 @@ def _check_wrt(wrt):
         raise DgError(f"wrt must be an int or a non-empty tuple of ints, got {wrt!r}")
 
 
-class _Wrapped:
-    """A dg function made from source text in the differentiated function's source."""
+def _wrapped(root, name_hint: str, params_text: str, body: str):
+    """A dg function made from source text in the differentiated function's source, with its parameter types."""
+    from dg.dsl.parser import parse
 
-    def __init__(self, root, name_hint: str, params_text: str, body: str):
-        from dg.dsl.parser import parse
+    from .program import DgFunction
 
-        from .program import DgFunction
-
-        name = f"__dg_{name_hint}_{next(_names)}"
-        text = f"def {name}({params_text}):\n    {body}\n"
-        fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
-        for p, q in zip(fd.params, root.fd.params):
-            p.annotation = q.annotation  # the same parameter types, checked the same way
-        root.source.funcs[name] = fd
-        self.fn = DgFunction(root.source, name, root.mode, root.device)
+    name = f"__dg_{name_hint}_{next(_names)}"
+    text = f"def {name}({params_text}):\n    {body}\n"
+    fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
+    for p, q in zip(fd.params, root.fd.params):
+        p.annotation = q.annotation  # the same parameter types, checked the same way
+    root.source.funcs[name] = fd
+    return DgFunction(root.source, name, root.mode, root.device)
 
 
 def _params(root):
@@ -78,7 +76,7 @@ class GradFunction:
     def _fn(self):
         if self._wrapped is None:
             params, names = _params(self.root)
-            self._wrapped = _Wrapped(self.root, self.kind, params, f"return {self.expr()}({names})").fn
+            self._wrapped = _wrapped(self.root, self.kind, params, f"return {self.expr()}({names})")
         return self._wrapped
 
     def __call__(self, *args, **kwargs):
@@ -95,7 +93,7 @@ def vjp(fn, *primals):
         raise DgError("dg.vjp of a gradient function is not supported; use dg.grad for higher orders")
     value = fn(*primals)
     params, names = _params(root)
-    w = _Wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({root.name}, {names})[1](__dg_ct)").fn
+    w = _wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({root.name}, {names})[1](__dg_ct)")
 
     def like(c, v):
         """A Python number as a cotangent takes the result's dtype (as a weak literal would)."""

@@ -189,12 +189,11 @@ def lower_to_llvm(dg_module: "ir.Module"):
     return lowered, m
 
 
-def _signatures(lowered_text: str) -> dict:
-    """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions."""
+def _signatures(dg_module: "ir.Module") -> dict:
+    """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions (lowering keeps them)."""
     sigs = {}
-    with shared_context():
-        m = ir.Module.parse(lowered_text)
-        for op in m.body.operations:
+    with dg_module.context:
+        for op in dg_module.body.operations:
             op = op.operation
             if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
                 sym = ir.StringAttr(op.attributes["sym_name"]).value
@@ -211,7 +210,7 @@ def compile_object(dg_module: "ir.Module") -> tuple[dict, bytes]:
     from dg.dialects.mlir import ExecutionEngine
 
     lowered, m = lower_to_llvm(dg_module)
-    sigs = _signatures(lowered.text)
+    sigs = _signatures(dg_module)
     with shared_context():
         engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():

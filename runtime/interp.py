@@ -71,7 +71,7 @@ class Translation:
     """Python callables for the functions of one module."""
 
     def __init__(self, module: "ir.Module"):
-        self.ns: dict = {"np": np, "_DgError": DgError}
+        self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi}
         self.line_locs: dict = {}  # (filename, lineno) -> location text
         self.filename = f"<dg-interp-{next(_file_ids)}>"
         self.src: list[str] = []
@@ -283,6 +283,12 @@ class Translation:
         return "\n".join(self.src)
 
 
+def _divsi(a: int, b: int) -> int:
+    """arith.divsi: integer division rounding toward zero (Python's // rounds down)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
 def _assert_failed(info):
     msg, where = info
     raise DgRuntimeError(f"assertion failed{': ' + msg if msg else ''}", where)
@@ -293,7 +299,7 @@ _ARITH = {
     "arith.subi": "{0} - {1}",
     "arith.muli": "{0} * {1}",
     "arith.ceildivsi": "-(-{0} // {1})",
-    "arith.divsi": "int({0} / {1})",
+    "arith.divsi": "_divsi({0}, {1})",
     "arith.maxsi": "max({0}, {1})",
     "arith.index_cast": "int({0})",
     "arith.select": "({1} if {0} else {2})",

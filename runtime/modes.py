@@ -33,23 +33,34 @@ def run_text(comp) -> str:
         if needs_autodiff(comp.ir_text):
             if comp.module is None:
                 comp.module = parse_verified(comp.ir_text)
-            comp.grad_text = asm(parse_verified(differentiate(comp.module)))
+            comp.grad_module = parse_verified(differentiate(comp.module))
+            comp.grad_text = asm(comp.grad_module)
         else:
             comp.grad_text = comp.ir_text
+            comp.grad_module = comp.module
     return comp.grad_text
+
+
+def run_module(comp):
+    """The IR that runs, parsed (once)."""
+    text = run_text(comp)
+    if comp.grad_module is None:
+        comp.grad_module = parse_verified(text)
+        if text is comp.ir_text:
+            comp.module = comp.grad_module
+    return comp.grad_module
 
 
 def prepare(comp, mode: str, device: str) -> None:
     if mode == "interp":
         if device != "cpu":
             raise DgError(f"the interpreter runs on the CPU only (device '{device}' was asked for)")
-        text = run_text(comp)
-        comp.runner = interp.Translation(parse_verified(text))
+        comp.runner = interp.Translation(run_module(comp))
         return
     if mode == "compiled" and device == "cpu":
         from .cpu import CpuProgram
 
-        comp.runner = CpuProgram.build(run_text(comp))
+        comp.runner = CpuProgram.build(run_text(comp), comp.grad_module)  # parsed only on a cache miss
         return
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
@@ -79,13 +90,13 @@ def stage_text(comp, stage: str, device: str) -> str:
     if stage == "dg":
         return asm(comp.module)
     if stage == "grad":
-        return asm(parse_verified(run_text(comp)))
+        return asm(run_module(comp))
     if stage == "opt":
         return asm(optimized(comp.module))
     if stage in ("linalg", "llvm"):
         from .cpu import CpuProgram
 
         if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
-            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp))
+            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp), comp.grad_module)
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
     raise DgError(f"stage '{stage}' is not built yet (available: dg, grad, opt, linalg, llvm)")

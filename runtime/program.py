@@ -133,6 +133,7 @@ class Compiled:
     runner: object = None
     cpu: object = None  # the CPU program, when a stage below dg was asked for
     grad_text: object = None  # the IR after the autodiff pass (the dg text itself when it has no gradients)
+    grad_module: object = None  # grad_text, parsed
 
 
 class DgModule:

@@ -157,3 +157,10 @@ def test_missing_import_is_located(tmp_path):
     with pytest.raises(dg.DgTypeError) as e:
         dg.load(tmp_path / "model.dg", mode="interp")
     assert str(e.value).startswith(f"{tmp_path / 'model.dg'}:1:1: error: cannot find module 'nothere'")
+
+
+def test_interpreter_index_division_rounds_toward_zero():
+    """arith.divsi (the autodiff pass's iteration counter) in the interpreter, as MLIR defines it."""
+    from dg.runtime.interp import _divsi
+
+    assert [_divsi(7, 2), _divsi(-7, 2), _divsi(7, -2), _divsi(-7, -2), _divsi(0, 3)] == [3, -3, -3, 3, 0]
