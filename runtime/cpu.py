@@ -27,14 +27,20 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
+from dg.lowering import blas
+
 from . import cache
 
-PIPELINE = (
+# Bufferization, then (between the two) matmuls are routed to BLAS, then the rest down to LLVM.
+BUFFERIZE = (
     "builtin.module("
     "canonicalize, cse,"
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
-    "buffer-deallocation-pipeline, convert-bufferization-to-memref,"
+    "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
+)
+TO_LLVM = (
+    "builtin.module("
     "func.func(convert-linalg-to-loops),"
     "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
     "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
@@ -166,9 +172,17 @@ class _Runtime:
             add(f"_mlir_ciface_dg_rt_host_{elt}", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb))
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        lib = blas.locate()
+        for name, addr in lib.addresses if lib else ():
+            cls.symbols[name] = addr
         for name, addr in cls.symbols.items():
             llvm.add_symbol(name, addr)
         return cls.symbols
+
+
+def pipeline_identity() -> str:
+    """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
+    return f"{BUFFERIZE}\0{TO_LLVM}\0{blas.identity()}"
 
 
 def lower_to_llvm(dg_module: "ir.Module"):
@@ -181,9 +195,10 @@ def lower_to_llvm(dg_module: "ir.Module"):
             m = ir.Module.parse(lowered.text)
         except Exception as e:
             raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
-        pm = passmanager.PassManager.parse(PIPELINE)
         try:
-            pm.run(m.operation)
+            passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
+            blas.route_matmuls(m)
+            passmanager.PassManager.parse(TO_LLVM).run(m.operation)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m
@@ -259,7 +274,7 @@ class CpuProgram:
     @classmethod
     def build(cls, dg_text: str, module: "ir.Module | None" = None) -> "CpuProgram":
         """The program for this dg IR: from the disk cache, else compiled (and stored there)."""
-        k = cache.key(dg_text, PIPELINE)
+        k = cache.key(dg_text, pipeline_identity())
         hit = cache.load(k)
         if hit is not None:
             return cls(*hit, from_cache=True, dg_text=dg_text)

@@ -1,0 +1,206 @@
+"""Matrix products in compiled CPU code go to the BLAS that NumPy ships.
+
+Expects: a module after bufferization (linalg ops on memrefs). Guarantees:
+`route_matmuls(module)` replaces each f32/f64 `linalg.matmul` with a call to
+a helper function written here in MLIR. At run time the helper reads the
+operands' strides. Row-major or column-major operands go to the BLAS
+`gemm` with the right transpose flags and leading dimensions, so
+transposed views are not copied. Any other layout (an output that is not
+row-major, for one) runs the original `linalg.matmul`, which is lowered to
+loops later. No Python runs during the call: compiled code calls the BLAS
+function through a runtime symbol (`dg_blas_sgemm` / `dg_blas_dgemm`).
+
+`locate()` finds the BLAS: NumPy's bundled scipy-openblas (ILP64), else a
+system OpenBLAS/CBLAS. Without one, or with `DG_BLAS=0`, matmuls stay
+loops. `identity()` names the choice; it is part of the disk cache key.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+_ELTS = {"f32": "s", "f64": "d"}
+
+
+@dataclass(frozen=True)
+class Blas:
+    path: str
+    int_type: str  # "i64" (ILP64) or "i32"
+    addresses: tuple  # ((runtime symbol, address), ...)
+
+    @property
+    def identity(self) -> str:
+        return f"{Path(self.path).name}:{self.int_type}"
+
+
+def _candidates():
+    """(library path, symbol pattern with {t} for s/d, int type), most preferred first."""
+    try:
+        import numpy
+
+        cfg = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        name = str(cfg.get("name", ""))
+    except Exception:  # pragma: no cover - an unusual NumPy build
+        name = ""
+    if "scipy-openblas" in name:
+        libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
+        ilp64 = "64" in name or "USE64BITINT" in str(cfg.get("openblas configuration", ""))
+        for p in sorted(libs.glob("libscipy_openblas*.so*")):
+            if ilp64:
+                yield str(p), "scipy_cblas_{t}gemm64_", "i64"
+            else:
+                yield str(p), "scipy_cblas_{t}gemm", "i32"
+    for lib, pattern, ity in (("openblas64_", "cblas_{t}gemm64_", "i64"), ("openblas", "cblas_{t}gemm", "i32"),
+                              ("cblas", "cblas_{t}gemm", "i32")):
+        p = ctypes.util.find_library(lib)
+        if p:
+            yield p, pattern, ity
+
+
+@functools.lru_cache(maxsize=None)
+def locate() -> Blas | None:
+    if os.environ.get("DG_BLAS", "1") == "0":
+        return None
+    for path, pattern, ity in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            addrs = tuple((f"dg_blas_{t}gemm", ctypes.cast(getattr(lib, pattern.format(t=t)), ctypes.c_void_p).value)
+                          for t in "sd")
+        except (OSError, AttributeError):
+            continue
+        return Blas(path, ity, addrs)
+    return None
+
+
+def identity() -> str:
+    b = locate()
+    return b.identity if b else "no-blas"
+
+
+def _memref(elt: str) -> str:
+    return f"memref<?x?x{elt}, strided<[?, ?], offset: ?>>"
+
+
+def _layout(x: str, elt: str) -> list[str]:
+    """IR reading operand %x's sizes and strides: %x_row / %x_col (its layout), %x_ld, %x_tr (BLAS flags)."""
+    m = _memref(elt)
+    lines = [
+        f"%{x}_base, %{x}_off, %{x}_n:2, %{x}_s:2 = memref.extract_strided_metadata %{x} : {m} -> memref<{elt}>, index, index, index, index, index",
+        f"%{x}_r1 = arith.cmpi ule, %{x}_n#0, %one : index",
+        f"%{x}_c1 = arith.cmpi ule, %{x}_n#1, %one : index",
+        f"%{x}_rm = arith.maxsi %{x}_n#0, %one : index",
+        f"%{x}_cm = arith.maxsi %{x}_n#1, %one : index",
+        f"%{x}_s1u = arith.cmpi eq, %{x}_s#1, %one : index",
+        f"%{x}_s0u = arith.cmpi eq, %{x}_s#0, %one : index",
+        f"%{x}_s0w = arith.cmpi sge, %{x}_s#0, %{x}_cm : index",
+        f"%{x}_s1w = arith.cmpi sge, %{x}_s#1, %{x}_rm : index",
+        f"%{x}_ra = arith.ori %{x}_s1u, %{x}_c1 : i1",
+        f"%{x}_rb = arith.ori %{x}_s0w, %{x}_r1 : i1",
+        f"%{x}_row = arith.andi %{x}_ra, %{x}_rb : i1",
+        f"%{x}_ca = arith.ori %{x}_s0u, %{x}_r1 : i1",
+        f"%{x}_cb = arith.ori %{x}_s1w, %{x}_c1 : i1",
+        f"%{x}_col = arith.andi %{x}_ca, %{x}_cb : i1",
+        f"%{x}_ok = arith.ori %{x}_row, %{x}_col : i1",
+        f"%{x}_ldr = arith.select %{x}_r1, %{x}_cm, %{x}_s#0 : index",
+        f"%{x}_ldc = arith.select %{x}_c1, %{x}_rm, %{x}_s#1 : index",
+        f"%{x}_ld = arith.select %{x}_row, %{x}_ldr, %{x}_ldc : index",
+        f"%{x}_tr = arith.select %{x}_row, %notrans, %trans : i32",
+    ]
+    return lines
+
+
+def helper_text(elt: str, int_type: str) -> str:
+    """The function `@dg_gemm_<elt>(A, B, C)`: C += A @ B, by BLAS when the layouts allow."""
+    t = _ELTS[elt]
+    m = _memref(elt)
+    size = 4 if elt == "f32" else 8
+    ity = int_type
+    body = [
+        "%one = arith.constant 1 : index",
+        "%zero = arith.constant 0 : index",
+        f"%esize = arith.constant {size} : index",
+        f"%rowmajor = arith.constant {ROW_MAJOR} : i32",
+        f"%notrans = arith.constant {NO_TRANS} : i32",
+        f"%trans = arith.constant {TRANS} : i32",
+        f"%alpha = arith.constant 1.0 : {elt}",
+    ]
+    for x in "abc":
+        body += _layout(x, elt)
+    body += [
+        "%m0 = arith.cmpi eq, %a_n#0, %zero : index",
+        "%k0 = arith.cmpi eq, %a_n#1, %zero : index",
+        "%n0 = arith.cmpi eq, %b_n#1, %zero : index",
+        "%e1 = arith.ori %m0, %k0 : i1",
+        "%empty = arith.ori %e1, %n0 : i1",
+        "%g1 = arith.andi %a_ok, %b_ok : i1",
+        "%blas = arith.andi %g1, %c_row : i1",
+        "scf.if %empty {",
+        "} else {",
+        "  scf.if %blas {",
+    ]
+    for x in "abc":
+        body += [
+            f"    %{x}_p = memref.extract_aligned_pointer_as_index %{x} : {m} -> index",
+            f"    %{x}_ob = arith.muli %{x}_off, %esize : index",
+            f"    %{x}_pa = arith.addi %{x}_p, %{x}_ob : index",
+            f"    %{x}_pi = arith.index_cast %{x}_pa : index to i64",
+            f"    %{x}_ptr = llvm.inttoptr %{x}_pi : i64 to !llvm.ptr",
+            f"    %{x}_lda = arith.index_cast %{x}_ld : index to {ity}",
+        ]
+    for name, v in (("mm", "%a_n#0"), ("kk", "%a_n#1"), ("nn", "%b_n#1")):
+        body.append(f"    %{name} = arith.index_cast {v} : index to {ity}")
+    call_args = ("%rowmajor, %a_tr, %b_tr, %mm, %nn, %kk, %alpha, %a_ptr, %a_lda, %b_ptr, %b_lda, "
+                 "%alpha, %c_ptr, %c_lda")
+    sig = f"i32, i32, i32, {ity}, {ity}, {ity}, {elt}, !llvm.ptr, {ity}, !llvm.ptr, {ity}, {elt}, !llvm.ptr, {ity}"
+    body += [
+        f"    func.call @dg_blas_{t}gemm({call_args}) : ({sig}) -> ()",
+        "  } else {",
+        f"    linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})",
+        "  }",
+        "}",
+        "return",
+    ]
+    text = "\n  ".join(body)
+    return (f"func.func private @dg_blas_{t}gemm({sig})\n"
+            f"func.func private @dg_gemm_{elt}(%a: {m}, %b: {m}, %c: {m}) {{\n  {text}\n}}\n")
+
+
+def route_matmuls(module) -> int:
+    """Replace the f32/f64 `linalg.matmul`s of a bufferized module by calls to the BLAS helper; how many."""
+    from dg.dialects.mlir import ir
+
+    lib = locate()
+    if lib is None:
+        return 0
+    found = []
+
+    def visit(op):
+        if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
+            elt = str(ir.MemRefType(op.operands[0].type).element_type)
+            if elt in _ELTS and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
+                found.append((op, elt))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not found:
+        return 0
+    with module.context:
+        for elt in sorted({e for _, e in found}):
+            helper = ir.Module.parse(helper_text(elt, lib.int_type))
+            for f in list(helper.body.operations):
+                f.operation.detach_from_parent()
+                module.body.append(f)
+        for op, elt in found:
+            dyn = ir.Type.parse(_memref(elt))
+            with ir.InsertionPoint(op), op.location:
+                args = [v if v.type == dyn else ir.Operation.create("memref.cast", results=[dyn], operands=[v]).result
+                        for v in op.operands]
+                ir.Operation.create("func.call", results=[], operands=args,
+                                    attributes={"callee": ir.FlatSymbolRefAttr.get(f"dg_gemm_{elt}")})
+            op.erase()
+    return len(found)

@@ -1,0 +1,124 @@
+"""Compiled matmuls go to the BLAS NumPy ships; any layout BLAS cannot take runs as loops."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dg
+from dg.dialects.dialect import shared_context
+from dg.dialects.mlir import ExecutionEngine, ir, passmanager
+from dg.lowering import blas
+from dg.runtime import cpu
+
+SRC = """
+def mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
+    return a @ b
+
+def mmd(a: f64[M, K], b: f64[K, N]) -> f64[M, N]:
+    return a @ b
+
+def mm_t(a: f32[K, M], b: f32[N, K]) -> f32[M, N]:
+    return transpose(a) @ transpose(b)
+
+def grad_mm(a: f32[M, K], b: f32[K, N]):
+    return grad(lambda_loss, wrt=(0, 1))(a, b)
+
+def lambda_loss(a: f32[M, K], b: f32[K, N]) -> f32:
+    return sum(tanh(a @ b))
+"""
+
+
+@pytest.fixture(scope="module")
+def m():
+    return dg.loads(SRC, mode="compiled")
+
+
+SHAPES = [(1, 1, 1), (3, 5, 2), (64, 33, 17), (1, 40, 7), (9, 1, 4), (0, 3, 2), (2, 0, 3), (2, 3, 0)]
+
+
+@pytest.mark.parametrize("mkn", SHAPES)
+def test_matmul_matches_numpy(m, mkn):
+    M, K, N = mkn
+    rng = np.random.default_rng(M * 100 + K * 10 + N)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    np.testing.assert_allclose(m.mm(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m.mm_t(np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)), a @ b, rtol=1e-5, atol=1e-5)
+    ad, bd = a.astype(np.float64), b.astype(np.float64)
+    np.testing.assert_allclose(m.mmd(ad, bd), ad @ bd, rtol=1e-12, atol=1e-12)
+
+
+def test_gradients_through_blas_match_interpreter(m):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    got = m.grad_mm(a, b)
+    want = dg.loads(SRC, mode="interp").grad_mm(a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_code_calls_blas_when_found(m):
+    a = np.ones((2, 3), np.float32)
+    b = np.ones((3, 4), np.float32)
+    text = m.mm.ir("llvm", args=(a, b))
+    if blas.locate() is None:
+        assert "dg_blas_sgemm" not in text
+    else:
+        assert "llvm.call @dg_blas_sgemm" in text or "@dg_blas_sgemm(" in text
+        assert blas.locate().int_type in ("i32", "i64")
+
+
+def test_without_blas_matmul_is_loops():
+    code = ("import numpy as np, dg\n"
+            "m = dg.loads('def mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:\\n    return a @ b\\n', mode='compiled')\n"
+            "a = np.arange(6, dtype=np.float32).reshape(2, 3); b = np.arange(12, dtype=np.float32).reshape(3, 4)\n"
+            "assert np.array_equal(m.mm(a, b), a @ b)\n"
+            "assert 'dg_blas' not in m.mm.ir('llvm', args=(a, b))\n"
+            "print('ok')\n")
+    env = dict(os.environ, DG_BLAS="0", DG_CACHE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+# A bufferized module whose matmuls see a transposed view, a view strided in both dims and a
+# transposed output: the helper must send the first to BLAS with a transpose flag and run the
+# others as loops, with the same results.
+LAYOUTS = """
+func.func @run(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c1: memref<6x10xf32>, %c2: memref<6x5xf32>,
+               %c3: memref<10x6xf32>) attributes {llvm.emit_c_interface} {
+  %at = memref.transpose %a (i, j) -> (j, i) : memref<8x6xf32> to memref<6x8xf32, strided<[1, 6]>>
+  %bs = memref.subview %b[0, 0][8, 5][1, 2] : memref<8x10xf32> to memref<8x5xf32, strided<[10, 2]>>
+  %ct = memref.transpose %c3 (i, j) -> (j, i) : memref<10x6xf32> to memref<6x10xf32, strided<[1, 6]>>
+  linalg.matmul ins(%at, %b : memref<6x8xf32, strided<[1, 6]>>, memref<8x10xf32>) outs(%c1 : memref<6x10xf32>)
+  linalg.matmul ins(%at, %bs : memref<6x8xf32, strided<[1, 6]>>, memref<8x5xf32, strided<[10, 2]>>) outs(%c2 : memref<6x5xf32>)
+  linalg.matmul ins(%at, %b : memref<6x8xf32, strided<[1, 6]>>, memref<8x10xf32>) outs(%ct : memref<6x10xf32, strided<[1, 6]>>)
+  return
+}
+"""
+
+
+def test_helper_handles_every_layout():
+    with shared_context():
+        mod = ir.Module.parse(LAYOUTS)
+        routed = blas.route_matmuls(mod)
+        assert routed == (3 if blas.locate() else 0)
+        passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
+        engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
+    for name, addr in cpu._Runtime.install().items():
+        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal((8, 10)).astype(np.float32)
+    c1 = np.full((6, 10), 0.5, np.float32)  # matmul accumulates into its output
+    c2 = np.zeros((6, 5), np.float32)
+    c3 = np.zeros((10, 6), np.float32)
+    descs = [cpu.to_descriptor(x) for x in (a, b, c1, c2, c3)]
+    engine.invoke("run", *[ctypes.pointer(ctypes.pointer(d)) for d in descs])
+    np.testing.assert_allclose(c1, 0.5 + a.T @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
