@@ -114,8 +114,12 @@ def _layout(x: str, elt: str) -> list[str]:
     return lines
 
 
-def helper_text(elt: str, int_type: str) -> str:
-    """The function `@dg_gemm_<elt>(A, B, C)`: C += A @ B, by BLAS when the layouts allow."""
+def helper_name(elt: str, overwrite: bool) -> str:
+    return f"dg_gemm_{elt}" + ("_new" if overwrite else "")
+
+
+def helper_text(elt: str, int_type: str, overwrite: bool) -> str:
+    """`@dg_gemm_<elt>(A, B, C)`: C += A @ B (or C = A @ B when `overwrite`), by BLAS when the layouts allow."""
     t = _ELTS[elt]
     m = _memref(elt)
     size = 4 if elt == "f32" else 8
@@ -139,7 +143,10 @@ def helper_text(elt: str, int_type: str) -> str:
         "%empty = arith.ori %e1, %n0 : i1",
         "%g1 = arith.andi %a_ok, %b_ok : i1",
         "%blas = arith.andi %g1, %c_row : i1",
+        f"%beta = arith.constant {0.0 if overwrite else 1.0} : {elt}",
+        f"%zf = arith.constant 0.0 : {elt}",
         "scf.if %empty {",
+    ] + ([f"  linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
         "} else {",
         "  scf.if %blas {",
     ]
@@ -155,19 +162,20 @@ def helper_text(elt: str, int_type: str) -> str:
     for name, v in (("mm", "%a_n#0"), ("kk", "%a_n#1"), ("nn", "%b_n#1")):
         body.append(f"    %{name} = arith.index_cast {v} : index to {ity}")
     call_args = ("%rowmajor, %a_tr, %b_tr, %mm, %nn, %kk, %alpha, %a_ptr, %a_lda, %b_ptr, %b_lda, "
-                 "%alpha, %c_ptr, %c_lda")
+                 "%beta, %c_ptr, %c_lda")
     sig = f"i32, i32, i32, {ity}, {ity}, {ity}, {elt}, !llvm.ptr, {ity}, !llvm.ptr, {ity}, {elt}, !llvm.ptr, {ity}"
     body += [
         f"    func.call @dg_blas_{t}gemm({call_args}) : ({sig}) -> ()",
         "  } else {",
+    ] + ([f"    linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
         f"    linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})",
         "  }",
         "}",
         "return",
     ]
     text = "\n  ".join(body)
-    return (f"func.func private @dg_blas_{t}gemm({sig})\n"
-            f"func.func private @dg_gemm_{elt}(%a: {m}, %b: {m}, %c: {m}) {{\n  {text}\n}}\n")
+    fn = f"func.func private @{helper_name(elt, overwrite)}(%a: {m}, %b: {m}, %c: {m}) {{\n  {text}\n}}\n"
+    return fn, f"func.func private @dg_blas_{t}gemm({sig})\n"
 
 
 def route_matmuls(module) -> int:
@@ -178,29 +186,72 @@ def route_matmuls(module) -> int:
     if lib is None:
         return 0
     found = []
-
-    def visit(op):
+    for op in _operations(module.body):
         if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
             if elt in _ELTS and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
                 found.append((op, elt))
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
     if not found:
         return 0
     with module.context:
-        for elt in sorted({e for _, e in found}):
-            helper = ir.Module.parse(helper_text(elt, lib.int_type))
-            for f in list(helper.body.operations):
+        needed = set()
+        calls = []
+        for op, elt in found:
+            fill = _zero_fill_before(op)
+            calls.append((op, elt, fill))
+            needed.add((elt, fill is not None))
+        declared = set()
+        for elt, overwrite in sorted(needed):
+            fn, decl = helper_text(elt, lib.int_type, overwrite)
+            helper = ir.Module.parse(decl + fn)  # kept alive while its ops move over
+            ops = list(helper.body.operations)
+            for f in ops[1:] if elt in declared else ops:  # the BLAS declaration once per element type
                 f.operation.detach_from_parent()
                 module.body.append(f)
-        for op, elt in found:
+            declared.add(elt)
+        for op, elt, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:
                 args = [v if v.type == dyn else ir.Operation.create("memref.cast", results=[dyn], operands=[v]).result
                         for v in op.operands]
-                ir.Operation.create("func.call", results=[], operands=args,
-                                    attributes={"callee": ir.FlatSymbolRefAttr.get(f"dg_gemm_{elt}")})
+                ir.Operation.create("func.call", results=[], operands=args, attributes={
+                    "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, fill is not None))})
             op.erase()
+            if fill is not None:
+                fill.erase()
     return len(found)
+
+
+def _operations(block):
+    """Every operation under a block, depth first (its own blocks' lists, not `walk`: ops found by
+    walk must not be erased afterwards)."""
+    for op in block.operations:
+        op = op.operation
+        yield op
+        for region in op.regions:
+            for b in region.blocks:
+                yield from _operations(b)
+
+
+def _zero_fill_before(op):
+    """The `linalg.fill` of zeros into the matmul's output right before it (the BLAS call then
+    overwrites instead of accumulating), or None."""
+    from dg.dialects.mlir import ir
+
+    ops = list(op.block.operations)
+    i = next(j for j, o in enumerate(ops) if o.operation == op)
+    if i == 0:
+        return None
+    prev = ops[i - 1].operation
+    if prev.name != "linalg.fill" or len(prev.operands) != 2 or prev.operands[1] != op.operands[2]:
+        return None
+    src = prev.operands[0].owner
+    if not isinstance(src, ir.Operation) or src.name != "arith.constant":
+        src = getattr(src, "operation", src)
+        if getattr(src, "name", None) != "arith.constant":
+            return None
+    value = src.attributes["value"]
+    try:
+        return prev if ir.FloatAttr(value).value == 0.0 else None
+    except ValueError:
+        return None

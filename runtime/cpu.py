@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+import weakref
 
 import numpy as np
 
@@ -32,9 +33,11 @@ from dg.lowering import blas
 from . import cache
 
 # Bufferization, then (between the two) matmuls are routed to BLAS, then the rest down to LLVM.
+# No cse here: it would merge the zero-filled outputs of different matmuls into one buffer that
+# bufferization then copies for each of them (LLVM's GVN removes the redundancy cse would).
 BUFFERIZE = (
     "builtin.module("
-    "canonicalize, cse,"
+    "canonicalize,"
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
@@ -111,6 +114,38 @@ def from_descriptor(d, rank: int, dtype: np.dtype) -> np.ndarray:
         buf = (ctypes.c_char * (span * item)).from_address(base + d.offset * item)
         flat = np.frombuffer(buf, dtype=dtype, count=span)
         out = np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
+    return out
+
+
+def _adopt(descs, types, inputs: set) -> list:
+    """NumPy arrays for a call's result descriptors, without copying where possible.
+
+    A dense result buffer the call allocated becomes the array's memory and is freed when
+    the array goes. Results that are views of an argument, a buffer an earlier result
+    already took, strided or 0-d results are copied out (and their buffers freed here).
+    """
+    taken: set = set()
+    out = []
+    for d, t in zip(descs, types):
+        dtype = np_dtype(t.dtype)
+        alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
+        shape = tuple(d.shape[:t.rank]) if t.rank else ()
+        dense = t.rank and all(n > 0 for n in shape) and list(d.strides[:t.rank]) == [
+            int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(t.rank)]
+        if alloc and dense and alloc not in inputs and alloc not in taken:
+            taken.add(alloc)
+            n = int(np.prod(shape, dtype=np.int64))
+            base = ctypes.cast(d.aligned, ctypes.c_void_p).value + d.offset * dtype.itemsize
+            buf = (ctypes.c_char * (n * dtype.itemsize)).from_address(base)
+            weakref.finalize(buf, _libc.free, alloc)
+            out.append(np.frombuffer(buf, dtype=dtype, count=n).reshape(shape))
+        else:
+            out.append(from_descriptor(d, t.rank, dtype))
+    for d in descs:
+        alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
+        if alloc and alloc not in inputs and alloc not in taken:
+            taken.add(alloc)
+            _libc.free(alloc)
     return out
 
 
@@ -355,11 +390,7 @@ class CpuProgram:
             stack.pop()
         descs = [res] if len(outs) == 1 else [getattr(res, f"r{i}") for i in range(len(outs))]
         inputs = {a.ctypes.data for a in keep if isinstance(a, np.ndarray)}
-        # Copy every result out first: two results may share one buffer.
-        results = [from_descriptor(d, t.rank, np_dtype(t.dtype)) for d, t in zip(descs, outs)]
-        for alloc in {ctypes.cast(d.allocated, ctypes.c_void_p).value for d in descs}:
-            if alloc and alloc not in inputs:
-                _libc.free(alloc)
+        results = _adopt(descs, outs, inputs)
         if self.failed is not None:
             loc, message = self.checks[self.failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))

@@ -62,6 +62,12 @@ def prepare(comp, mode: str, device: str) -> None:
 
         comp.runner = CpuProgram.build(run_text(comp), comp.grad_module)  # parsed only on a cache miss
         return
+    if mode == "compiled" and device == "cuda":
+        from .cuda import require_driver
+
+        require_driver()  # a located reason when there is no GPU, driver or cuda-python
+        raise DgError("running compiled code on device 'cuda' is not built yet: PTX is "
+                      "(`.ir('ptx')`); run with device='cpu'")
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
 
@@ -99,4 +105,10 @@ def stage_text(comp, stage: str, device: str) -> str:
         if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
             comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp), comp.grad_module)
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
-    raise DgError(f"stage '{stage}' is not built yet (available: dg, grad, opt, linalg, llvm)")
+    if stage in ("gpu", "ptx"):
+        from dg.lowering import gpu
+
+        if stage == "gpu":
+            return str(gpu.to_gpu(run_module(comp))[1])
+        return gpu.ptx(run_module(comp))
+    raise DgError(f"stage '{stage}' is not built yet (available: dg, grad, opt, linalg, llvm, gpu, ptx)")

@@ -22,7 +22,7 @@ from . import signature
 
 MODES = ("interp", "compiled")
 DEVICES = ("cpu", "cuda")
-STAGES = ("dg", "grad", "opt", "linalg", "llvm", "ptx")
+STAGES = ("dg", "grad", "opt", "linalg", "llvm", "gpu", "ptx")
 
 
 def default_mode() -> str:

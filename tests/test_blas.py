@@ -87,15 +87,20 @@ def test_without_blas_matmul_is_loops():
 
 # A bufferized module whose matmuls see a transposed view, a view strided in both dims and a
 # transposed output: the helper must send the first to BLAS with a transpose flag and run the
-# others as loops, with the same results.
+# others as loops, with the same results. A zero fill right before a matmul is folded into the
+# call (BLAS overwrites instead of accumulating), on the BLAS path and on the loop path.
 LAYOUTS = """
 func.func @run(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c1: memref<6x10xf32>, %c2: memref<6x5xf32>,
-               %c3: memref<10x6xf32>) attributes {llvm.emit_c_interface} {
+               %c3: memref<10x6xf32>, %c4: memref<6x10xf32>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
   %at = memref.transpose %a (i, j) -> (j, i) : memref<8x6xf32> to memref<6x8xf32, strided<[1, 6]>>
   %bs = memref.subview %b[0, 0][8, 5][1, 2] : memref<8x10xf32> to memref<8x5xf32, strided<[10, 2]>>
   %ct = memref.transpose %c3 (i, j) -> (j, i) : memref<10x6xf32> to memref<6x10xf32, strided<[1, 6]>>
   linalg.matmul ins(%at, %b : memref<6x8xf32, strided<[1, 6]>>, memref<8x10xf32>) outs(%c1 : memref<6x10xf32>)
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<6x5xf32>)
   linalg.matmul ins(%at, %bs : memref<6x8xf32, strided<[1, 6]>>, memref<8x5xf32, strided<[10, 2]>>) outs(%c2 : memref<6x5xf32>)
+  linalg.fill ins(%zero : f32) outs(%c4 : memref<6x10xf32>)
+  linalg.matmul ins(%at, %b : memref<6x8xf32, strided<[1, 6]>>, memref<8x10xf32>) outs(%c4 : memref<6x10xf32>)
   linalg.matmul ins(%at, %b : memref<6x8xf32, strided<[1, 6]>>, memref<8x10xf32>) outs(%ct : memref<6x10xf32, strided<[1, 6]>>)
   return
 }
@@ -106,7 +111,8 @@ def test_helper_handles_every_layout():
     with shared_context():
         mod = ir.Module.parse(LAYOUTS)
         routed = blas.route_matmuls(mod)
-        assert routed == (3 if blas.locate() else 0)
+        assert routed == (4 if blas.locate() else 0)
+        assert str(mod).count("linalg.fill") == (2 if blas.locate() else 2)  # the helpers' own fills
         passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
         engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
     for name, addr in cpu._Runtime.install().items():
@@ -115,10 +121,12 @@ def test_helper_handles_every_layout():
     a = rng.standard_normal((8, 6)).astype(np.float32)
     b = rng.standard_normal((8, 10)).astype(np.float32)
     c1 = np.full((6, 10), 0.5, np.float32)  # matmul accumulates into its output
-    c2 = np.zeros((6, 5), np.float32)
+    c2 = np.full((6, 5), 7.0, np.float32)  # zero-filled first
     c3 = np.zeros((10, 6), np.float32)
-    descs = [cpu.to_descriptor(x) for x in (a, b, c1, c2, c3)]
+    c4 = np.full((6, 10), 7.0, np.float32)
+    descs = [cpu.to_descriptor(x) for x in (a, b, c1, c2, c3, c4)]
     engine.invoke("run", *[ctypes.pointer(ctypes.pointer(d)) for d in descs])
     np.testing.assert_allclose(c1, 0.5 + a.T @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c4, a.T @ b, rtol=1e-5, atol=1e-5)

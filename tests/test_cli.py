@@ -65,9 +65,15 @@ def test_ir_with_args_signature(capsys):
     assert "tensor<?x?xf32>" in out
 
 
-def test_ir_stage_not_built_is_a_clear_error(capsys):
-    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "ptx"]) == 1
-    assert "not built yet" in capsys.readouterr().err
+def test_ir_stage_ptx(capsys):
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "ptx"]) == 0
+    out = capsys.readouterr().out
+    assert ".target sm_90" in out and ".entry" in out
+
+
+def test_ir_unknown_stage_is_a_clear_error(capsys):
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "sass"]) == 1
+    assert "unknown stage" in capsys.readouterr().err
 
 
 def test_opt_rejects_unknown_pass(tmp_path, capsys):

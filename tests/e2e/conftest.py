@@ -4,10 +4,33 @@ Every test is parametrized over `mode`: the interpreter and compiled code
 (CPU) must give the same results as NumPy. A dg module is built once per
 (source, mode) and shared by all tests that use it (util.load_src and
 util.load_prog keep the cache).
+
+The third parameter, `ptx`, runs the test in compiled mode on the CPU and
+also lowers every function it compiles to PTX for sm_90, which `ptxas`
+must assemble: no GPU is needed for that, so CI checks the GPU lowering of
+every end-to-end program.
 """
 import pytest
 
+from .util import assemble_ptx
 
-@pytest.fixture(params=["interp", "compiled"], scope="session")
+
+@pytest.fixture(params=["interp", "compiled", "ptx"], scope="session")
 def mode(request):
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def _ptx_of_every_program(request, monkeypatch):
+    if "mode" not in request.fixturenames or request.getfixturevalue("mode") != "ptx":
+        return
+    from dg.lowering import gpu
+    from dg.runtime import modes
+
+    prepare = modes.prepare
+
+    def prepare_and_make_ptx(comp, mode, device):
+        prepare(comp, mode, device)
+        assemble_ptx(gpu.ptx(modes.run_module(comp)), comp.symbol)
+
+    monkeypatch.setattr(modes, "prepare", prepare_and_make_ptx)

@@ -12,13 +12,13 @@ import pytest
 
 import dg
 
-from .util import check, randn
+from .util import check, dg_mode, randn
 
 F32, F64, I64 = np.float32, np.float64, np.int64
 
 
 def test_spec_example(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def f(x: dg.f32["N", 3]) -> dg.f32:
         return sum(tanh(x) * 2.0)
 
@@ -28,7 +28,7 @@ def test_spec_example(mode):
 
 
 def test_bare_decorator_uses_dg_mode(mode, monkeypatch):
-    monkeypatch.setenv("DG_MODE", mode)
+    monkeypatch.setenv("DG_MODE", dg_mode(mode))
 
     @dg.function
     def g(x: dg.f32[None]) -> dg.f32[None]:
@@ -39,7 +39,7 @@ def test_bare_decorator_uses_dg_mode(mode, monkeypatch):
 
 
 def test_embedded_shape_checks(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def f(points: dg.f32["N", 3], weights: dg.f32["N"]) -> dg.f32[3]:
         return sum(points * weights[:, None], axis=0)
 
@@ -57,7 +57,7 @@ def test_embedded_shape_checks(mode):
 
 
 def test_embedded_control_flow(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def newton(a: dg.f32, tol: dg.f32 = 1e-4):
         y = a
         it = 0
@@ -66,7 +66,7 @@ def test_embedded_control_flow(mode):
             it += 1
         return y, it
 
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def scan(x: dg.f32["N"], limit: dg.f32):
         s = 0.0
         k = 0
@@ -90,7 +90,7 @@ def test_embedded_control_flow(mode):
 
 
 def test_embedded_update_and_defaults(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def set_row(x: dg.f32["N", "M"], i: dg.i64, v: dg.f32 = -1.0):
         y = x
         y[i] = zeros([x.shape[1]]) + v
@@ -111,7 +111,7 @@ def test_embedded_update_and_defaults(mode):
 
 
 def test_embedded_assert_location(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def positive(x: dg.f32["N"]):
         assert min(x) > 0.0, "needs positive input"  # ASSERT-MARKER
         return log(x)
@@ -129,7 +129,7 @@ def test_embedded_assert_location(mode):
 
 
 def test_embedded_type_error_location(mode):
-    @dg.function(mode=mode)
+    @dg.function(mode=dg_mode(mode))
     def bad(a: dg.f32[3], b: dg.f32[4]):
         return a + b  # TYPE-MARKER
 

@@ -6,7 +6,7 @@ import pytest
 
 import dg
 
-from .util import PROGRAMS, check, load_prog
+from .util import PROGRAMS, check, dg_mode, load_prog
 
 F32, I64 = np.float32, np.int64
 
@@ -39,7 +39,7 @@ def _check_caret(msg: str, src_line: str, col: int):
 def _type_error(mode, src: str, name: str, fn: str, args):
     """Load `src` as file NAME and call FN(*args); return the DgTypeError's message."""
     with pytest.raises(dg.DgTypeError) as ei:
-        m = dg.loads(src, mode=mode, filename=name)
+        m = dg.loads(src, mode=dg_mode(mode), filename=name)
         getattr(m, fn)(*args)
     assert isinstance(ei.value, dg.DgError)
     return str(ei.value)
@@ -111,7 +111,7 @@ def test_missing_argument_in_dg_call(mode):
 
 
 def test_wrong_number_of_arguments_from_python(mode):
-    m = dg.loads("def f(x, y):\n    return x + y\n", mode=mode, filename="py_nargs.dg")
+    m = dg.loads("def f(x, y):\n    return x + y\n", mode=dg_mode(mode), filename="py_nargs.dg")
     with pytest.raises(dg.DgTypeError) as ei:
         m.f(np.zeros(3, F32), np.zeros(3, F32), np.zeros(3, F32))
     assert "f" in str(ei.value)
@@ -131,7 +131,7 @@ def test_result_annotation_mismatch(mode):
 def test_syntax_error(mode):
     src = "def f(x):\n    y = x +\n    return y\n"
     with pytest.raises(dg.DgSyntaxError) as ei:
-        m = dg.loads(src, mode=mode, filename="syntax.dg")
+        m = dg.loads(src, mode=dg_mode(mode), filename="syntax.dg")
         m.f(np.zeros(3, F32))
     _check_diagnostic(str(ei.value), "syntax.dg", 2)
 

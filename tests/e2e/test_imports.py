@@ -4,7 +4,7 @@ import pytest
 
 import dg
 
-from .util import PROGRAMS, check, load_prog, randn
+from .util import PROGRAMS, check, dg_mode, load_prog, randn
 
 F32 = np.float32
 
@@ -41,7 +41,7 @@ def test_imported_module_directly(mode):
 def test_imports_resolve_from_the_file_folder_not_cwd(mode, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DG_PATH", raising=False)
-    m = dg.load(str(PROGRAMS / "use_from.dg"), mode=mode)
+    m = dg.load(str(PROGRAMS / "use_from.dg"), mode=dg_mode(mode))
     x, w1, b1, w2, b2 = _params()
     check(m.mlp(x, w1, b1, w2, b2), (np.tanh(x @ w1 + b1) @ w2 + b2) * 0.5, rtol=1e-5, atol=1e-6)
 
@@ -50,7 +50,7 @@ def test_import_from_dg_path(mode, tmp_path, monkeypatch):
     monkeypatch.setenv("DG_PATH", str(PROGRAMS))
     src = tmp_path / "main_prog.dg"
     src.write_text("from layers import scale\n\ndef f(x):\n    return scale(x, 4.0)\n")
-    m = dg.load(str(src), mode=mode)
+    m = dg.load(str(src), mode=dg_mode(mode))
     v = randn(3, seed=7)
     check(m.f(v), v * 4.0)
 
@@ -60,7 +60,7 @@ def test_missing_module_is_an_error(mode, tmp_path, monkeypatch):
     src = tmp_path / "lonely.dg"
     src.write_text("import no_such_module_here\n\ndef f(x):\n    return x\n")
     with pytest.raises(dg.DgError) as ei:
-        m = dg.load(str(src), mode=mode)
+        m = dg.load(str(src), mode=dg_mode(mode))
         m.f(np.zeros(2, F32))
     assert "no_such_module_here" in str(ei.value)
     assert str(ei.value).startswith(str(src) + ":1:") or "lonely.dg:1:" in str(ei.value).splitlines()[0]

@@ -13,6 +13,29 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 _CACHE: dict = {}
 
 
+def dg_mode(mode: str) -> str:
+    """The dg mode a test mode runs in (`ptx` is compiled mode, with PTX made as well)."""
+    return "compiled" if mode == "ptx" else mode
+
+
+def assemble_ptx(ptx: str, name: str) -> None:
+    """`ptxas -arch=sm_90` must assemble this PTX (ptxas comes with nvidia-cuda-nvcc, a dev extra)."""
+    import subprocess
+    import tempfile
+
+    from dg.lowering import gpu
+
+    ptxas = gpu.ptxas_path()
+    assert ptxas, "ptxas not found: pip install nvidia-cuda-nvcc (in dg's dev extras)"
+    assert ".target sm_90" in ptx
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / f"{name}.ptx", Path(d) / f"{name}.cubin"
+        src.write_text(ptx)
+        r = subprocess.run([ptxas, "-arch=sm_90", str(src), "-o", str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, f"ptxas rejected the PTX of {name}:\n{r.stderr}\n{ptx[:4000]}"
+        assert out.stat().st_size > 0
+
+
 def load_src(src: str, mode: str, filename: str | None = None):
     """dg.loads(src) once per (src, mode, filename); failures are not cached.
 
@@ -24,7 +47,7 @@ def load_src(src: str, mode: str, filename: str | None = None):
     key = ("src", src, mode, filename)
     m = _CACHE.get(key)
     if m is None:
-        m = dg.loads(src, mode=mode, filename=filename)
+        m = dg.loads(src, mode=dg_mode(mode), filename=filename)
         _CACHE[key] = m
     return m
 
@@ -34,7 +57,7 @@ def load_prog(name: str, mode: str):
     key = ("file", name, mode)
     m = _CACHE.get(key)
     if m is None:
-        m = dg.load(str(PROGRAMS / name), mode=mode)
+        m = dg.load(str(PROGRAMS / name), mode=dg_mode(mode))
         _CACHE[key] = m
     return m
 

@@ -1,0 +1,209 @@
+"""dg IR -> gpu dialect -> NVVM -> PTX.
+
+Expects: a dg module (one specialization, gradients already made).
+Guarantees:
+- `to_gpu(module)` is the module after bufferization with its parallel
+  loops tiled, mapped to blocks and threads and outlined as `gpu.func`
+  kernels (`gpu.module`s) launched by `gpu.launch_func` from host code; the
+  sequential control flow (`scf.for`/`while`/`if`, calls) stays on the host.
+- `kernels_llvm(gpu_module)` is the kernels lowered to NVVM and translated
+  to one LLVM IR module (text) for `nvptx64-nvidia-cuda`.
+- `ptx(module, arch)` is that module linked with libdevice (only what it
+  uses), optimized at -O3 and compiled to PTX by llvmlite's NVPTX backend.
+All of it runs on any machine: no GPU or driver is needed to make PTX.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+from pathlib import Path
+
+from dg.errors import DgError
+
+ARCHS = ("sm_80", "sm_90")
+DEFAULT_ARCH = "sm_90"
+BLOCK_1D = 256
+BLOCK_2D = (16, 16)
+
+# Bufferized IR -> kernels: parallel loops are tiled (fixed-size inner loops with a guard,
+# so block sizes are constants), the outer loops become blocks, the inner ones threads.
+TO_KERNELS = (
+    "builtin.module("
+    "func.func(convert-linalg-to-parallel-loops),"
+    "func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={tiles} no-min-max-bounds=true}}),"
+    "func.func(gpu-map-parallel-loops), func.func(convert-parallel-loops-to-gpu),"
+    "lower-affine, convert-math-to-funcs, gpu-kernel-outlining, canonicalize, cse)"
+)
+KERNELS_TO_NVVM = (
+    "builtin.module("
+    "gpu.module(convert-scf-to-cf, expand-strided-metadata, lower-affine),"
+    "gpu.module(convert-gpu-to-nvvm{index-bitwidth=64}),"
+    "gpu.module(convert-math-to-llvm, convert-arith-to-llvm, convert-index-to-llvm),"
+    "reconcile-unrealized-casts)"
+)
+
+
+def to_gpu(dg_module):
+    """(ToLinalg result, module with host code and outlined kernels)."""
+    from dg.dialects.dialect import shared_context
+    from dg.dialects.mlir import ir, passmanager
+    from dg.lowering.to_linalg import to_linalg
+    from dg.runtime.cpu import BUFFERIZE
+
+    lowered = to_linalg(dg_module)
+    tiles = ",".join(str(t) for t in BLOCK_2D)
+    with shared_context():
+        m = ir.Module.parse(lowered.text)
+        try:
+            passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
+            passmanager.PassManager.parse(TO_KERNELS.format(tiles=tiles)).run(m.operation)
+        except Exception as e:
+            raise RuntimeError(f"lowering to the gpu dialect failed: {e}\n{lowered.text}") from None
+    return lowered, m
+
+
+def kernels_llvm(gpu_module) -> str:
+    """The kernels of a `to_gpu` module as one LLVM IR module (text) for NVPTX."""
+    from dg.dialects.mlir import ir, passmanager
+    from dg.dialects.mlir import llvm_dialect
+
+    with gpu_module.context:
+        m = ir.Module.parse(str(gpu_module))
+        passmanager.PassManager.parse(KERNELS_TO_NVVM).run(m.operation)
+        dev = ir.Module.create(ir.Location.unknown())
+        dev.operation.attributes["llvm.target_triple"] = ir.StringAttr.get("nvptx64-nvidia-cuda")
+        seen = set()
+        for op in m.body.operations:
+            if op.operation.name != "gpu.module":
+                continue
+            for f in list(op.regions[0].blocks[0].operations):
+                name = f.operation.attributes["sym_name"] if "sym_name" in f.operation.attributes else None
+                key = str(name)
+                if f.operation.name in ("gpu.module_end",) or (name is not None and key in seen):
+                    continue  # libdevice declarations repeat across kernel modules
+                if name is not None:
+                    seen.add(key)
+                f.operation.detach_from_parent()
+                dev.body.append(f)
+        left = sorted({o.name for o in _operations(dev.body)
+                       if not o.name.startswith(("llvm.", "nvvm.", "builtin."))})
+        if left:  # translation would crash on these rather than fail
+            raise RuntimeError(f"GPU kernels kept ops with no NVVM lowering: {', '.join(left)}\n{dev}")
+        return _device_failures(str(llvm_dialect.translate_module_to_llvmir(dev.operation)))
+
+
+FAIL_FLAG = "dg_failed"
+_FAIL_DECL = re.compile(r"^declare void @(_mlir_ciface_dg_rt_fail|dg_rt_fail)\(i64\)[^\n]*$", re.M)
+
+
+def _device_failures(text: str) -> str:
+    """A failed check inside a kernel records its id (plus one) in the device global `dg_failed`;
+    the first failure wins. The host reads it after the launch, as the CPU's dg_rt_fail is read."""
+    if not _FAIL_DECL.search(text):
+        return text
+    body = (f"@{FAIL_FLAG} = addrspace(1) externally_initialized global i64 0, align 8\n"
+            "define void @\\1(i64 %id) {\n"
+            "  %v = add i64 %id, 1\n"
+            f"  %p = addrspacecast ptr addrspace(1) @{FAIL_FLAG} to ptr\n"
+            "  %r = cmpxchg ptr %p, i64 0, i64 %v monotonic monotonic\n"
+            "  ret void\n"
+            "}")
+    text = _FAIL_DECL.sub(body, text, count=1)
+    return _FAIL_DECL.sub("", text)
+
+
+def _operations(block):
+    for op in block.operations:
+        op = op.operation
+        yield op
+        for region in op.regions:
+            for b in region.blocks:
+                yield from _operations(b)
+
+
+def _find(pattern: str, env: tuple = ()) -> str | None:
+    """A file of the CUDA wheels (the `nvidia` namespace package) or a CUDA toolkit."""
+    roots = []
+    try:
+        import nvidia
+
+        roots += [str(Path(p)) for p in nvidia.__path__]
+    except ImportError:
+        pass
+    roots += [os.environ.get(e, "") for e in env] + [os.environ.get("CUDA_HOME", ""),
+                                                     os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
+    for r in roots:
+        if r:
+            hits = sorted(glob.glob(os.path.join(r, "**", pattern), recursive=True))
+            if hits:
+                return hits[0]
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def libdevice_path() -> str | None:
+    """libdevice.10.bc: DG_LIBDEVICE, else the nvidia-nvvm wheel or a CUDA toolkit."""
+    return os.environ.get("DG_LIBDEVICE") or _find("libdevice.10.bc")
+
+
+@functools.lru_cache(maxsize=None)
+def ptxas_path() -> str | None:
+    """ptxas: the nvidia-cuda-nvcc wheel, a CUDA toolkit, or PATH."""
+    import shutil
+
+    return _find("ptxas") or shutil.which("ptxas")
+
+
+def _nvptx():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+def llvm_to_ptx(text: str, arch: str = DEFAULT_ARCH) -> str:
+    """PTX for one NVPTX LLVM module: libdevice linked (what is used), internalized, -O3."""
+    if arch not in ARCHS:
+        raise DgError(f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})")
+    llvm = _nvptx()
+    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    tm = target.create_target_machine(cpu=arch, features="+ptx80", opt=3)
+    mod = llvm.parse_assembly(text)
+    mod.triple = "nvptx64-nvidia-cuda"
+    mod.data_layout = str(tm.target_data)
+    kernels = set(re.findall(r"define [^@]*ptx_kernel[^@]*@\"?([\w.$]+)", text))
+    kernels |= {f.name for f in mod.functions if not f.is_declaration and _is_kernel(f)}
+    if any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions):
+        path = libdevice_path()
+        if path is None:
+            raise DgError("making PTX needs libdevice.10.bc: pip install nvidia-nvvm (dg's [cuda] extra) "
+                          "or set DG_LIBDEVICE")
+        with open(path, "rb") as f:
+            libdev = llvm.parse_bitcode(f.read())
+        libdev.triple = mod.triple
+        libdev.data_layout = mod.data_layout
+        mod.link_in(libdev)
+    for f in mod.functions:
+        if not f.is_declaration and f.name not in kernels:
+            f.linkage = llvm.Linkage.internal
+    for g in mod.global_variables:
+        if not g.is_declaration and g.name != FAIL_FLAG:
+            g.linkage = llvm.Linkage.internal
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+    mod.verify()
+    return tm.emit_assembly(mod)
+
+
+def _is_kernel(f) -> bool:
+    return "ptx_kernel" in str(f.calling_convention) if hasattr(f, "calling_convention") else False
+
+
+def ptx(dg_module, arch: str = DEFAULT_ARCH) -> str:
+    _, m = to_gpu(dg_module)
+    return llvm_to_ptx(kernels_llvm(m), arch)
