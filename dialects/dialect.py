@@ -92,3 +92,14 @@ def parse_module(text: str, ctx=None) -> "ir.Module":
     ctx = ctx or shared_context()
     with ctx:
         return ir.Module.parse(text)
+
+
+def operations_under(block):
+    """Every operation under a block, depth first, read from the blocks' own lists (ops found
+    by `walk` must not be erased or moved afterwards; these may be)."""
+    for op in block.operations:
+        op = op.operation
+        yield op
+        for region in op.regions:
+            for b in region.blocks:
+                yield from operations_under(b)

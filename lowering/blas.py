@@ -186,7 +186,9 @@ def route_matmuls(module) -> int:
     if lib is None:
         return 0
     found = []
-    for op in _operations(module.body):
+    from dg.dialects.dialect import operations_under
+
+    for op in operations_under(module.body):
         if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
             if elt in _ELTS and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
@@ -220,17 +222,6 @@ def route_matmuls(module) -> int:
             if fill is not None:
                 fill.erase()
     return len(found)
-
-
-def _operations(block):
-    """Every operation under a block, depth first (its own blocks' lists, not `walk`: ops found by
-    walk must not be erased afterwards)."""
-    for op in block.operations:
-        op = op.operation
-        yield op
-        for region in op.regions:
-            for b in region.blocks:
-                yield from _operations(b)
 
 
 def _zero_fill_before(op):

@@ -67,6 +67,7 @@ def to_gpu(dg_module):
 def kernels_llvm(gpu_module) -> str:
     """The kernels of a `to_gpu` module as one LLVM IR module (text) for NVPTX."""
     from dg.dialects.mlir import ir, passmanager
+    from dg.dialects.dialect import operations_under
     from dg.dialects.mlir import llvm_dialect
 
     with gpu_module.context:
@@ -87,7 +88,7 @@ def kernels_llvm(gpu_module) -> str:
                     seen.add(key)
                 f.operation.detach_from_parent()
                 dev.body.append(f)
-        left = sorted({o.name for o in _operations(dev.body)
+        left = sorted({o.name for o in operations_under(dev.body)
                        if not o.name.startswith(("llvm.", "nvvm.", "builtin."))})
         if left:  # translation would crash on these rather than fail
             raise RuntimeError(f"GPU kernels kept ops with no NVVM lowering: {', '.join(left)}\n{dev}")
@@ -114,16 +115,7 @@ def _device_failures(text: str) -> str:
     return _FAIL_DECL.sub("", text)
 
 
-def _operations(block):
-    for op in block.operations:
-        op = op.operation
-        yield op
-        for region in op.regions:
-            for b in region.blocks:
-                yield from _operations(b)
-
-
-def _find(pattern: str, env: tuple = ()) -> str | None:
+def _find(pattern: str) -> str | None:
     """A file of the CUDA wheels (the `nvidia` namespace package) or a CUDA toolkit."""
     roots = []
     try:
@@ -132,8 +124,7 @@ def _find(pattern: str, env: tuple = ()) -> str | None:
         roots += [str(Path(p)) for p in nvidia.__path__]
     except ImportError:
         pass
-    roots += [os.environ.get(e, "") for e in env] + [os.environ.get("CUDA_HOME", ""),
-                                                     os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
+    roots += [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
     for r in roots:
         if r:
             hits = sorted(glob.glob(os.path.join(r, "**", pattern), recursive=True))
@@ -175,7 +166,7 @@ def llvm_to_ptx(text: str, arch: str = DEFAULT_ARCH) -> str:
     mod.triple = "nvptx64-nvidia-cuda"
     mod.data_layout = str(tm.target_data)
     kernels = set(re.findall(r"define [^@]*ptx_kernel[^@]*@\"?([\w.$]+)", text))
-    kernels |= {f.name for f in mod.functions if not f.is_declaration and _is_kernel(f)}
+    assert kernels or "define " not in text, "kernels lost their ptx_kernel calling convention"
     if any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions):
         path = libdevice_path()
         if path is None:
@@ -198,10 +189,6 @@ def llvm_to_ptx(text: str, arch: str = DEFAULT_ARCH) -> str:
     pm.run(mod, pb)
     mod.verify()
     return tm.emit_assembly(mod)
-
-
-def _is_kernel(f) -> bool:
-    return "ptx_kernel" in str(f.calling_convention) if hasattr(f, "calling_convention") else False
 
 
 def ptx(dg_module, arch: str = DEFAULT_ARCH) -> str:
