@@ -118,14 +118,16 @@ def helper_name(elt: str, overwrite: bool) -> str:
     return f"dg_gemm_{elt}" + ("_new" if overwrite else "")
 
 
-def helper_text(elt: str, int_type: str, overwrite: bool) -> str:
-    """`@dg_gemm_<elt>(A, B, C)`: C += A @ B (or C = A @ B when `overwrite`), by BLAS when the layouts allow."""
+def helper_text(elt: str, int_type: str, overwrite: bool) -> tuple[str, str]:
+    """(`@dg_gemm_<elt>(A, B, C)`, the BLAS declaration it calls): C += A @ B (or C = A @ B when
+    `overwrite`), by BLAS when the sizes are not empty and the layouts allow, else by loops."""
     t = _ELTS[elt]
     m = _memref(elt)
     size = 4 if elt == "f32" else 8
     ity = int_type
     body = [
         "%one = arith.constant 1 : index",
+        "%true = arith.constant true",
         "%zero = arith.constant 0 : index",
         f"%esize = arith.constant {size} : index",
         f"%rowmajor = arith.constant {ROW_MAJOR} : i32",
@@ -141,35 +143,32 @@ def helper_text(elt: str, int_type: str, overwrite: bool) -> str:
         "%n0 = arith.cmpi eq, %b_n#1, %zero : index",
         "%e1 = arith.ori %m0, %k0 : i1",
         "%empty = arith.ori %e1, %n0 : i1",
+        "%full = arith.xori %empty, %true : i1",
         "%g1 = arith.andi %a_ok, %b_ok : i1",
-        "%blas = arith.andi %g1, %c_row : i1",
+        "%g2 = arith.andi %g1, %c_row : i1",
+        "%blas = arith.andi %g2, %full : i1",
         f"%beta = arith.constant {0.0 if overwrite else 1.0} : {elt}",
-        f"%zf = arith.constant 0.0 : {elt}",
-        "scf.if %empty {",
-    ] + ([f"  linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
-        "} else {",
-        "  scf.if %blas {",
+        "scf.if %blas {",
     ]
     for x in "abc":
         body += [
-            f"    %{x}_p = memref.extract_aligned_pointer_as_index %{x} : {m} -> index",
-            f"    %{x}_ob = arith.muli %{x}_off, %esize : index",
-            f"    %{x}_pa = arith.addi %{x}_p, %{x}_ob : index",
-            f"    %{x}_pi = arith.index_cast %{x}_pa : index to i64",
-            f"    %{x}_ptr = llvm.inttoptr %{x}_pi : i64 to !llvm.ptr",
-            f"    %{x}_lda = arith.index_cast %{x}_ld : index to {ity}",
+            f"  %{x}_p = memref.extract_aligned_pointer_as_index %{x} : {m} -> index",
+            f"  %{x}_ob = arith.muli %{x}_off, %esize : index",
+            f"  %{x}_pa = arith.addi %{x}_p, %{x}_ob : index",
+            f"  %{x}_pi = arith.index_cast %{x}_pa : index to i64",
+            f"  %{x}_ptr = llvm.inttoptr %{x}_pi : i64 to !llvm.ptr",
+            f"  %{x}_lda = arith.index_cast %{x}_ld : index to {ity}",
         ]
     for name, v in (("mm", "%a_n#0"), ("kk", "%a_n#1"), ("nn", "%b_n#1")):
-        body.append(f"    %{name} = arith.index_cast {v} : index to {ity}")
+        body.append(f"  %{name} = arith.index_cast {v} : index to {ity}")
     call_args = ("%rowmajor, %a_tr, %b_tr, %mm, %nn, %kk, %alpha, %a_ptr, %a_lda, %b_ptr, %b_lda, "
                  "%beta, %c_ptr, %c_lda")
     sig = f"i32, i32, i32, {ity}, {ity}, {ity}, {elt}, !llvm.ptr, {ity}, !llvm.ptr, {ity}, {elt}, !llvm.ptr, {ity}"
     body += [
-        f"    func.call @dg_blas_{t}gemm({call_args}) : ({sig}) -> ()",
-        "  } else {",
-    ] + ([f"    linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
-        f"    linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})",
-        "  }",
+        f"  func.call @dg_blas_{t}gemm({call_args}) : ({sig}) -> ()",
+        "} else {",  # loops, which do nothing when a size is zero
+    ] + ([f"  %zf = arith.constant 0.0 : {elt}", f"  linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
+        f"  linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})",
         "}",
         "return",
     ]
@@ -185,9 +184,9 @@ def route_matmuls(module) -> int:
     lib = locate()
     if lib is None:
         return 0
-    found = []
     from dg.dialects.dialect import operations_under
 
+    found = []
     for op in operations_under(module.body):
         if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
@@ -237,12 +236,10 @@ def _zero_fill_before(op):
     if prev.name != "linalg.fill" or len(prev.operands) != 2 or prev.operands[1] != op.operands[2]:
         return None
     src = prev.operands[0].owner
-    if not isinstance(src, ir.Operation) or src.name != "arith.constant":
-        src = getattr(src, "operation", src)
-        if getattr(src, "name", None) != "arith.constant":
-            return None
-    value = src.attributes["value"]
+    src = getattr(src, "operation", src)  # an OpView, an Operation or (a block argument) a Block
+    if getattr(src, "name", None) != "arith.constant":
+        return None
     try:
-        return prev if ir.FloatAttr(value).value == 0.0 else None
+        return prev if ir.FloatAttr(src.attributes["value"]).value == 0.0 else None
     except ValueError:
         return None

@@ -24,15 +24,14 @@ from dg.errors import DgError
 
 ARCHS = ("sm_80", "sm_90")
 DEFAULT_ARCH = "sm_90"
-BLOCK_1D = 256
-BLOCK_2D = (16, 16)
+BLOCK = (16, 16)  # threads per block along the first two parallel dims
 
 # Bufferized IR -> kernels: parallel loops are tiled (fixed-size inner loops with a guard,
 # so block sizes are constants), the outer loops become blocks, the inner ones threads.
 TO_KERNELS = (
     "builtin.module("
     "func.func(convert-linalg-to-parallel-loops),"
-    "func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={tiles} no-min-max-bounds=true}}),"
+    f"func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={','.join(map(str, BLOCK))} no-min-max-bounds=true}}),"
     "func.func(gpu-map-parallel-loops), func.func(convert-parallel-loops-to-gpu),"
     "lower-affine, convert-math-to-funcs, gpu-kernel-outlining, canonicalize, cse)"
 )
@@ -48,17 +47,13 @@ KERNELS_TO_NVVM = (
 def to_gpu(dg_module):
     """(ToLinalg result, module with host code and outlined kernels)."""
     from dg.dialects.dialect import shared_context
-    from dg.dialects.mlir import ir, passmanager
-    from dg.lowering.to_linalg import to_linalg
-    from dg.runtime.cpu import BUFFERIZE
+    from dg.dialects.mlir import passmanager
+    from dg.runtime.cpu import bufferized
 
-    lowered = to_linalg(dg_module)
-    tiles = ",".join(str(t) for t in BLOCK_2D)
+    lowered, m = bufferized(dg_module)
     with shared_context():
-        m = ir.Module.parse(lowered.text)
         try:
-            passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
-            passmanager.PassManager.parse(TO_KERNELS.format(tiles=tiles)).run(m.operation)
+            passmanager.PassManager.parse(TO_KERNELS).run(m.operation)
         except Exception as e:
             raise RuntimeError(f"lowering to the gpu dialect failed: {e}\n{lowered.text}") from None
     return lowered, m
@@ -66,28 +61,24 @@ def to_gpu(dg_module):
 
 def kernels_llvm(gpu_module) -> str:
     """The kernels of a `to_gpu` module as one LLVM IR module (text) for NVPTX."""
-    from dg.dialects.mlir import ir, passmanager
     from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import llvm_dialect
+    from dg.dialects.mlir import ir, llvm_dialect, passmanager
 
     with gpu_module.context:
         m = ir.Module.parse(str(gpu_module))
         passmanager.PassManager.parse(KERNELS_TO_NVVM).run(m.operation)
         dev = ir.Module.create(ir.Location.unknown())
         dev.operation.attributes["llvm.target_triple"] = ir.StringAttr.get("nvptx64-nvidia-cuda")
-        seen = set()
-        for op in m.body.operations:
-            if op.operation.name != "gpu.module":
+        seen = set()  # libdevice and runtime declarations repeat across kernel modules
+        for gm in m.body.operations:
+            if gm.operation.name != "gpu.module":
                 continue
-            for f in list(op.regions[0].blocks[0].operations):
-                name = f.operation.attributes["sym_name"] if "sym_name" in f.operation.attributes else None
-                key = str(name)
-                if f.operation.name in ("gpu.module_end",) or (name is not None and key in seen):
-                    continue  # libdevice declarations repeat across kernel modules
-                if name is not None:
-                    seen.add(key)
-                f.operation.detach_from_parent()
-                dev.body.append(f)
+            for f in list(gm.regions[0].blocks[0].operations):
+                name = str(f.operation.attributes["sym_name"])
+                if name not in seen:
+                    seen.add(name)
+                    f.operation.detach_from_parent()
+                    dev.body.append(f)
         left = sorted({o.name for o in operations_under(dev.body)
                        if not o.name.startswith(("llvm.", "nvvm.", "builtin."))})
         if left:  # translation would crash on these rather than fail
@@ -189,6 +180,23 @@ def llvm_to_ptx(text: str, arch: str = DEFAULT_ARCH) -> str:
     pm.run(mod, pb)
     mod.verify()
     return tm.emit_assembly(mod)
+
+
+def assemble(ptx_text: str, arch: str = DEFAULT_ARCH) -> bytes:
+    """The cubin `ptxas -arch=<arch>` makes of this PTX; a DgError when ptxas is missing or refuses."""
+    import subprocess
+    import tempfile
+
+    ptxas = ptxas_path()
+    if ptxas is None:
+        raise DgError("assembling PTX needs ptxas: pip install nvidia-cuda-nvcc (dg's [cuda] extra)")
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "kernels.ptx", Path(d) / "kernels.cubin"
+        src.write_text(ptx_text)
+        r = subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(out)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise DgError(f"ptxas -arch={arch} rejected the PTX:\n{r.stderr}")
+        return out.read_bytes()
 
 
 def ptx(dg_module, arch: str = DEFAULT_ARCH) -> str:

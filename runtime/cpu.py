@@ -126,9 +126,9 @@ def _adopt(descs, types, inputs: set) -> list:
     """
     taken: set = set()
     out = []
-    for d, t in zip(descs, types):
+    allocs = [ctypes.cast(d.allocated, ctypes.c_void_p).value for d in descs]
+    for d, t, alloc in zip(descs, types, allocs):
         dtype = np_dtype(t.dtype)
-        alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
         shape = tuple(d.shape[:t.rank]) if t.rank else ()
         dense = t.rank and all(n > 0 for n in shape) and list(d.strides[:t.rank]) == [
             int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(t.rank)]
@@ -141,8 +141,7 @@ def _adopt(descs, types, inputs: set) -> list:
             out.append(np.frombuffer(buf, dtype=dtype, count=n).reshape(shape))
         else:
             out.append(from_descriptor(d, t.rank, dtype))
-    for d in descs:
-        alloc = ctypes.cast(d.allocated, ctypes.c_void_p).value
+    for alloc in allocs:
         if alloc and alloc not in inputs and alloc not in taken:
             taken.add(alloc)
             _libc.free(alloc)
@@ -220,8 +219,8 @@ def pipeline_identity() -> str:
     return f"{BUFFERIZE}\0{TO_LLVM}\0{blas.identity()}"
 
 
-def lower_to_llvm(dg_module: "ir.Module"):
-    """(ToLinalg result, LLVM-dialect module) for a dg module."""
+def bufferized(dg_module: "ir.Module"):
+    """(ToLinalg result, module after BUFFERIZE): where the CPU and GPU lowerings part."""
     from dg.lowering.to_linalg import to_linalg
 
     lowered = to_linalg(dg_module)
@@ -232,6 +231,16 @@ def lower_to_llvm(dg_module: "ir.Module"):
             raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
         try:
             passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
+        except Exception as e:
+            raise RuntimeError(f"bufferization failed: {e}\n{lowered.text}") from None
+    return lowered, m
+
+
+def lower_to_llvm(dg_module: "ir.Module"):
+    """(ToLinalg result, LLVM-dialect module) for a dg module."""
+    lowered, m = bufferized(dg_module)
+    with shared_context():
+        try:
             blas.route_matmuls(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
         except Exception as e:

@@ -3,7 +3,6 @@
 (tests/e2e runs every end-to-end program through the same path: its `ptx` parameter.)
 """
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -35,18 +34,8 @@ def m():
     return dg.loads(SRC, mode="interp")
 
 
-def _assemble(text, arch, tmp_path):
-    ptxas = gpu.ptxas_path()
-    assert ptxas, "ptxas not found: pip install nvidia-cuda-nvcc (a dev extra)"
-    src = tmp_path / "k.ptx"
-    src.write_text(text)
-    r = subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-
-
 @pytest.mark.parametrize("arch", gpu.ARCHS)
-def test_ptx_for_each_arch_assembles(m, arch, tmp_path):
+def test_ptx_for_each_arch_assembles(m, arch):
     from dg.runtime.modes import parse_verified
 
     x = np.ones(4, np.float32)
@@ -55,7 +44,7 @@ def test_ptx_for_each_arch_assembles(m, arch, tmp_path):
     assert ".entry chain_kernel" in text
     # math functions come from libdevice, linked in and internalized: no external calls remain
     assert ".extern" not in text
-    _assemble(text, arch, tmp_path)
+    assert gpu.assemble(text, arch)
 
 
 def test_gpu_stage_maps_loops_to_blocks_and_threads(m):
@@ -75,18 +64,23 @@ def test_sequential_control_flow_stays_on_the_host(m):
     assert "gpu.launch_func" in host
 
 
-def test_checks_in_kernels_set_a_device_flag(m, tmp_path):
+def test_checks_in_kernels_set_a_device_flag(m):
     x = np.ones(4, np.float32)
     i = np.zeros(2, np.int64)
     text = m.gather.ir("ptx", args=(x, i))
     assert f".visible .global .align 8 .u64 {gpu.FAIL_FLAG}" in text
     assert re.search(r"atom\.[\w.]*cas", text)  # the first failure wins
-    _assemble(text, "sm_90", tmp_path)
+    assert gpu.assemble(text, "sm_90")
 
 
 def test_unknown_arch_is_a_clear_error(m):
     with pytest.raises(dg.DgError, match="unknown GPU architecture"):
         gpu.llvm_to_ptx("", "sm_10")
+
+
+def test_ptxas_refusal_is_a_clear_error():
+    with pytest.raises(dg.DgError, match="ptxas -arch=sm_90 rejected"):
+        gpu.assemble(".version 8.0\n.target sm_90\n.address_size 64\nnot ptx\n")
 
 
 def test_cuda_device_without_a_driver_says_why():

@@ -20,20 +20,14 @@ def dg_mode(mode: str) -> str:
 
 def assemble_ptx(ptx: str, name: str) -> None:
     """`ptxas -arch=sm_90` must assemble this PTX (ptxas comes with nvidia-cuda-nvcc, a dev extra)."""
-    import subprocess
-    import tempfile
-
     from dg.lowering import gpu
 
-    ptxas = gpu.ptxas_path()
-    assert ptxas, "ptxas not found: pip install nvidia-cuda-nvcc (in dg's dev extras)"
     assert ".target sm_90" in ptx
-    with tempfile.TemporaryDirectory() as d:
-        src, out = Path(d) / f"{name}.ptx", Path(d) / f"{name}.cubin"
-        src.write_text(ptx)
-        r = subprocess.run([ptxas, "-arch=sm_90", str(src), "-o", str(out)], capture_output=True, text=True)
-        assert r.returncode == 0, f"ptxas rejected the PTX of {name}:\n{r.stderr}\n{ptx[:4000]}"
-        assert out.stat().st_size > 0
+    try:
+        cubin = gpu.assemble(ptx, "sm_90")
+    except dg.DgError as e:
+        raise AssertionError(f"{name}: {e}\n{ptx[:4000]}") from None
+    assert cubin
 
 
 def load_src(src: str, mode: str, filename: str | None = None):
