@@ -151,6 +151,10 @@ class Builder:
         return r
 
     def unary(self, opname: str, a: str, ty: str) -> str:
+        from .approx import APPROX
+
+        if (opname, ty) in APPROX:  # vectorizable float32 exp and tanh instead of libm calls
+            return APPROX[opname, ty](self, a)
         r = self.fresh("x")
         self.emit(f"{r} = {opname} {a} : {ty}")
         return r
