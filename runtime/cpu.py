@@ -7,8 +7,9 @@ compiled function on NumPy arrays and returns NumPy arrays. MLIR's
 and its object code is kept in the on-disk cache (`runtime.cache`); the
 object is loaded and linked with llvmlite's JIT, so a later process that
 finds it skips the dg emitter's lowering, MLIR and LLVM altogether.
-Arguments travel as memref descriptors pointing at the arrays' data (no
-copy); each result is copied into a NumPy array and its buffer freed
+Arguments travel as memref descriptors (int64 words, all of a call's in
+one buffer) pointing at the arrays' data (no copy); a dense result buffer
+becomes its NumPy array's memory, other results are copied out
 (one-shot bufferization with ownership-based deallocation makes returned
 buffers the caller's). Compiled code reaches Python through process-wide
 runtime symbols (failed checks, print, breakpoint, MLIR's `memrefCopy`)
@@ -101,24 +102,36 @@ def to_descriptor(a: np.ndarray):
     return d
 
 
-def from_descriptor(d, rank: int, dtype: np.dtype) -> np.ndarray:
-    shape = tuple(d.shape[:rank]) if rank else ()
-    strides = tuple(d.strides[:rank]) if rank else ()
+def _descriptor_words(a: np.ndarray, p: int) -> list:
+    """A ranked memref descriptor of `a` (data at address p) as int64 words: allocated, aligned,
+    offset, sizes, strides."""
+    item = a.itemsize
+    return [p, p, 0, *a.shape, *[s // item for s in a.strides]]
+
+
+def _copy_out(aligned: int, offset: int, shape: tuple, strides: list, dtype: np.dtype) -> np.ndarray:
+    """A NumPy copy of a strided buffer."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    base = ctypes.cast(d.aligned, ctypes.c_void_p).value
-    if n == 0 or base is None:
-        out = np.zeros(shape, dtype=dtype)
-    else:
-        item = dtype.itemsize
-        span = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
-        buf = (ctypes.c_char * (span * item)).from_address(base + d.offset * item)
-        flat = np.frombuffer(buf, dtype=dtype, count=span)
-        out = np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
-    return out
+    if n == 0 or not aligned:
+        return np.zeros(shape, dtype=dtype)
+    item = dtype.itemsize
+    span = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
+    buf = (ctypes.c_char * (span * item)).from_address(aligned + offset * item)
+    flat = np.frombuffer(buf, dtype=dtype, count=span)
+    return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
 
 
-def _adopt(descs, types, inputs: set) -> list:
-    """NumPy arrays for a call's result descriptors, without copying where possible.
+def _dense(shape: tuple, strides: list) -> bool:
+    want = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n <= 0 or st != want:
+            return False
+        want *= n
+    return bool(shape)
+
+
+def _adopt(words: list, outs: list, inputs: set) -> list:
+    """NumPy arrays for a call's results (`outs`: word offset, rank, dtype each), copying only when needed.
 
     A dense result buffer the call allocated becomes the array's memory and is freed when
     the array goes. Results that are views of an argument, a buffer an earlier result
@@ -126,22 +139,20 @@ def _adopt(descs, types, inputs: set) -> list:
     """
     taken: set = set()
     out = []
-    allocs = [ctypes.cast(d.allocated, ctypes.c_void_p).value for d in descs]
-    for d, t, alloc in zip(descs, types, allocs):
-        dtype = np_dtype(t.dtype)
-        shape = tuple(d.shape[:t.rank]) if t.rank else ()
-        dense = t.rank and all(n > 0 for n in shape) and list(d.strides[:t.rank]) == [
-            int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(t.rank)]
-        if alloc and dense and alloc not in inputs and alloc not in taken:
+    for off, rank, dtype in outs:
+        alloc, aligned, offset = words[off:off + 3]
+        shape = tuple(words[off + 3:off + 3 + rank])
+        strides = words[off + 3 + rank:off + 3 + 2 * rank]
+        if alloc and alloc not in inputs and alloc not in taken and _dense(shape, strides):
             taken.add(alloc)
-            n = int(np.prod(shape, dtype=np.int64))
-            base = ctypes.cast(d.aligned, ctypes.c_void_p).value + d.offset * dtype.itemsize
-            buf = (ctypes.c_char * (n * dtype.itemsize)).from_address(base)
+            nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            buf = (ctypes.c_char * nbytes).from_address(aligned + offset * dtype.itemsize)
             weakref.finalize(buf, _libc.free, alloc)
-            out.append(np.frombuffer(buf, dtype=dtype, count=n).reshape(shape))
+            out.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
         else:
-            out.append(from_descriptor(d, t.rank, dtype))
-    for alloc in allocs:
+            out.append(_copy_out(aligned, offset, shape, strides, dtype))
+    for off, _, _ in outs:
+        alloc = words[off]
         if alloc and alloc not in inputs and alloc not in taken:
             taken.add(alloc)
             _libc.free(alloc)
@@ -364,45 +375,51 @@ class CpuProgram:
 
     # ------------------------------------------------------------ calls
     def _function(self, symbol: str):
-        """(C entry point, result descriptor types) of one function."""
+        """(C entry point, argument dtypes, byte offsets of their descriptors, results, result words)."""
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
             addr = self._jit.get_function_address("_mlir_ciface_" + symbol)
             nres = 1 if outs else 0
             fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (nres + len(ins)))(addr)
-            descs = [descriptor_type(t.rank, _ctype(np_dtype(t.dtype))) for t in outs]
-            packed = descs[0] if len(descs) == 1 else (
-                type("Results", (ctypes.Structure,), {"_fields_": [(f"r{i}", d) for i, d in enumerate(descs)]})
-                if descs else None)
-            e = self._entry[symbol] = (fn, packed)
+            offsets, at = [], 0
+            for t in ins:
+                offsets.append(8 * at)
+                at += 3 + 2 * t.rank
+            results, words = [], 0
+            for t in outs:  # the results struct is their descriptors back to back, all 8-byte words
+                results.append((words, t.rank, np.dtype(np_dtype(t.dtype))))
+                words += 3 + 2 * t.rank
+            e = self._entry[symbol] = (fn, [np.dtype(np_dtype(t.dtype)) for t in ins], offsets, results, words)
         return e
 
     def call(self, symbol: str, arrays: list):
-        ins, outs = self.signatures[symbol]
-        fn, packed = self._function(symbol)
-        args = []
-        keep = []
-        for a, t in zip(arrays, ins):
-            a = np.ascontiguousarray(a, dtype=np_dtype(t.dtype))
-            d = to_descriptor(a)
+        fn, dtypes, offsets, results, nwords = self._function(symbol)
+        keep, words, inputs = [], [], set()
+        for a, dt in zip(arrays, dtypes):
+            a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+            p = a.ctypes.data
             keep.append(a)
-            keep.append(d)
-            args.append(ctypes.addressof(d))
-        res = packed() if packed is not None else None
+            inputs.add(p)
+            words += _descriptor_words(a, p)
+        descs = np.array(words, dtype=np.int64)
+        base = descs.ctypes.data
+        res = np.zeros(nwords, dtype=np.int64)
+        args = [base + o for o in offsets]
         self.failed = None
         stack = _Runtime.local.__dict__.setdefault("stack", [])
         stack.append(self)
         try:
-            fn(*([ctypes.addressof(res)] if res is not None else []), *args)
+            if results:
+                fn(res.ctypes.data, *args)
+            else:
+                fn(*args)
         finally:
             stack.pop()
-        descs = [res] if len(outs) == 1 else [getattr(res, f"r{i}") for i in range(len(outs))]
-        inputs = {a.ctypes.data for a in keep if isinstance(a, np.ndarray)}
-        results = _adopt(descs, outs, inputs)
+        out = _adopt(res.tolist(), results, inputs)
         if self.failed is not None:
             loc, message = self.checks[self.failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))
-        if not outs:
+        if not results:
             return None
-        return results[0] if len(results) == 1 else tuple(results)
+        return out[0] if len(out) == 1 else tuple(out)

@@ -27,6 +27,8 @@ class Signature:
 
 def bind_python_args(fd: A.FuncDef, args, kwargs) -> list:
     params = fd.params
+    if not kwargs and len(args) == len(params):
+        return list(args)
     if len(args) > len(params):
         raise DgTypeError(f"{fd.name}() takes {len(params)} arguments but {len(args)} were given", fd.loc)
     out = list(args) + [_MISSING] * (len(params) - len(args))
@@ -92,43 +94,80 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
     raise DgTypeError(f"argument '{p.name}' of {fn}() must be an array or a number, got {type(x).__name__}", p.loc)
 
 
+@dataclass
+class _Param:
+    """What a call checks of one parameter, worked out once per function."""
+    declared: TensorType | None
+    np_dtype: np.dtype | None  # the declared element type's NumPy dtype
+    key: tuple | None  # this parameter's part of the signature key, when declared
+    static: tuple  # (axis, size) of the static dims
+    named: tuple  # (axis, name) of the named symbolic dims
+
+
+def _plan(fd: A.FuncDef) -> list:
+    plan = fd.__dict__.get("_dg_call_plan")
+    if plan is None:
+        names: dict = {}
+        plan = []
+        for p in fd.params:
+            t = annotation_type(p.annotation, names)
+            if t is None:
+                plan.append(_Param(None, None, None, (), ()))
+                continue
+            nd = DTYPES[t.dtype][1]
+            plan.append(_Param(t, None if nd is None else np.dtype(nd),
+                               (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape)),
+                               tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int)),
+                               tuple((i, d.name) for i, d in enumerate(t.shape) if isinstance(d, Sym) and d.name)))
+        fd.__dict__["_dg_call_plan"] = plan
+    return plan
+
+
 def make_signature(fd: A.FuncDef, values: list):
-    names: dict = {}
     sizes: dict = {}
     types, arrays, key = [], [], []
-    for p, x in zip(fd.params, values):
-        declared = annotation_type(p.annotation, names)
-        arr = to_array(x, p, fd.name, declared.dtype if declared is not None else None)
-        dt = dtype_of_np(arr.dtype)
-        if dt is None or dt == "u64":
-            raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type", p.loc)
+    for p, pp, x in zip(fd.params, _plan(fd), values):
+        declared = pp.declared
         if declared is None:
-            t = TensorType(dt, tuple(int(s) for s in arr.shape))
+            arr = to_array(x, p, fd.name)
+            dt = dtype_of_np(arr.dtype)
+            if dt is None or dt == "u64":
+                raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type",
+                                  p.loc)
+            types.append(TensorType(dt, tuple(int(s) for s in arr.shape)))
             key.append((dt, tuple(arr.shape)))
-        else:
-            if dt != declared.dtype:
+            arrays.append(arr)
+            continue
+        arr = x if type(x) is np.ndarray else to_array(x, p, fd.name, declared.dtype)
+        if arr.dtype != pp.np_dtype:
+            dt = dtype_of_np(arr.dtype)
+            if dt is None or dt == "u64":
+                raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type",
+                                  p.loc)
+            raise DgTypeError(
+                f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
+                f"(element type {dt}, expected {declared.dtype})", p.loc)
+        shape = arr.shape
+        if len(shape) != declared.rank:
+            raise DgTypeError(
+                f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
+                f"(rank {arr.ndim}, expected {declared.rank})", p.loc)
+        for axis, d in pp.static:
+            if shape[axis] != d:
                 raise DgTypeError(
                     f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                    f"(element type {dt}, expected {declared.dtype})", p.loc)
-            if arr.ndim != declared.rank:
+                    f"(axis {axis} has size {shape[axis]}, expected {d})", p.loc)
+        for axis, name in pp.named:
+            s = shape[axis]
+            seen = sizes.get(name)
+            if seen is None:
+                sizes[name] = (s, axis, p.name)
+            elif seen[0] != s:
                 raise DgTypeError(
-                    f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                    f"(rank {arr.ndim}, expected {declared.rank})", p.loc)
-            for axis, (d, s) in enumerate(zip(declared.shape, arr.shape)):
-                if isinstance(d, int) and d != s:
-                    raise DgTypeError(
-                        f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                        f"(axis {axis} has size {s}, expected {d})", p.loc)
-                if isinstance(d, Sym) and d.name:
-                    if d.name in sizes and sizes[d.name][0] != s:
-                        other, oaxis, oname = sizes[d.name][1:]
-                        raise DgTypeError(
-                            f"size '{d.name}' is {sizes[d.name][0]} in axis {oaxis} of '{oname}' but {s} in axis "
-                            f"{axis} of '{p.name}' ({fd.name}() declares them equal)", p.loc)
-                    sizes.setdefault(d.name, (s, None, axis, p.name))
-            t = declared
-            key.append((dt, tuple(d if isinstance(d, int) else (d.name or "?") for d in declared.shape)))
-        types.append(t)
+                    f"size '{name}' is {seen[0]} in axis {seen[1]} of '{seen[2]}' but {s} in axis "
+                    f"{axis} of '{p.name}' ({fd.name}() declares them equal)", p.loc)
+        types.append(declared)
+        key.append(pp.key)
         arrays.append(arr)
     return Signature(tuple(key), types), arrays
 
