@@ -5,7 +5,10 @@ Expects: a module after bufferization (linalg ops on memrefs). Guarantees:
 a helper function written here in MLIR. At run time the helper reads the
 operands' strides. Row-major or column-major operands go to the BLAS
 `gemm` with the right transpose flags and leading dimensions, so
-transposed views are not copied. Any other layout (an output that is not
+transposed views are not copied. A transpose that bufferization made into
+a copy feeding only the matmul (what the autodiff pass writes for
+`dA = dC @ B^T`) becomes a transposed view first, when nothing can write its
+source in between. Any other layout (an output that is not
 row-major, for one) runs the original `linalg.matmul`, which is lowered to
 loops later. No Python runs during the call: compiled code calls the BLAS
 function through a runtime symbol (`dg_blas_sgemm` / `dg_blas_dgemm`).
@@ -213,14 +216,93 @@ def route_matmuls(module) -> int:
         for op, elt, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:
+                views = [_transposed_view(op, i) for i in (0, 1)]
+                operands = [v[0] if v else op.operands[i] for i, v in enumerate(views)] + [op.operands[2]]
                 args = [v if v.type == dyn else ir.Operation.create("memref.cast", results=[dyn], operands=[v]).result
-                        for v in op.operands]
+                        for v in operands]
                 ir.Operation.create("func.call", results=[], operands=args, attributes={
                     "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, fill is not None))})
             op.erase()
             if fill is not None:
                 fill.erase()
+            for v in views:  # the transpose copies' buffers, unused now
+                if v:
+                    v[1].erase()
     return len(found)
+
+
+_TRANSPOSE_MAPS = ("affine_map<(d0, d1) -> (d1, d0)>", "affine_map<(d0, d1) -> (d0, d1)>")
+_PURE = ("memref.alloc", "memref.cast", "memref.dim", "memref.transpose", "memref.subview")
+
+
+def _owner(v):
+    o = v.owner
+    return getattr(o, "operation", o)
+
+
+def _untouched_between(first, last) -> bool:
+    """True when no op strictly between `first` and `last` (same block) may write a buffer that
+    existed before them: only arith ops, allocs, casts, dims, and linalg ops whose outputs are
+    buffers allocated in between."""
+    fresh, inside = [], False  # the allocations made in between (their results)
+    for o in first.block.operations:
+        o = o.operation
+        if o == last:
+            return inside
+        if o == first:
+            inside = True
+            continue
+        if not inside or o.name in _PURE or o.name.startswith("arith."):
+            if o.name == "memref.alloc":
+                fresh.append(o.results[0])
+            continue
+        outputs = getattr(o.opview, "outputs", None) if o.name.startswith("linalg.") else None
+        if outputs is None or not all(any(v == f for f in fresh) for v in outputs):
+            return False
+    return False
+
+
+def _transposed_view(mm, i: int):
+    """When matmul operand i is a buffer that a transpose copy filled just before (and nothing else
+    uses): (a transposed view of the copy's source, the buffer's alloc), with the copy and the
+    buffer's dealloc erased (the caller erases the alloc once the matmul is gone); else None.
+    The BLAS helper passes the view to gemm with a transpose flag."""
+    from dg.dialects.mlir import ir
+
+    buf = mm.operands[i]
+    alloc = _owner(buf)
+    if getattr(alloc, "name", None) != "memref.alloc":
+        return None
+    users = [_owner(u) for u in buf.uses]
+    copies = [u for u in users if u.name == "linalg.generic"]
+    deallocs = [u for u in users if u.name == "memref.dealloc"]
+    if len(copies) != 1 or len(users) != len(deallocs) + 2 or len(deallocs) > 1:
+        return None
+    copy = copies[0]
+    maps = copy.attributes["indexing_maps"]
+    body = copy.regions[0].blocks[0]
+    ops = list(body.operations)
+    if (len(copy.operands) != 2 or copy.operands[1] != buf or tuple(str(m) for m in maps) != _TRANSPOSE_MAPS
+            or len(ops) != 1 or ops[0].operation.operands[0] != body.arguments[0]):
+        return None
+    src = copy.operands[0]
+    st = ir.MemRefType(src.type)
+    if str(st.layout) != "affine_map<(d0, d1) -> (d0, d1)>" or copy.block != mm.block:
+        return None
+    if not _untouched_between(copy, mm):
+        return None
+    rows, cols = st.shape
+    dyn = ir.ShapedType.get_dynamic_size()
+    stride = "?" if cols == dyn else str(cols)
+    dims = "x".join("?" if d == dyn else str(d) for d in (cols, rows))
+    view_t = ir.Type.parse(f"memref<{dims}x{st.element_type}, strided<[1, {stride}]>>")
+    with ir.InsertionPoint(mm), mm.location:
+        view = ir.Operation.create("memref.transpose", results=[view_t], operands=[src], attributes={
+            "permutation": ir.AffineMapAttr(ir.Attribute.parse(_TRANSPOSE_MAPS[0]))}).result
+    copy.erase()
+    for d in deallocs:
+        d.erase()
+    return view, alloc
 
 
 def _zero_fill_before(op):

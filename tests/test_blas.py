@@ -131,3 +131,91 @@ def test_helper_handles_every_layout():
     np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c4, a.T @ b, rtol=1e-5, atol=1e-5)
+
+
+# Transposes the autodiff pass writes before matmuls: a copy that only feeds the matmul becomes a
+# transposed view (no copy, BLAS gets a transpose flag); a copy whose source is written before
+# the matmul, or that feeds two matmuls, stays.
+TRANSPOSES = """
+#t = affine_map<(d0, d1) -> (d1, d0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @views(%a: memref<8x6xf32>, %b: memref<10x8xf32>, %c: memref<6x10xf32>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x10xf32>)
+  %ta = memref.alloc() : memref<6x8xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<8x6xf32>) outs(%ta : memref<6x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  %tb = memref.alloc() : memref<8x10xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b : memref<10x8xf32>) outs(%tb : memref<8x10xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.matmul ins(%ta, %tb : memref<6x8xf32>, memref<8x10xf32>) outs(%c : memref<6x10xf32>)
+  memref.dealloc %ta : memref<6x8xf32>
+  memref.dealloc %tb : memref<8x10xf32>
+  return
+}
+func.func @hazard(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c: memref<6x10xf32>, %d: memref<6x10xf32>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %ta = memref.alloc() : memref<6x8xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<8x6xf32>) outs(%ta : memref<6x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%a : memref<8x6xf32>) {
+  ^bb0(%out: f32):
+    %x = arith.mulf %out, %two : f32
+    linalg.yield %x : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x10xf32>)
+  linalg.matmul ins(%ta, %b : memref<6x8xf32>, memref<8x10xf32>) outs(%c : memref<6x10xf32>)
+  %tb = memref.alloc() : memref<6x8xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<8x6xf32>) outs(%tb : memref<6x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.matmul ins(%tb, %b : memref<6x8xf32>, memref<8x10xf32>) outs(%d : memref<6x10xf32>)
+  linalg.matmul ins(%tb, %b : memref<6x8xf32>, memref<8x10xf32>) outs(%d : memref<6x10xf32>)
+  memref.dealloc %ta : memref<6x8xf32>
+  memref.dealloc %tb : memref<6x8xf32>
+  return
+}
+"""
+
+
+def _function_text(mod, name):
+    return str(mod).split(f"func.func @{name}")[1].split("func.func")[0]
+
+
+@pytest.mark.skipif(blas.locate() is None, reason="no BLAS library found")
+def test_transpose_copies_become_views():
+    with shared_context():
+        mod = ir.Module.parse(TRANSPOSES)
+        assert blas.route_matmuls(mod) == 4
+        views, hazard = _function_text(mod, "views"), _function_text(mod, "hazard")
+        assert views.count("memref.transpose") == 2 and "linalg.generic" not in views
+        assert "memref.alloc" not in views and "memref.dealloc" not in views
+        assert "memref.transpose" not in hazard and hazard.count("linalg.generic") == 3
+        passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
+        engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
+    for name, addr in cpu._Runtime.install().items():
+        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal((10, 8)).astype(np.float32)
+    c = np.full((6, 10), 7.0, np.float32)
+    engine.invoke("views", *[ctypes.pointer(ctypes.pointer(cpu.to_descriptor(x))) for x in (a, b, c)])
+    np.testing.assert_allclose(c, a.T @ b.T, rtol=1e-5, atol=1e-5)
+    a0, b2 = a.copy(), np.ascontiguousarray(b.T)
+    d = np.zeros((6, 10), np.float32)
+    engine.invoke("hazard", *[ctypes.pointer(ctypes.pointer(cpu.to_descriptor(x))) for x in (a, b2, c, d)])
+    np.testing.assert_allclose(a, 2 * a0)
+    np.testing.assert_allclose(c, a0.T @ b2, rtol=1e-5, atol=1e-5)  # the copy before the write
+    np.testing.assert_allclose(d, 2 * (2 * a0).T @ b2, rtol=1e-5, atol=1e-5)
