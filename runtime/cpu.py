@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import threading
 import weakref
 
@@ -111,7 +112,7 @@ def _descriptor_words(a: np.ndarray, p: int) -> list:
 
 def _copy_out(aligned: int, offset: int, shape: tuple, strides: list, dtype: np.dtype) -> np.ndarray:
     """A NumPy copy of a strided buffer."""
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    n = math.prod(shape) if shape else 1
     if n == 0 or not aligned:
         return np.zeros(shape, dtype=dtype)
     item = dtype.itemsize
@@ -145,7 +146,7 @@ def _adopt(words: list, outs: list, inputs: set) -> list:
         strides = words[off + 3 + rank:off + 3 + 2 * rank]
         if alloc and alloc not in inputs and alloc not in taken and _dense(shape, strides):
             taken.add(alloc)
-            nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            nbytes = dtype.itemsize * math.prod(shape)
             buf = (ctypes.c_char * nbytes).from_address(aligned + offset * dtype.itemsize)
             weakref.finalize(buf, _libc.free, alloc)
             out.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
@@ -374,52 +375,80 @@ class CpuProgram:
             _Breakpoints.add(*payload, *value)
 
     # ------------------------------------------------------------ calls
-    def _function(self, symbol: str):
-        """(C entry point, argument dtypes, byte offsets of their descriptors, results, result words)."""
+    def _function(self, symbol: str) -> "_Entry":
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
             addr = self._jit.get_function_address("_mlir_ciface_" + symbol)
             nres = 1 if outs else 0
             fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (nres + len(ins)))(addr)
-            offsets, at = [], 0
-            for t in ins:
-                offsets.append(8 * at)
-                at += 3 + 2 * t.rank
-            results, words = [], 0
-            for t in outs:  # the results struct is their descriptors back to back, all 8-byte words
-                results.append((words, t.rank, np.dtype(np_dtype(t.dtype))))
-                words += 3 + 2 * t.rank
-            e = self._entry[symbol] = (fn, [np.dtype(np_dtype(t.dtype)) for t in ins], offsets, results, words)
+            e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
+                                             [t.rank for t in ins], outs)
         return e
 
     def call(self, symbol: str, arrays: list):
-        fn, dtypes, offsets, results, nwords = self._function(symbol)
+        e = self._function(symbol)
+        bufs = e.pool.pop() if e.pool else e.buffers()
+        descs, res, args, res_at = bufs
         keep, words, inputs = [], [], set()
-        for a, dt in zip(arrays, dtypes):
+        for a, dt in zip(arrays, e.dtypes):
             a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-            p = a.ctypes.data
+            p = _address(a)
             keep.append(a)
             inputs.add(p)
             words += _descriptor_words(a, p)
-        descs = np.array(words, dtype=np.int64)
-        base = descs.ctypes.data
-        res = np.zeros(nwords, dtype=np.int64)
-        args = [base + o for o in offsets]
+        descs[:] = words
         self.failed = None
         stack = _Runtime.local.__dict__.setdefault("stack", [])
         stack.append(self)
         try:
-            if results:
-                fn(res.ctypes.data, *args)
+            if e.results:
+                e.fn(res_at, *args)
             else:
-                fn(*args)
+                e.fn(*args)
         finally:
             stack.pop()
-        out = _adopt(res.tolist(), results, inputs)
+        out = _adopt(res[:], e.results, inputs)
+        e.pool.append(bufs)
         if self.failed is not None:
             loc, message = self.checks[self.failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))
-        if not results:
+        if not e.results:
             return None
         return out[0] if len(out) == 1 else tuple(out)
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of a C-contiguous array's data (the buffer protocol is the quick way; read-only
+    and empty arrays take NumPy's)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError):
+        return a.ctypes.data
+
+
+class _Entry:
+    """How to call one compiled function: its C entry point, argument dtypes, result layout, and
+    a pool of word buffers for the argument descriptors and the results struct (one per call in
+    flight; a call takes one and gives it back)."""
+
+    def __init__(self, fn, dtypes: list, ranks: list, outs: list):
+        self.fn = fn
+        self.dtypes = dtypes
+        self.offsets, at = [], 0
+        for r in ranks:
+            self.offsets.append(8 * at)
+            at += 3 + 2 * r
+        self.in_words = at
+        self.results, words = [], 0
+        for t in outs:  # the results struct is their descriptors back to back, all 8-byte words
+            self.results.append((words, t.rank, np.dtype(np_dtype(t.dtype))))
+            words += 3 + 2 * t.rank
+        self.out_words = words
+        self.pool: list = []
+
+    def buffers(self) -> tuple:
+        descs = (ctypes.c_int64 * self.in_words)()
+        res = (ctypes.c_int64 * self.out_words)()
+        base = ctypes.addressof(descs)
+        return descs, res, [base + o for o in self.offsets], ctypes.addressof(res)
