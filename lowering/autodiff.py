@@ -22,6 +22,9 @@ How a function f is differentiated (`f__vjp_<mask>(args, cotangents) ->
 - Loops: the reverse is an `scf.for` counting down the iterations; each
   iteration reads its carried values back (`dg.tape_read`), recomputes the
   body forward (taping the loops nested in it), and runs the body's reverse.
+  What the body yields is the next row of the tape (a `for` tapes its final
+  values too), so the reverse reads it there and the ops that made it are
+  not recomputed (canonicalize removes them once unused).
   Adjoints of values from outside the loop are carried through it.
   `break`/`continue`/early `return` are flags in the carried values, so
   they need nothing of their own.
@@ -446,7 +449,8 @@ class Autodiff:
         inits = [env[o] for o in op.operands[3:]]
         zero = self.index(w, 0)
         n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
-        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), n]) for v in inits]
+        rows = self.arith(w, "addi", n, self.index(w, 1))  # one row per iteration, then the final values
+        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), rows]) for v in inits]
         body = op.regions[0]
 
         def write(w2):
@@ -468,7 +472,8 @@ class Autodiff:
                    regions=[write])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        return {"tapes": res[m:], "n": n, "lb": lb, "st": st}
+        tapes = [w.dg("tape_push", [t, n, self.tape_value(w, r)]) for t, r in zip(res[m:], res[:m])]
+        return {"tapes": tapes, "n": n, "lb": lb, "st": st}
 
     def forward_while(self, op: Op, env: dict, w: Grad) -> dict:
         inits = [env[o] for o in op.operands]
@@ -616,6 +621,15 @@ class Autodiff:
         for v, d in zip(inits, d_res):
             self.accumulate(w, adj, v, d)
 
+    def reuse_taped(self, w: Grad, body: Block, y: list, tapes: list, nxt: Value, env: dict) -> None:
+        """Inside a reverse loop step: the values the body yields are the next iteration's carried
+        values, which the tape holds (row `nxt`). The reverse reads them from there, so that the
+        recomputed ops that made them (a step's matmuls, say) are left unused and are removed."""
+        made = {r for o in body.ops for r in o.results}
+        for v, t in zip(y, tapes):
+            if v in made:
+                env[v] = self.read_tape(w, t, nxt, v)
+
     def reverse_for(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
         body = op.regions[0]
         carried = [i for i, a in enumerate(body.args[1:]) if a in self.active]
@@ -631,6 +645,7 @@ class Autodiff:
                 inner_env[a] = self.read_tape(w2, t, k, a)
             info2 = self.forward(body, inner_env, w2, record=True, effects=False)
             y = body.ops[-1].operands
+            self.reuse_taped(w2, body, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env)
             for i, d in zip(carried, d_in):
                 self.accumulate(w2, inner, y[i], d)
             self.reverse(body, inner_env, inner, w2, info2)
@@ -674,6 +689,7 @@ class Autodiff:
                 inner_env[a] = inner_env[c]
             info_a2 = self.forward(after, inner_env, w2, record=True, effects=False)
             y = after.ops[-1].operands
+            self.reuse_taped(w2, after, y, tapes, self.arith(w2, "addi", k, one), inner_env)
             for i, d in zip(carried_b, d_in):
                 self.accumulate(w2, inner2, y[i], d)
             self.reverse(after, inner_env, inner2, w2, info_a2)

@@ -1,28 +1,33 @@
 // RUN: %dg opt %s --passes autodiff | %filecheck %s
 
 // scf.for: the forward sweep tapes the loop-carried values (one row per
-// iteration); the reverse is an scf.for that counts down the iterations,
-// reads each row back, recomputes the body and runs its reverse.
+// iteration, then the final values); the reverse is an scf.for that counts
+// down the iterations, reads each row back, recomputes the body and runs its
+// reverse. What the body yields is read from the next row, not recomputed.
 // CHECK-LABEL: func.func @f__vjp_0(%arg0: tensor<3xf64>, %arg1: tensor<i64>, %arg2: tensor<f64>) -> (tensor<f64>, tensor<3xf64>)
 // CHECK: %[[N:.*]] = "dg.range_len"
 // Trip count and tape.
 // CHECK: %[[TRIPS:.*]] = arith.maxsi
-// CHECK: %[[TAPE0:.*]] = "dg.tape_alloc"(%arg0, %[[TRIPS]]) : (tensor<3xf64>, index) -> tensor<?x3xf64>
+// CHECK: %[[ROWS:.*]] = arith.addi %[[TRIPS]], %{{.*}} : index
+// CHECK: %[[TAPE0:.*]] = "dg.tape_alloc"(%arg0, %[[ROWS]]) : (tensor<3xf64>, index) -> tensor<?x3xf64>
 // Forward loop: carries the tape and pushes h before each iteration.
 // CHECK: %[[FWD:.*]]:2 = scf.for %[[I:[a-z0-9_]+]] = %{{.*}} to %[[N]] step %{{.*}} iter_args(%[[H:[a-z0-9_]+]] = %arg0, %[[TAPE:[a-z0-9_]+]] = %[[TAPE0]]) -> (tensor<3xf64>, tensor<?x3xf64>) {
 // CHECK: %[[PUSHED:.*]] = "dg.tape_push"(%[[TAPE]], %{{.*}}, %[[H]])
 // CHECK: "dg.tanh"
 // CHECK: scf.yield %{{.*}}, %[[PUSHED]] : tensor<3xf64>, tensor<?x3xf64>
 // CHECK: }
+// CHECK: %[[FULL:.*]] = "dg.tape_push"(%[[FWD]]#1, %[[TRIPS]], %[[FWD]]#0)
 // CHECK: "dg.sum"(%[[FWD]]#0)
 // Reverse loop: iteration TRIPS - 1 - j, h read back from the tape.
 // CHECK: %[[DX:.*]] = scf.for %[[J:[a-z0-9_]+]] = %{{.*}} to %[[TRIPS]] step %[[ONE:[a-z0-9_]+]] iter_args(%[[DH:[a-z0-9_]+]] = %{{.*}}) -> (tensor<3xf64>) {
 // CHECK: %[[LAST:.*]] = arith.subi %[[TRIPS]], %[[ONE]] : index
 // CHECK: %[[ROW:.*]] = arith.subi %[[LAST]], %[[J]] : index
-// CHECK: %[[HR:.*]] = "dg.tape_read"(%[[FWD]]#1, %[[ROW]]) : (tensor<?x3xf64>, index) -> tensor<3xf64>
+// CHECK: %[[HR:.*]] = "dg.tape_read"(%[[FULL]], %[[ROW]]) : (tensor<?x3xf64>, index) -> tensor<3xf64>
 // CHECK: %[[K:.*]] = "dg.constant"() {value = dense<1.500000e+00> : tensor<f64>}
 // CHECK: "dg.mul"(%[[HR]], %[[K]])
-// CHECK: %[[Y:.*]] = "dg.tanh"
+// CHECK: "dg.tanh"
+// CHECK: %[[NEXT:.*]] = arith.addi %[[ROW]], %{{.*}} : index
+// CHECK: %[[Y:.*]] = "dg.tape_read"(%[[FULL]], %[[NEXT]])
 // CHECK: "dg.mul"(%[[Y]], %[[Y]])
 // CHECK: %[[DT:.*]] = "dg.mul"(%[[DH]], %{{.*}})
 // CHECK: %[[DHIN:.*]] = "dg.mul"(%[[DT]], %[[K]])
