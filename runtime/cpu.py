@@ -30,7 +30,7 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
-from dg.lowering import blas
+from dg.lowering import blas, copies
 
 from . import cache
 
@@ -254,6 +254,7 @@ def lower_to_llvm(dg_module: "ir.Module"):
     with shared_context():
         try:
             blas.route_matmuls(m)
+            copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
