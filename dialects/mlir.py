@@ -7,7 +7,6 @@ try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
     from mlir.dialects import irdl, func, scf, arith  # type: ignore
     from mlir.dialects import llvm as llvm_dialect  # type: ignore
-    from mlir.dialects import linalg  # type: ignore
     from mlir.dialects.ext import Pure  # type: ignore
     from mlir.execution_engine import ExecutionEngine  # type: ignore
 
@@ -16,7 +15,6 @@ except ImportError:
     from torch_mlir import ir, passmanager  # type: ignore
     from torch_mlir.dialects import irdl, func, scf, arith  # type: ignore
     from torch_mlir.dialects import llvm as llvm_dialect  # type: ignore
-    from torch_mlir.dialects import linalg  # type: ignore
     from torch_mlir.dialects.ext import Pure  # type: ignore
     from torch_mlir.execution_engine import ExecutionEngine  # type: ignore
 
@@ -29,4 +27,4 @@ try:
 except Exception:  # pragma: no cover - a source checkout without metadata
     VERSION = SOURCE
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "linalg", "Pure", "ExecutionEngine", "SOURCE", "VERSION"]
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION"]

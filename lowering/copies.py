@@ -28,7 +28,7 @@ def _plain(t) -> bool:
 def strided_copies_as_loops(module) -> int:
     """Replace the strided `memref.copy` ops; how many."""
     from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import ir, linalg
+    from dg.dialects.mlir import ir
 
     found = []
     for op in operations_under(module.body):
@@ -38,7 +38,21 @@ def strided_copies_as_loops(module) -> int:
                 found.append(op)
     with module.context:
         for op in found:
-            with ir.InsertionPoint(op), op.location:
-                linalg.copy(op.operands[0], outs=[op.operands[1]])
+            _linalg_copy(op)
             op.erase()
     return len(found)
+
+
+def _linalg_copy(op) -> None:
+    """A `linalg.copy` of the copy's source into its target, before it (built generically, so that
+    MLIR's op-definition Python modules need not be imported)."""
+    from dg.dialects.mlir import ir
+
+    src, dst = op.operands
+    elt = ir.MemRefType(src.type).element_type
+    with ir.InsertionPoint(op), op.location:
+        copy = ir.Operation.create("linalg.copy", results=[], operands=[src, dst], regions=1, attributes={
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])})
+        block = copy.regions[0].blocks.append(elt, elt)
+        with ir.InsertionPoint(block):
+            ir.Operation.create("linalg.yield", results=[], operands=[block.arguments[0]])
