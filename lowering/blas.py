@@ -182,12 +182,24 @@ def helper_text(elt: str, int_type: str, overwrite: bool) -> tuple[str, str]:
 
 def route_matmuls(module) -> int:
     """Replace the f32/f64 `linalg.matmul`s of a bufferized module by calls to the BLAS helper; how many."""
-    from dg.dialects.mlir import ir
-
     lib = locate()
     if lib is None:
         return 0
+    texts = {}
+    for elt in _ELTS:
+        for overwrite in (False, True):
+            fn, decl = helper_text(elt, lib.int_type, overwrite)
+            texts[elt, overwrite] = (helper_name(elt, overwrite), fn, decl)
+    return replace_matmuls(module, texts)
+
+
+def replace_matmuls(module, helpers: dict) -> int:
+    """Replace each f32/f64 `linalg.matmul` of a bufferized module by a call
+    `@name(A, B, C)`, `helpers[(elt, overwrite)] = (name, function text, declarations text)`, the
+    function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
+    before (the fill is dropped); transpose copies feeding only the matmul become views. How many."""
     from dg.dialects.dialect import operations_under
+    from dg.dialects.mlir import ir
 
     found = []
     for op in operations_under(module.body):
@@ -198,21 +210,16 @@ def route_matmuls(module) -> int:
     if not found:
         return 0
     with module.context:
-        needed = set()
-        calls = []
-        for op, elt in found:
-            fill = _zero_fill_before(op)
-            calls.append((op, elt, fill))
-            needed.add((elt, fill is not None))
+        calls = [(op, elt, _zero_fill_before(op)) for op, elt in found]
         declared = set()
-        for elt, overwrite in sorted(needed):
-            fn, decl = helper_text(elt, lib.int_type, overwrite)
+        for key in sorted({(elt, fill is not None) for _, elt, fill in calls}):
+            _, fn, decl = helpers[key]
             helper = ir.Module.parse(decl + fn)  # kept alive while its ops move over
             ops = list(helper.body.operations)
-            for f in ops[1:] if elt in declared else ops:  # the BLAS declaration once per element type
+            for f in ops[1:] if decl and key[0] in declared else ops:  # declarations once per element type
                 f.operation.detach_from_parent()
                 module.body.append(f)
-            declared.add(elt)
+            declared.add(key[0])
         for op, elt, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:
@@ -221,7 +228,7 @@ def route_matmuls(module) -> int:
                 args = [v if v.type == dyn else ir.Operation.create("memref.cast", results=[dyn], operands=[v]).result
                         for v in operands]
                 ir.Operation.create("func.call", results=[], operands=args, attributes={
-                    "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, fill is not None))})
+                    "callee": ir.FlatSymbolRefAttr.get(helpers[elt, fill is not None][0])})
             op.erase()
             if fill is not None:
                 fill.erase()

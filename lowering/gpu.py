@@ -2,8 +2,8 @@
 
 Expects: a dg module (one specialization, gradients already made).
 Guarantees:
-- `to_gpu(module)` is the module after bufferization with its parallel
-  loops tiled, mapped to blocks and threads and outlined as `gpu.func`
+- `to_gpu(module)` is the module after bufferization with its matmuls as
+  shared-memory tiled kernels (`gpu_matmul`) and its other parallel loops tiled, mapped to blocks and threads and outlined as `gpu.func`
   kernels (`gpu.module`s) launched by `gpu.launch_func` from host code; the
   sequential control flow (`scf.for`/`while`/`if`, calls) stays on the host.
 - `kernels_llvm(gpu_module)` is the kernels lowered to NVVM and translated
@@ -22,17 +22,20 @@ from pathlib import Path
 
 from dg.errors import DgError
 
+from . import gpu_matmul
+
 ARCHS = ("sm_80", "sm_90")
 DEFAULT_ARCH = "sm_90"
 BLOCK = (16, 16)  # threads per block along the first two parallel dims
 
 # Bufferized IR -> kernels: parallel loops are tiled (fixed-size inner loops with a guard,
-# so block sizes are constants), the outer loops become blocks, the inner ones threads.
+# so block sizes are constants), the outer loops become blocks, the inner ones threads, the
+# innermost (contiguous) dimension on x so that a warp's accesses are coalesced.
 TO_KERNELS = (
     "builtin.module("
     "func.func(convert-linalg-to-parallel-loops),"
     f"func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={','.join(map(str, BLOCK))} no-min-max-bounds=true}}),"
-    "func.func(gpu-map-parallel-loops), func.func(convert-parallel-loops-to-gpu),"
+    "func.func(gpu-map-parallel-loops{mapping-policy=innermost-first}), func.func(convert-parallel-loops-to-gpu),"
     "lower-affine, convert-math-to-funcs, gpu-kernel-outlining, canonicalize, cse)"
 )
 KERNELS_TO_NVVM = (
@@ -53,6 +56,7 @@ def to_gpu(dg_module):
     lowered, m = bufferized(dg_module)
     with shared_context():
         try:
+            gpu_matmul.route_matmuls(m)
             passmanager.PassManager.parse(TO_KERNELS).run(m.operation)
         except Exception as e:
             raise RuntimeError(f"lowering to the gpu dialect failed: {e}\n{lowered.text}") from None

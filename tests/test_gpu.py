@@ -92,3 +92,68 @@ def test_cuda_device_without_a_driver_says_why():
         assert "not built yet" in str(e.value)
     else:
         assert "device 'cuda' needs" in str(e.value)
+
+
+MM_SRC = """
+def mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
+    return a @ b
+
+def mm_acc(a: f64[M, K], b: f64[K, N], c: f64[M, N]) -> f64[M, N]:
+    return c + transpose(transpose(b) @ transpose(a)) * 2.0
+
+def mm_t(a: f32[K, M], b: f32[K, N]) -> f32[M, N]:
+    return transpose(a) @ b
+
+def ew(x: f32[M, N]) -> f32[M, N]:
+    return x * 2.0 + 1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def mmod():
+    return dg.loads(MM_SRC, mode="interp")
+
+
+def _ptx(f, args):
+    from dg.runtime.modes import parse_verified
+
+    return gpu.ptx(parse_verified(f.ir("dg", args=args)))
+
+
+def test_matmul_is_a_shared_memory_tiled_kernel(mmod):
+    a = np.ones((70, 33), np.float32)
+    b = np.ones((33, 130), np.float32)
+    text = mmod.mm.ir("gpu", args=(a, b))
+    assert text.count("gpu.launch_func") == 1  # the zero fill of C is folded into the kernel
+    assert "#gpu.address_space<workgroup>" in text and "gpu.barrier" in text
+    assert re.findall(r"threads in \(([^)]*)\)", text) == ["%c16, %c16, %c1"]
+    ptx = _ptx(mmod.mm, (a, b))
+    assert ".shared" in ptx and "bar.sync" in ptx and "ld.shared" in ptx
+    assert ptx.count("fma.rn.f32") >= gpu.gpu_matmul.MICRO ** 2  # a 4 x 4 micro-tile per thread
+    assert gpu.assemble(ptx)
+
+
+def test_transposed_operands_are_views_not_copies(mmod):
+    a, b = np.ones((5, 3), np.float32), np.ones((5, 4), np.float32)
+    text = mmod.mm_t.ir("gpu", args=(a, b))
+    assert "memref.transpose" in text and text.count("gpu.launch_func") == 1
+    c = np.ones((3, 4))
+    text = mmod.mm_acc.ir("gpu", args=(np.ones((3, 5)), np.ones((5, 4)), c))
+    assert "workgroup" in text and gpu.assemble(_ptx(mmod.mm_acc, (np.ones((3, 5)), np.ones((5, 4)), c)))
+
+
+def test_thread_x_runs_along_the_contiguous_dimension(mmod):
+    """Consecutive threads of a warp touch consecutive elements of a row-major array."""
+    from dg.dialects.dialect import shared_context
+    from dg.dialects.mlir import passmanager
+    from dg.runtime.cpu import bufferized
+    from dg.runtime.modes import parse_verified
+
+    x = np.ones((40, 50), np.float32)
+    _, m = bufferized(parse_verified(mmod.ew.ir("dg", args=(x,))))
+    upto = gpu.TO_KERNELS.split("func.func(convert-parallel-loops-to-gpu)")[0].rstrip(", ") + ")"
+    with shared_context():
+        passmanager.PassManager.parse(upto).run(m.operation)
+    maps = [re.findall(r"processor = (\w+)", g) for g in re.findall(r"mapping = \[[^\]]*\]", str(m))]
+    # dimension 0 (rows) on y, dimension 1 (the contiguous one) on x, for blocks and for threads
+    assert sorted(maps) == [["block_y", "block_x"], ["thread_y", "thread_x"]]
