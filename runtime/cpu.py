@@ -248,11 +248,25 @@ def bufferized(dg_module: "ir.Module"):
     return lowered, m
 
 
-def lower_to_llvm(dg_module: "ir.Module"):
-    """(ToLinalg result, LLVM-dialect module) for a dg module."""
+def _only_entry(m, entry: str) -> None:
+    """Make every function but `entry` private (no C interface) and drop those it does not reach."""
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks) and ir.StringAttr(op.attributes["sym_name"]).value != entry:
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            if "llvm.emit_c_interface" in op.attributes:
+                del op.attributes["llvm.emit_c_interface"]
+    passmanager.PassManager.parse("builtin.module(symbol-dce)").run(m.operation)
+
+
+def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
+    """(ToLinalg result, LLVM-dialect module) for a dg module; with `entry`, only that function is
+    callable and only what it reaches is compiled."""
     lowered, m = bufferized(dg_module)
     with shared_context():
         try:
+            if entry is not None:
+                _only_entry(m, entry)
             blas.route_matmuls(m)
             copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
@@ -274,15 +288,17 @@ def _signatures(dg_module: "ir.Module") -> dict:
     return sigs
 
 
-def compile_object(dg_module: "ir.Module") -> tuple[dict, bytes]:
+def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[dict, bytes]:
     """(metadata, object code) for a dg module: MLIR's pipeline, then its ExecutionEngine at -O3."""
     import os
     import tempfile
 
     from dg.dialects.mlir import ExecutionEngine
 
-    lowered, m = lower_to_llvm(dg_module)
+    lowered, m = lower_to_llvm(dg_module, entry)
     sigs = _signatures(dg_module)
+    if entry is not None:
+        sigs = {entry: sigs[entry]}
     with shared_context():
         engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():
@@ -310,12 +326,13 @@ def _host_payload(kind, payload):
 class CpuProgram:
     """A compiled dg module: its functions callable on NumPy arrays."""
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool, dg_text: str = ""):
+    def __init__(self, meta: dict, blob: bytes, from_cache: bool, dg_text: str = "", entry: str | None = None):
         import llvmlite.binding as llvm
 
         _Runtime.install()
         self.from_cache = from_cache
         self.dg_text = dg_text
+        self.entry = entry
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
         self.checks = [tuple(c) for c in meta["checks"]]
@@ -329,26 +346,27 @@ class CpuProgram:
         self._stages = None
 
     @classmethod
-    def build(cls, dg_text: str, module: "ir.Module | None" = None) -> "CpuProgram":
-        """The program for this dg IR: from the disk cache, else compiled (and stored there)."""
-        k = cache.key(dg_text, pipeline_identity())
+    def build(cls, dg_text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
+        """The program for this dg IR (every function callable, or only `entry`): from the disk cache,
+        else compiled (and stored there)."""
+        k = cache.key(dg_text, pipeline_identity() + f"|entry={entry}")
         hit = cache.load(k)
         if hit is not None:
-            return cls(*hit, from_cache=True, dg_text=dg_text)
+            return cls(*hit, from_cache=True, dg_text=dg_text, entry=entry)
         if module is None:
             from .modes import parse_verified
 
             module = parse_verified(dg_text)
-        meta, blob = compile_object(module)
+        meta, blob = compile_object(module, entry)
         cache.store(k, meta, blob)
-        return cls(meta, blob, from_cache=False, dg_text=dg_text)
+        return cls(meta, blob, from_cache=False, dg_text=dg_text, entry=entry)
 
     # ------------------------------------------------------------ stages (made again on demand)
     def _lowered(self):
         if self._stages is None:
             from .modes import parse_verified
 
-            lowered, m = lower_to_llvm(parse_verified(self.dg_text))
+            lowered, m = lower_to_llvm(parse_verified(self.dg_text), self.entry)
             self._stages = (lowered.text, str(m))
         return self._stages
 

@@ -60,7 +60,7 @@ def prepare(comp, mode: str, device: str) -> None:
     if mode == "compiled" and device == "cpu":
         from .cpu import CpuProgram
 
-        comp.runner = CpuProgram.build(run_text(comp), comp.grad_module)  # parsed only on a cache miss
+        comp.runner = CpuProgram.build(run_text(comp), comp.grad_module, comp.symbol)  # parsed only on a cache miss
         return
     if mode == "compiled" and device == "cuda":
         from .cuda import require_driver
@@ -103,7 +103,7 @@ def stage_text(comp, stage: str, device: str) -> str:
         from .cpu import CpuProgram
 
         if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
-            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp), comp.grad_module)
+            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp), comp.grad_module, comp.symbol)
         return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
     if stage in ("gpu", "ptx"):
         from dg.lowering import gpu

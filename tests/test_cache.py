@@ -70,3 +70,29 @@ def test_key_changes_with_the_ir_and_the_pipeline():
     a = cache.key("module {}", "p1")
     assert a == cache.key("module {}", "p1")
     assert a != cache.key("module { }", "p1") and a != cache.key("module {}", "p2")
+
+
+def test_only_the_called_function_and_what_it_reaches_are_compiled():
+    import numpy as np
+
+    import dg
+
+    m = dg.loads("""
+def loss(w: f32[3], x: f32[N, 3]) -> f32:
+    return sum(tanh(x @ w))
+
+def unused(x: f32[N, 3]) -> f32:
+    return sum(x)
+
+def step(w: f32[3], x: f32[N, 3]):
+    l, g = value_and_grad(loss)(w, x)
+    return l, w - 0.1 * g
+""", mode="compiled")
+    w, x = np.ones(3, np.float32), np.ones((2, 3), np.float32)
+    l, w2 = m.step(w, x)
+    np.testing.assert_allclose(l, 2 * np.tanh(3.0), rtol=1e-6)
+    np.testing.assert_allclose(w2, w - 0.1 * (1 - np.tanh(3.0) ** 2) * 2, rtol=1e-5)
+    text = m.step.ir("llvm")
+    assert "llvm.func @_mlir_ciface_step" in text
+    assert "_mlir_ciface_loss" not in text and "@unused" not in text
+    assert "@loss(" not in text  # the value comes from the gradient function, loss itself is dead
