@@ -206,3 +206,60 @@ def host_call(b: "Builder", op: "LowerOp", kind: str, payload) -> None:
     b.runtime_decls.add(f"func.func private @dg_rt_host_{e}(i64, tensor<*x{e}> {{bufferization.access = \"read\"}}) "
                         "attributes {llvm.emit_c_interface}")
     b.emit(f"func.call @dg_rt_host_{e}({i}, {u}) : (i64, tensor<*x{e}>) -> ()")
+
+
+# The state compiled code shares with its executor, a global of three i64:
+# [0] nonzero once a check failed (loops and calls then wind down),
+# [1] the stack pointer at the outermost dg call (0 before it),
+# [2] how many bytes of stack dg calls may use (set by the executor per call).
+STATE = "dg_state"
+STATE_DECL = f"memref.global @{STATE} : memref<3xi64> = dense<0>"
+# The stack pointer: declared here, defined after bufferization (which rejects the LLVM intrinsic).
+STACK_POINTER = "dg_stack_pointer"
+STACK_POINTER_DEF = (f"func.func private @{STACK_POINTER}() -> i64 {{\n"
+                     "  %sp = llvm.intr.stacksave : !llvm.ptr\n"
+                     "  %i = llvm.ptrtoint %sp : !llvm.ptr to i64\n"
+                     "  return %i : i64\n}\n")
+
+
+def state(b: Builder) -> str:
+    b.runtime_decls.add(STATE_DECL)
+    g = b.fresh("g")
+    b.emit(f"{g} = memref.get_global @{STATE} : memref<3xi64>")
+    return g
+
+
+def _state_word(b: Builder, g: str, i: int) -> str:
+    v = b.fresh("w")
+    b.emit(f"{v} = memref.load {g}[{b.const(i, 'index')}] : memref<3xi64>")
+    return v
+
+
+def not_failed(b: Builder) -> str:
+    """An i1: no check has failed in this call so far."""
+    return b.cmp("eq", _state_word(b, state(b), 0), b.const(0, "i64"), "i64")
+
+
+def entry_guard(b: Builder) -> str:
+    """At a function's entry: an i1 telling it to return at once, because a check failed already or
+    because the dg calls in progress used up their stack (a located error, not a crash)."""
+    g = state(b)
+    failed = b.cmp("ne", _state_word(b, g, 0), b.const(0, "i64"), "i64")
+    base, budget = _state_word(b, g, 1), _state_word(b, g, 2)
+    b.runtime_decls.add(f"func.func private @{STACK_POINTER}() -> i64")
+    spi = b.fresh("sp")
+    b.emit(f"{spi} = func.call @{STACK_POINTER}() : () -> i64")
+    first = b.cmp("eq", base, b.const(0, "i64"), "i64")
+    b.lines.append(" " * b.indent + f"scf.if {first} {{")
+    b.emit(f"memref.store {spi}, {g}[{b.const(1, 'index')}] : memref<3xi64>")
+    b.lines.append(" " * b.indent + "}")
+    top = b.select(first, spi, base, "i64")
+    deep = b.cmp("sgt", b.binary("arith.subi", top, spi, "i64"), budget, "i64")
+    fail_if(b, deep, "recursion too deep (the calls in progress used up the stack dg allows them)")
+    return b.binary("arith.ori", failed, deep, "i1")
+
+
+def placeholder(b: Builder, t: TensorType) -> str:
+    """A value of type t (dynamic sizes 1, zeros) returned by a call that stops early."""
+    one = b.const(1, "index")
+    return b.fill(t, [one] * t.rank, b.const(0, signless(elt(t))))

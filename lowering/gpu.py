@@ -78,6 +78,8 @@ def kernels_llvm(gpu_module) -> str:
             if gm.operation.name != "gpu.module":
                 continue
             for f in list(gm.regions[0].blocks[0].operations):
+                if "gpu.kernel" in f.operation.attributes:  # kernels take their module's (unique) name
+                    f.operation.attributes["sym_name"] = gm.operation.attributes["sym_name"]
                 name = str(f.operation.attributes["sym_name"])
                 if name not in seen:
                     seen.add(name)

@@ -16,7 +16,7 @@ from dg.dialects.registry import OPS, attr_value
 from dg.dsl.types import parse_mlir_type
 from dg.errors import DgError, loc_from_mlir
 
-from .builder import Builder, LowerOp
+from .builder import Builder, LowerOp, entry_guard, not_failed, placeholder
 
 
 def _type_text(t) -> str:
@@ -30,6 +30,7 @@ class ToLinalg:
         self.locs: list = []  # location texts, indexed by loc_id (runtime checks report these)
         out = []
         with module.context:
+            self.recursive = recursive_functions(module)
             for op in module.body.operations:
                 if op.operation.name == "func.func":
                     self._function(op.operation)
@@ -61,9 +62,40 @@ class ToLinalg:
         b.loc = ""
         b.emit(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface}} {{")
         b.indent = 4
-        self._block(block)
+        if sym not in self.recursive:
+            self._block(block)
+            b.indent = 2
+            b.lines.append(f"  }} {fop.location}")
+            return
+        # A function that can call itself checks the stack it has left and stops once a check failed.
+        b.loc = str(fop.location)
+        stop = entry_guard(b)
+        lhs, names = self._results_of(ftype.results)
+        rt = ", ".join(str(t) for t in ftype.results)
+        b.lines.append(" " * b.indent + f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
+        b.indent += 2
+        outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
+        if outs:
+            b.emit(f"scf.yield {', '.join(outs)} : {rt}")
+        else:
+            b.emit("scf.yield")
+        b.indent -= 2
+        b.lines.append(" " * b.indent + "} else {")
+        self._region(block, self._yield)
+        b.lines.append(" " * b.indent + "}")
+        b.loc = str(fop.location)
+        b.emit(f"return {', '.join(names)} : {rt}" if names else "return")
         b.indent = 2
         b.lines.append(f"  }} {fop.location}")
+
+    def _results_of(self, types) -> tuple:
+        """(`%r:n = ` or `%r = ` or nothing, the result names) for n values of `types`."""
+        if not types:
+            return "", []
+        r = self.b.fresh("r")
+        if len(types) == 1:
+            return f"{r} = ", [r]
+        return f"{r}:{len(types)} = ", [f"{r}#{i}" for i in range(len(types))]
 
     def _block(self, block, on_terminator=None) -> None:
         for op in block.operations:
@@ -174,7 +206,7 @@ class ToLinalg:
 
         def cond(t):
             vals = list(t.operands)
-            c = self.name(vals[0])
+            c = b.binary("arith.andi", self.name(vals[0]), not_failed(b), "i1")  # a failed check ends the loop
             rest = vals[1:]
             if rest:
                 b.emit(f"scf.condition({c}) {', '.join(self.name(v) for v in rest)} : {', '.join(str(v.type) for v in rest)}")
@@ -215,6 +247,37 @@ class ToLinalg:
             outs = [outs]
         for r, o in zip(op.results, outs):
             self.names[r] = o
+
+
+def recursive_functions(module: "ir.Module") -> set:
+    """The functions that can call themselves, directly or through others."""
+    def calls(op, out):
+        for region in op.regions:
+            for block in region.blocks:
+                for o in block.operations:
+                    o = o.operation
+                    if o.name == "func.call":
+                        out.add(ir.FlatSymbolRefAttr(o.attributes["callee"]).value)
+                    calls(o, out)
+        return out
+
+    graph = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func":
+            graph[ir.StringAttr(op.attributes["sym_name"]).value] = calls(op, set())
+    found = set()
+    for f in graph:
+        seen, todo = set(), list(graph[f])
+        while todo:
+            g = todo.pop()
+            if g == f:
+                found.add(f)
+                break
+            if g not in seen:
+                seen.add(g)
+                todo += graph.get(g, ())
+    return found
 
 
 def to_linalg(module: "ir.Module") -> ToLinalg:

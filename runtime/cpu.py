@@ -31,6 +31,7 @@ from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
 from dg.lowering import blas, copies
+from dg.lowering.builder import STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache
 
@@ -248,6 +249,19 @@ def bufferized(dg_module: "ir.Module"):
     return lowered, m
 
 
+def _define_stack_pointer(m) -> None:
+    """Give the stack pointer function the lowering declared its body."""
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == STACK_POINTER:
+            helper = ir.Module.parse(STACK_POINTER_DEF)  # kept alive while its function moves over
+            f = list(helper.body.operations)[0]
+            f.operation.detach_from_parent()
+            m.body.append(f)
+            op.erase()
+            return
+
+
 def _only_entry(m, entry: str) -> None:
     """Make every function but `entry` private (no C interface) and drop those it does not reach."""
     for op in m.body.operations:
@@ -267,6 +281,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
         try:
             if entry is not None:
                 _only_entry(m, entry)
+            _define_stack_pointer(m)
             blas.route_matmuls(m)
             copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
@@ -341,6 +356,8 @@ class CpuProgram:
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
         self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
         self._jit.finalize_object()
+        at = self._jit.get_global_value_address(STATE)  # shared with the compiled code (lowering.builder)
+        self._state = (ctypes.c_int64 * 3).from_address(at) if at else None
         self._entry: dict = {}
         self.failed = None  # the first failed check of the current call
         self._stages = None
@@ -382,6 +399,8 @@ class CpuProgram:
     def fail(self, cid: int) -> None:
         if self.failed is None:
             self.failed = cid
+        if self._state is not None:
+            self._state[0] = 1  # loops and calls wind down
 
     def host(self, hid: int, *value) -> None:
         """print or breakpoint from compiled code, as the interpreter does them."""
@@ -418,6 +437,8 @@ class CpuProgram:
             words += _descriptor_words(a, p)
         descs[:] = words
         self.failed = None
+        if self._state is not None:
+            self._state[:] = [0, 0, _stack_budget()]
         stack = _Runtime.local.__dict__.setdefault("stack", [])
         stack.append(self)
         try:
@@ -435,6 +456,18 @@ class CpuProgram:
         if not e.results:
             return None
         return out[0] if len(out) == 1 else tuple(out)
+
+
+def _stack_budget() -> int:
+    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has."""
+    if threading.current_thread() is threading.main_thread():
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+        size = soft if 0 < soft < (1 << 40) else 8 << 20
+    else:
+        size = threading.stack_size() or 8 << 20
+    return min(size, 64 << 20) // 2
 
 
 def _address(a: np.ndarray) -> int:

@@ -1,0 +1,71 @@
+"""After a failed check, compiled code winds down instead of hanging, and runaway recursion is a
+located error instead of a crash (each case in a subprocess, so that a regression cannot take
+the test run down with it)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROGRAM = """
+def depth(n: i64) -> i64:
+    if n == 0:
+        return 0
+    return depth(n - 1) + 1
+
+def spin(x: f32[N], i: i64) -> f32:
+    s = 0.0
+    while x[i] > 0.0:
+        s = s + 1.0
+    return s
+
+def spin_after_call(x: f32[N], i: i64) -> f32:
+    s = 0.0
+    k = 0
+    while s < 10.0:
+        s = s + pick(x, i + k) * 0.0
+        k = k + 1
+    return s
+
+def pick(x: f32[N], i: i64) -> f32:
+    return x[i]
+"""
+
+RUN = """
+import json, sys
+import numpy as np
+import dg
+m = dg.loads(sys.argv[1], mode=sys.argv[2], filename="w.dg")
+args = json.loads(sys.argv[4])
+fn = getattr(m, sys.argv[3])
+if sys.argv[3] != "depth":
+    args = [np.ones(3, np.float32)] + args
+try:
+    print(json.dumps({"value": float(fn(*args))}))
+except dg.DgError as e:
+    print(json.dumps({"error": type(e).__name__, "text": str(e)}))
+"""
+
+
+def run(mode, name, args):
+    r = subprocess.run([sys.executable, "-c", RUN, PROGRAM, mode, name, json.dumps(args)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_runaway_recursion_is_a_located_error(mode):
+    out = run(mode, "depth", [-1])
+    assert out["error"] == "DgRuntimeError" and "recursion too deep" in out["text"]
+    assert "w.dg:" in out["text"]
+
+
+def test_deep_recursion_within_the_stack_works():
+    assert run("compiled", "depth", [20000]) == {"value": 20000.0}
+
+
+@pytest.mark.parametrize("name", ["spin", "spin_after_call"])
+def test_a_failed_check_ends_the_loops_it_would_keep_going(name):
+    out = run("compiled", name, [7])
+    assert out["error"] == "DgRuntimeError" and "out of bounds" in out["text"] and "w.dg:" in out["text"]
