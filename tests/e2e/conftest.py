@@ -9,15 +9,31 @@ The third parameter, `ptx`, runs the test in compiled mode on the CPU and
 also lowers every function it compiles to PTX for sm_90, which `ptxas`
 must assemble: no GPU is needed for that, so CI checks the GPU lowering of
 every end-to-end program.
+
+The fourth, `cuda`, runs the test with `device="cuda"` (DG_DEVICE=cuda): on
+a machine with an NVIDIA GPU and its driver. Elsewhere it skips, saying
+what is missing.
 """
 import pytest
 
 from .util import assemble_ptx
 
 
-@pytest.fixture(params=["interp", "compiled", "ptx"], scope="session")
+@pytest.fixture(params=["interp", "compiled", "ptx", "cuda"], scope="session")
 def mode(request):
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def _on_the_gpu(request, monkeypatch):
+    if "mode" not in request.fixturenames or request.getfixturevalue("mode") != "cuda":
+        return
+    from dg.runtime.cuda import driver_status
+
+    ok, why = driver_status()
+    if not ok:
+        pytest.skip(f"no GPU to run on: {why}")
+    monkeypatch.setenv("DG_DEVICE", "cuda")
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,9 @@ _CACHE: dict = {}
 
 
 def dg_mode(mode: str) -> str:
-    """The dg mode a test mode runs in (`ptx` is compiled mode, with PTX made as well)."""
-    return "compiled" if mode == "ptx" else mode
+    """The dg mode a test mode runs in (`ptx` is compiled mode, with PTX made as well; `cuda` is
+    compiled mode on the GPU)."""
+    return "compiled" if mode in ("ptx", "cuda") else mode
 
 
 def assemble_ptx(ptx: str, name: str) -> None:
