@@ -360,6 +360,7 @@ class CpuProgram:
         self._state = (ctypes.c_int64 * 3).from_address(at) if at else None
         self._entry: dict = {}
         self.failed = None  # the first failed check of the current call
+        self._lock = threading.RLock()
         self._stages = None
 
     @classmethod
@@ -436,22 +437,29 @@ class CpuProgram:
             inputs.add(p)
             words += _descriptor_words(a, p)
         descs[:] = words
-        self.failed = None
-        if self._state is not None:
-            self._state[:] = [0, 0, _stack_budget()]
         stack = _Runtime.local.__dict__.setdefault("stack", [])
-        stack.append(self)
-        try:
-            if e.results:
-                e.fn(res_at, *args)
-            else:
-                e.fn(*args)
-        finally:
-            stack.pop()
+        # One call of a program at a time: its failed check and its shared state (lowering.builder)
+        # belong to that call. A call made from a callback inside it (a breakpoint) nests.
+        with self._lock:
+            saved = (self.failed, list(self._state) if self._state is not None else None)
+            self.failed = None
+            if self._state is not None:
+                self._state[:] = [0, 0, _stack_budget()]
+            stack.append(self)
+            try:
+                if e.results:
+                    e.fn(res_at, *args)
+                else:
+                    e.fn(*args)
+            finally:
+                stack.pop()
+                failed, self.failed = self.failed, saved[0]
+                if saved[1] is not None:
+                    self._state[:] = saved[1]
         out = _adopt(res[:], e.results, inputs)
         e.pool.append(bufs)
-        if self.failed is not None:
-            loc, message = self.checks[self.failed]
+        if failed is not None:
+            loc, message = self.checks[failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))
         if not e.results:
             return None

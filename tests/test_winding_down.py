@@ -69,3 +69,31 @@ def test_deep_recursion_within_the_stack_works():
 def test_a_failed_check_ends_the_loops_it_would_keep_going(name):
     out = run("compiled", name, [7])
     assert out["error"] == "DgRuntimeError" and "out of bounds" in out["text"] and "w.dg:" in out["text"]
+
+
+def test_threads_calling_one_recursive_function():
+    """Calls from several threads each get their own stack budget and failure state."""
+    import threading
+
+    import dg
+
+    m = dg.loads(PROGRAM, mode="compiled", filename="w.dg")
+    results, errors = [], []
+
+    def work(n):
+        try:
+            for _ in range(20):
+                results.append(int(m.depth(n)))
+        except Exception as e:  # collected, so that the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(1000 + 7 * i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(set(results)) == [1000, 1007, 1014, 1021] and len(results) == 80
+    with pytest.raises(dg.DgRuntimeError, match="recursion too deep"):
+        m.depth(-1)
+    assert int(m.depth(5)) == 5  # the failure did not stay behind
