@@ -6,6 +6,8 @@ Workloads (float32):
              SGD, batch 128 (value_and_grad + update)      steps/s
   rnn        tanh RNN, hidden 128, input 32, T = 50,
              batch 32: loss and gradients                   calls/s
+  chain      tanh(exp(a) * b + 1) / (1 + a * a), 4M floats  GB/s
+             (the bytes of a, b and the result over the time)
   compile    first call of mlp_step with an empty cache     s
 Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
 autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
@@ -42,6 +44,9 @@ def mlp_step(w1: f32[784, 256], b1: f32[256], w2: f32[256, 256], b2: f32[256], w
              x: f32[B, 784], y: i64[B], lr: f32):
     l, (g1, gb1, g2, gb2, g3, gb3) = value_and_grad(mlp_loss, wrt=(0, 1, 2, 3, 4, 5))(w1, b1, w2, b2, w3, b3, x, y)
     return l, w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2, w3 - lr * g3, b3 - lr * gb3
+
+def chain(a: f32[N], b: f32[N]) -> f32[N]:
+    return tanh(exp(a) * b + 1.0) / (1.0 + a * a)
 
 def rnn_loss(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]) -> f32:
     h = h0
@@ -218,6 +223,29 @@ def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
     return r
 
 
+def bench_chain(mods, peers, n, repeats):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    gb = 3 * 4 * n / 1e9
+    want = np.tanh(np.exp(a) * b + 1.0) / (1.0 + a * a)
+    r = {"numpy": gb / median_time(lambda: np.tanh(np.exp(a) * b + 1.0) / (1.0 + a * a), repeats)}
+    for mode, m in mods.items():
+        np.testing.assert_allclose(m.chain(a, b), want, rtol=1e-5, atol=1e-6)
+        r[f"dg_{mode}"] = gb / median_time(lambda: m.chain(a, b), repeats)
+    if "torch" in peers:
+        torch = peers["torch"]
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        r["torch_eager"] = gb / median_time(lambda: torch.tanh(torch.exp(ta) * tb + 1.0) / (1.0 + ta * ta), repeats)
+    if "jax" in peers:
+        jax = peers["jax"]
+        jnp = jax.numpy
+        f = jax.jit(lambda x, y: jnp.tanh(jnp.exp(x) * y + 1.0) / (1.0 + x * x))
+        ja, jb = jnp.asarray(a), jnp.asarray(b)
+        r["jax_jit"] = gb / median_time(lambda: f(ja, jb).block_until_ready(), repeats)
+    return r
+
+
 def bench_compile(batch):
     """First call of mlp_step: a cold compile (empty cache), then a new module that finds the cache."""
     rng = np.random.default_rng(0)
@@ -266,15 +294,18 @@ def main(argv=None) -> dict:
     res["sgemm_gflops"] = bench_sgemm(mods, peers, sizes, repeats)
     res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
     res["rnn_fwd_bwd_per_s"] = bench_rnn(mods, peers, repeats, T=5 if a.quick else 50)
+    res["chain_gb_per_s"] = bench_chain(mods, peers, 1 << 12 if a.quick else 1 << 22, repeats)
     res["ratios"] = {
         "sgemm": {k: ratios(v, "dg_compiled") for k, v in res["sgemm_gflops"].items()},
         "mlp_step": ratios(res["mlp_step_per_s"], "dg_compiled"),
         "rnn": ratios(res["rnn_fwd_bwd_per_s"], "dg_compiled"),
+        "chain": ratios(res["chain_gb_per_s"], "dg_compiled"),
     }
     print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs")
     print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s, "
           f"from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
-    for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s")):
+    for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s"),
+                          ("chain_gb_per_s", "GB/s")):
         rows = res[section] if section == "sgemm_gflops" else {"": res[section]}
         for name, row in rows.items():
             figures = ", ".join(f"{k} {v:.3g}" for k, v in row.items() if isinstance(v, float))

@@ -54,6 +54,10 @@ TO_LLVM = (
     "reconcile-unrealized-casts)"
 )
 
+# Loops vectorize with 512-bit registers where the CPU has them (LLVM prefers 256 on its own): f32
+# exp/tanh chains run half again as fast. A CPU without AVX-512 ignores the preference.
+FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"]]'
+
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
@@ -229,7 +233,7 @@ class _Runtime:
 
 def pipeline_identity() -> str:
     """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{BUFFERIZE}\0{TO_LLVM}\0{blas.identity()}"
+    return f"{BUFFERIZE}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
 
 
 def bufferized(dg_module: "ir.Module"):
@@ -285,6 +289,9 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             blas.route_matmuls(m)
             copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
+            for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
+                if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
+                    op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m

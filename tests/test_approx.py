@@ -74,3 +74,8 @@ def test_coefficients_fit():
     x = np.linspace(1e-6, approx.TANH_SMALL, 10001)
     p = np.polyval(approx.TANH_P[::-1], x * x)
     assert np.max(np.abs((x + x ** 3 * p) / np.tanh(x) - 1)) < 5e-9
+
+
+def test_functions_prefer_wide_vectors(m):
+    text = m.th.ir("llvm", (np.ones(4, np.float32),))
+    assert 'passthrough = [["prefer-vector-width", "512"]]' in text
