@@ -62,12 +62,17 @@ class ToLinalg:
         b.loc = ""
         b.emit(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface}} {{")
         b.indent = 4
-        if sym not in self.recursive:
+        if sym in self.recursive:
+            self._guarded_body(fop, block, ftype)
+        else:
             self._block(block)
-            b.indent = 2
-            b.lines.append(f"  }} {fop.location}")
-            return
-        # A function that can call itself checks the stack it has left and stops once a check failed.
+        b.indent = 2
+        b.lines.append(f"  }} {fop.location}")
+
+    def _guarded_body(self, fop, block, ftype) -> None:
+        """A function that can call itself checks the stack it has left, and returns placeholders
+        at once when that is used up or when a check failed already."""
+        b = self.b
         b.loc = str(fop.location)
         stop = entry_guard(b)
         lhs, names = self._results_of(ftype.results)
@@ -75,18 +80,13 @@ class ToLinalg:
         b.lines.append(" " * b.indent + f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
         b.indent += 2
         outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
-        if outs:
-            b.emit(f"scf.yield {', '.join(outs)} : {rt}")
-        else:
-            b.emit("scf.yield")
+        b.emit(f"scf.yield {', '.join(outs)} : {rt}" if outs else "scf.yield")
         b.indent -= 2
         b.lines.append(" " * b.indent + "} else {")
         self._region(block, self._yield)
         b.lines.append(" " * b.indent + "}")
         b.loc = str(fop.location)
         b.emit(f"return {', '.join(names)} : {rt}" if names else "return")
-        b.indent = 2
-        b.lines.append(f"  }} {fop.location}")
 
     def _results_of(self, types) -> tuple:
         """(`%r:n = ` or `%r = ` or nothing, the result names) for n values of `types`."""
@@ -251,21 +251,15 @@ class ToLinalg:
 
 def recursive_functions(module: "ir.Module") -> set:
     """The functions that can call themselves, directly or through others."""
-    def calls(op, out):
-        for region in op.regions:
-            for block in region.blocks:
-                for o in block.operations:
-                    o = o.operation
-                    if o.name == "func.call":
-                        out.add(ir.FlatSymbolRefAttr(o.attributes["callee"]).value)
-                    calls(o, out)
-        return out
+    from dg.dialects.dialect import operations_under
 
     graph = {}
     for op in module.body.operations:
         op = op.operation
         if op.name == "func.func":
-            graph[ir.StringAttr(op.attributes["sym_name"]).value] = calls(op, set())
+            graph[ir.StringAttr(op.attributes["sym_name"]).value] = {
+                ir.FlatSymbolRefAttr(o.attributes["callee"]).value
+                for b in op.regions[0].blocks for o in operations_under(b) if o.name == "func.call"}
     found = set()
     for f in graph:
         seen, todo = set(), list(graph[f])

@@ -62,52 +62,6 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
 
-_CTYPES = {
-    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.bool_): ctypes.c_bool, np.dtype(np.float16): ctypes.c_uint16,
-    np.dtype(np.uint64): ctypes.c_uint64,
-}
-
-
-def _ctype(dt: np.dtype):
-    dt = np.dtype(dt)
-    if dt in _CTYPES:
-        return _CTYPES[dt]
-    if dt.itemsize == 2:  # bf16
-        return ctypes.c_uint16
-    raise DgError(f"compiled mode cannot pass {dt} arrays")
-
-
-_DESCRIPTORS: dict = {}
-
-
-def descriptor_type(rank: int, ct):
-    """The C struct of a ranked memref: allocated, aligned, offset, sizes[rank], strides[rank]."""
-    key = (rank, ct)
-    t = _DESCRIPTORS.get(key)
-    if t is None:
-        fields = [("allocated", ctypes.POINTER(ct)), ("aligned", ctypes.POINTER(ct)), ("offset", ctypes.c_longlong)]
-        if rank:
-            fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
-        t = type(f"MemRef{rank}D_{ct.__name__}", (ctypes.Structure,), {"_fields_": fields})
-        _DESCRIPTORS[key] = t
-    return t
-
-
-def to_descriptor(a: np.ndarray):
-    ct = _ctype(a.dtype)
-    d = descriptor_type(a.ndim, ct)()
-    ptr = a.ctypes.data_as(ctypes.POINTER(ct))
-    d.allocated = ptr
-    d.aligned = ptr
-    d.offset = 0
-    if a.ndim:
-        d.shape[:] = a.shape
-        d.strides[:] = [s // a.itemsize for s in a.strides]
-    return d
-
-
 def _descriptor_words(a: np.ndarray, p: int) -> list:
     """A ranked memref descriptor of `a` (data at address p) as int64 words: allocated, aligned,
     offset, sizes, strides."""

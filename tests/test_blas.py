@@ -107,6 +107,12 @@ func.func @run(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c1: memref<6x10xf32>,
 """
 
 
+def _descriptor(x):
+    """What ExecutionEngine.invoke passes for a memref argument: a pointer to a pointer to its descriptor."""
+    words = cpu._descriptor_words(x, x.ctypes.data)
+    return ctypes.pointer(ctypes.pointer((ctypes.c_int64 * len(words))(*words)))
+
+
 def test_helper_handles_every_layout():
     with shared_context():
         mod = ir.Module.parse(LAYOUTS)
@@ -125,8 +131,7 @@ def test_helper_handles_every_layout():
     c2 = np.full((6, 5), 7.0, np.float32)  # zero-filled first
     c3 = np.zeros((10, 6), np.float32)
     c4 = np.full((6, 10), 7.0, np.float32)
-    descs = [cpu.to_descriptor(x) for x in (a, b, c1, c2, c3, c4)]
-    engine.invoke("run", *[ctypes.pointer(ctypes.pointer(d)) for d in descs])
+    engine.invoke("run", *[_descriptor(x) for x in (a, b, c1, c2, c3, c4)])
     np.testing.assert_allclose(c1, 0.5 + a.T @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
@@ -211,11 +216,11 @@ def test_transpose_copies_become_views():
     a = rng.standard_normal((8, 6)).astype(np.float32)
     b = rng.standard_normal((10, 8)).astype(np.float32)
     c = np.full((6, 10), 7.0, np.float32)
-    engine.invoke("views", *[ctypes.pointer(ctypes.pointer(cpu.to_descriptor(x))) for x in (a, b, c)])
+    engine.invoke("views", *[_descriptor(x) for x in (a, b, c)])
     np.testing.assert_allclose(c, a.T @ b.T, rtol=1e-5, atol=1e-5)
     a0, b2 = a.copy(), np.ascontiguousarray(b.T)
     d = np.zeros((6, 10), np.float32)
-    engine.invoke("hazard", *[ctypes.pointer(ctypes.pointer(cpu.to_descriptor(x))) for x in (a, b2, c, d)])
+    engine.invoke("hazard", *[_descriptor(x) for x in (a, b2, c, d)])
     np.testing.assert_allclose(a, 2 * a0)
     np.testing.assert_allclose(c, a0.T @ b2, rtol=1e-5, atol=1e-5)  # the copy before the write
     np.testing.assert_allclose(d, 2 * (2 * a0).T @ b2, rtol=1e-5, atol=1e-5)
