@@ -113,6 +113,15 @@ def _descriptor(x):
     return ctypes.pointer(ctypes.pointer((ctypes.c_int64 * len(words))(*words)))
 
 
+def _engine(mod):
+    """The bufferized module lowered to LLVM and JIT-compiled, with the executor's runtime symbols."""
+    passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
+    engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
+    for name, addr in cpu._Runtime.install().items():
+        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+    return engine
+
+
 def test_helper_handles_every_layout():
     with shared_context():
         mod = ir.Module.parse(LAYOUTS)
@@ -120,10 +129,7 @@ def test_helper_handles_every_layout():
         assert routed == (4 if blas.locate() else 0)
         run = str(mod).split("func.func @run")[1].split("func.func")[0]
         assert run.count("linalg.fill") == (0 if blas.locate() else 2)  # folded into the BLAS calls
-        passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
-        engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
-    for name, addr in cpu._Runtime.install().items():
-        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+        engine = _engine(mod)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((8, 6)).astype(np.float32)
     b = rng.standard_normal((8, 10)).astype(np.float32)
@@ -208,10 +214,7 @@ def test_transpose_copies_become_views():
         assert views.count("memref.transpose") == 2 and "linalg.generic" not in views
         assert "memref.alloc" not in views and "memref.dealloc" not in views
         assert "memref.transpose" not in hazard and hazard.count("linalg.generic") == 3
-        passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
-        engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
-    for name, addr in cpu._Runtime.install().items():
-        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
+        engine = _engine(mod)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((8, 6)).astype(np.float32)
     b = rng.standard_normal((10, 8)).astype(np.float32)
