@@ -193,18 +193,16 @@ def to_python(out, proto):
     if proto is None:
         return None
     if isinstance(proto, tuple):
-        vals = out if isinstance(out, tuple) else (out,)
-        it = iter(vals)
-
-        def go(p):
-            if isinstance(p, tuple):
-                return tuple(go(e) for e in p)
-            return _one(next(it))
-
-        return go(proto)
+        return _nest(proto, iter(out if isinstance(out, tuple) else (out,)))
     if isinstance(out, tuple):
         out = out[0]
     return _one(out)
+
+
+def _nest(proto: tuple, it):
+    """The flat results from `it` arranged as `proto` nests them. (A plain function: a closure that
+    calls itself would be a reference cycle, keeping the results alive until the next GC.)"""
+    return tuple(_nest(p, it) if isinstance(p, tuple) else _one(next(it)) for p in proto)
 
 
 def _one(x):

@@ -167,3 +167,23 @@ def test_interpreter_index_division_rounds_toward_zero():
     from dg.runtime.interp import _divsi
 
     assert [_divsi(7, 2), _divsi(-7, 2), _divsi(7, -2), _divsi(-7, -2), _divsi(0, 3)] == [3, -3, -3, 3, 0]
+
+
+def test_results_are_freed_when_dropped_without_waiting_for_gc():
+    """Returned buffers belong to their arrays: dropping the results frees them at once (no
+    reference cycle holds them until a garbage collection)."""
+    import gc
+    import weakref
+
+    m = dg.loads("def two(x: f32[N]):\n    return x * 2.0, (x + 1.0, x - 1.0)\n", mode="compiled")
+    x = np.ones(1000, np.float32)
+    gc.disable()  # before the call: a collection in between would hide a cycle
+    try:
+        a, (b, c) = m.two(x)
+        owners = [weakref.ref(r.base if r.base is not None else r) for r in (a, b, c)]
+        assert float(b[0]) == 2.0
+        del a, b, c
+        alive = [o() is not None for o in owners]
+    finally:
+        gc.enable()
+    assert alive == [False, False, False]
