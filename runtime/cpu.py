@@ -21,7 +21,6 @@ import ctypes
 import ctypes.util
 import math
 import threading
-import weakref
 
 import numpy as np
 
@@ -69,6 +68,26 @@ def _descriptor_words(a: np.ndarray, p: int) -> list:
     return [p, p, 0, *a.shape, *[s // item for s in a.strides]]
 
 
+class _Memory:
+    """`nbytes` bytes at `address` as a NumPy-readable buffer; with `owned`, the malloc'd block that
+    is freed when the last array on it goes. (Not a ctypes array: each new length of those makes a
+    new ctypes type, which only a garbage collection reclaims.)"""
+
+    __slots__ = ("__array_interface__", "owned")
+
+    def __init__(self, address: int, nbytes: int, owned: int = 0):
+        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,), "typestr": "|u1", "version": 3}
+        self.owned = owned
+
+    def __del__(self):
+        if self.owned and _libc is not None:
+            _libc.free(self.owned)
+
+
+def _bytes(address: int, nbytes: int, dtype: np.dtype, owned: int = 0) -> np.ndarray:
+    return np.asarray(_Memory(address, nbytes, owned)).view(dtype)
+
+
 def _copy_out(aligned: int, offset: int, shape: tuple, strides: list, dtype: np.dtype) -> np.ndarray:
     """A NumPy copy of a strided buffer."""
     n = math.prod(shape) if shape else 1
@@ -76,8 +95,7 @@ def _copy_out(aligned: int, offset: int, shape: tuple, strides: list, dtype: np.
         return np.zeros(shape, dtype=dtype)
     item = dtype.itemsize
     span = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
-    buf = (ctypes.c_char * (span * item)).from_address(aligned + offset * item)
-    flat = np.frombuffer(buf, dtype=dtype, count=span)
+    flat = _bytes(aligned + offset * item, span * item, dtype)
     return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
 
 
@@ -106,9 +124,7 @@ def _adopt(words: list, outs: list, inputs: set) -> list:
         if alloc and alloc not in inputs and alloc not in taken and _dense(shape, strides):
             taken.add(alloc)
             nbytes = dtype.itemsize * math.prod(shape)
-            buf = (ctypes.c_char * nbytes).from_address(aligned + offset * dtype.itemsize)
-            weakref.finalize(buf, _libc.free, alloc)
-            out.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
+            out.append(_bytes(aligned + offset * dtype.itemsize, nbytes, dtype, owned=alloc).reshape(shape))
         else:
             out.append(_copy_out(aligned, offset, shape, strides, dtype))
     for off, _, _ in outs:

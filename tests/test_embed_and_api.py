@@ -187,3 +187,21 @@ def test_results_are_freed_when_dropped_without_waiting_for_gc():
     finally:
         gc.enable()
     assert alive == [False, False, False]
+
+
+def test_compiled_calls_leave_no_garbage_for_the_collector():
+    import gc
+
+    m = dg.loads("def f(x: f32[N], k: i64):\n    return x * 2.0, x[k:], sum(x)\n", mode="compiled")
+    for n in (5, 6, 7):  # new sizes too: nothing per size may pile up
+        m.f(np.ones(n, np.float32), 1)
+    gc.collect()
+    gc.disable()
+    try:
+        for n in (5, 9, 13, 17):
+            a, b, s = m.f(np.ones(n, np.float32), 2)
+            assert a.shape == (n,) and b.shape == (n - 2,) and float(s) == n
+        del a, b, s
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
