@@ -96,3 +96,35 @@ def step(w: f32[3], x: f32[N, 3]):
     assert "llvm.func @_mlir_ciface_step" in text
     assert "_mlir_ciface_loss" not in text and "@unused" not in text
     assert "@loss(" not in text  # the value comes from the gradient function, loss itself is dead
+
+
+def test_building_pauses_the_collector_and_restores_it(monkeypatch):
+    import gc
+
+    import numpy as np
+
+    import dg
+    from dg.runtime import modes
+
+    during = []
+    prepare = modes.prepare
+
+    def watched(comp, mode, device):
+        during.append(gc.isenabled())
+        prepare(comp, mode, device)
+
+    monkeypatch.setattr(modes, "prepare", watched)
+    m = dg.loads("def f(x: f32[N]) -> f32[N]:\n    return x + 1.0\n\ndef g(x: f32[N]) -> f32[N]:\n    return x @ x\n"
+                 "\ndef h(x: f32[N]) -> f32[N]:\n    return x * 3.0\n", mode="compiled")
+    try:
+        m.f(np.ones(3, np.float32))
+        assert during == [False] and gc.isenabled()
+        with pytest.raises(dg.DgError):
+            m.g(np.ones(3, np.float32))  # a build that fails still turns the collector back on
+        assert gc.isenabled()
+        gc.disable()
+        m.h(np.ones(5, np.float32))
+        assert during == [False, False]  # g failed before it reached prepare
+        assert not gc.isenabled()  # a collector the caller turned off stays off
+    finally:
+        gc.enable()
