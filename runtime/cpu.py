@@ -34,12 +34,13 @@ from dg.lowering.builder import STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache
 
-# Bufferization, then (between the two) matmuls are routed to BLAS, then the rest down to LLVM.
+# Inlining (so that fusion and dead-code removal see a step and its gradient functions as one
+# body), bufferization, then (between the two) matmuls are routed to BLAS, then the rest down to LLVM.
 # No cse here: it would merge the zero-filled outputs of different matmuls into one buffer that
 # bufferization then copies for each of them (LLVM's GVN removes the redundancy cse would).
 BUFFERIZE = (
     "builtin.module("
-    "canonicalize,"
+    "inline, canonicalize,"
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"

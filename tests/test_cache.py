@@ -96,6 +96,7 @@ def step(w: f32[3], x: f32[N, 3]):
     assert "llvm.func @_mlir_ciface_step" in text
     assert "_mlir_ciface_loss" not in text and "@unused" not in text
     assert "@loss(" not in text  # the value comes from the gradient function, loss itself is dead
+    assert "__vjp" not in text and "__value_and_grad" not in text  # inlined into step, then dropped
 
 
 def test_building_pauses_the_collector_and_restores_it(monkeypatch):
