@@ -164,6 +164,7 @@ def fail_if(b: Builder, cond: str, message: str) -> None:
     """When the i1 `cond` holds at run time, report `message` at the current location."""
     cid = len(b.checks)
     b.checks.append((b.loc, message))
+    b.runtime_decls.add(STATE_DECL)  # where the CPU's dg_rt_fail records it
     c = b.const(cid, "i64")
     b.lines.append(" " * b.indent + f"scf.if {cond} {{")
     b.indent += 2
@@ -214,6 +215,22 @@ def host_call(b: "Builder", op: "LowerOp", kind: str, payload) -> None:
 # [2] how many bytes of stack dg calls may use (set by the executor per call).
 STATE = "dg_state"
 STATE_DECL = f"memref.global @{STATE} : memref<3xi64> = dense<0>"
+# A failed check's id plus one goes into word 0 of the state, the first failure winning: on the
+# CPU, `dg_rt_fail` (declared by the lowering) gets this body after bufferization, so that no
+# check calls back into Python (deep in a recursion there may be no stack left for that).
+FAIL_DEF = (f"{STATE_DECL}\n"  # for the text to parse on its own; the module has it already
+            f"func.func private @dg_rt_fail(%id: i64) {{\n"
+            f"  %g = memref.get_global @{STATE} : memref<3xi64>\n"
+            "  %c0 = arith.constant 0 : index\n"
+            "  %z = arith.constant 0 : i64\n"
+            "  %one = arith.constant 1 : i64\n"
+            "  %cur = memref.load %g[%c0] : memref<3xi64>\n"
+            "  %first = arith.cmpi eq, %cur, %z : i64\n"
+            "  scf.if %first {\n"
+            "    %v = arith.addi %id, %one : i64\n"
+            "    memref.store %v, %g[%c0] : memref<3xi64>\n"
+            "  }\n"
+            "  return\n}\n")
 # The stack pointer: declared here, defined after bufferization (which rejects the LLVM intrinsic).
 STACK_POINTER = "dg_stack_pointer"
 STACK_POINTER_DEF = (f"func.func private @{STACK_POINTER}() -> i64 {{\n"

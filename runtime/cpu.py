@@ -12,8 +12,10 @@ one buffer) pointing at the arrays' data (no copy); a dense result buffer
 becomes its NumPy array's memory, other results are copied out
 (one-shot bufferization with ownership-based deallocation makes returned
 buffers the caller's). Compiled code reaches Python through process-wide
-runtime symbols (failed checks, print, breakpoint, MLIR's `memrefCopy`)
-that dispatch to the program being called.
+runtime symbols (print, breakpoint, MLIR's `memrefCopy`) that dispatch to
+the program being called. A failed check stays in compiled code: it is
+recorded in the program's state global (`lowering.builder.STATE`), which
+the executor resets before a call and reads after it.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
 from dg.lowering import blas, copies
-from dg.lowering.builder import STACK_POINTER, STACK_POINTER_DEF, STATE
+from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache
 
@@ -184,7 +186,6 @@ class _Runtime:
 
         add("memrefCopy", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked),
                                            ctypes.POINTER(_Unranked))(_memref_copy))
-        add("_mlir_ciface_dg_rt_fail", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda cid: cls.active().fail(cid)))
         add("_mlir_ciface_dg_rt_host_none", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda hid: cls.active().host(hid)))
         for elt, dg_dtype in MLIR_TO_DG.items():
             def cb(hid, u, dt=np_dtype(dg_dtype)):
@@ -224,17 +225,19 @@ def bufferized(dg_module: "ir.Module"):
     return lowered, m
 
 
-def _define_stack_pointer(m) -> None:
-    """Give the stack pointer function the lowering declared its body."""
-    for op in m.body.operations:
+def _define_runtime_functions(m) -> None:
+    """Give the functions the lowering declared for the CPU their bodies: the stack pointer, and
+    `dg_rt_fail`, which records a failed check in the state word the executor reads."""
+    bodies = {STACK_POINTER: STACK_POINTER_DEF, "dg_rt_fail": FAIL_DEF}
+    for op in list(m.body.operations):
         op = op.operation
-        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == STACK_POINTER:
-            helper = ir.Module.parse(STACK_POINTER_DEF)  # kept alive while its function moves over
-            f = list(helper.body.operations)[0]
+        name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None
+        if name in bodies and not len(op.regions[0].blocks):
+            helper = ir.Module.parse(bodies[name])  # kept alive while its function moves over
+            f = [f for f in helper.body.operations if f.operation.name == "func.func"][0]
             f.operation.detach_from_parent()
             m.body.append(f)
             op.erase()
-            return
 
 
 def _only_entry(m, entry: str) -> None:
@@ -256,7 +259,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
         try:
             if entry is not None:
                 _only_entry(m, entry)
-            _define_stack_pointer(m)
+            _define_runtime_functions(m)
             blas.route_matmuls(m)
             copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
@@ -337,7 +340,6 @@ class CpuProgram:
         at = self._jit.get_global_value_address(STATE)  # shared with the compiled code (lowering.builder)
         self._state = (ctypes.c_int64 * 3).from_address(at) if at else None
         self._entry: dict = {}
-        self.failed = None  # the first failed check of the current call
         self._lock = threading.RLock()
         self._stages = None
 
@@ -375,12 +377,6 @@ class CpuProgram:
         return self._lowered()[1]
 
     # ------------------------------------------------------------ callbacks from compiled code
-    def fail(self, cid: int) -> None:
-        if self.failed is None:
-            self.failed = cid
-        if self._state is not None:
-            self._state[0] = 1  # loops and calls wind down
-
     def host(self, hid: int, *value) -> None:
         """print or breakpoint from compiled code, as the interpreter does them."""
         from .interp import _Breakpoints, _Console
@@ -416,12 +412,13 @@ class CpuProgram:
             words += _descriptor_words(a, p)
         descs[:] = words
         stack = _Runtime.local.__dict__.setdefault("stack", [])
-        # One call of a program at a time: its failed check and its shared state (lowering.builder)
-        # belong to that call. A call made from a callback inside it (a breakpoint) nests.
+        # One call of a program at a time: its shared state (lowering.builder: the first failed
+        # check, the stack in use) belongs to that call. A call made from a callback inside it
+        # (a breakpoint) nests.
+        failed = None
         with self._lock:
-            saved = (self.failed, list(self._state) if self._state is not None else None)
-            self.failed = None
-            if self._state is not None:
+            saved = list(self._state) if self._state is not None else None
+            if saved is not None:
                 self._state[:] = [0, 0, _stack_budget()]
             stack.append(self)
             try:
@@ -431,9 +428,9 @@ class CpuProgram:
                     e.fn(*args)
             finally:
                 stack.pop()
-                failed, self.failed = self.failed, saved[0]
-                if saved[1] is not None:
-                    self._state[:] = saved[1]
+                if saved is not None:
+                    failed = self._state[0] - 1 if self._state[0] else None
+                    self._state[:] = saved
         out = _adopt(res[:], e.results, inputs)
         e.pool.append(bufs)
         if failed is not None:
@@ -445,14 +442,16 @@ class CpuProgram:
 
 
 def _stack_budget() -> int:
-    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has."""
-    if threading.current_thread() is threading.main_thread():
-        import resource
+    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has
+    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set)."""
+    import resource
 
-        soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
-        size = soft if 0 < soft < (1 << 40) else 8 << 20
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    limit = soft if 0 < soft < (1 << 40) else 0
+    if threading.current_thread() is threading.main_thread():
+        size = limit or 8 << 20
     else:
-        size = threading.stack_size() or 8 << 20
+        size = threading.stack_size() or limit or 2 << 20
     return min(size, 64 << 20) // 2
 
 

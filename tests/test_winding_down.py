@@ -97,3 +97,23 @@ def test_threads_calling_one_recursive_function():
     with pytest.raises(dg.DgRuntimeError, match="recursion too deep"):
         m.depth(-1)
     assert int(m.depth(5)) == 5  # the failure did not stay behind
+
+
+def test_a_thread_with_a_small_stack_gets_an_error_not_a_crash():
+    code = ("import json, sys, threading\n"
+            "import dg\n"
+            "m = dg.loads(sys.argv[1], mode='compiled', filename='w.dg')\n"
+            "out = {}\n"
+            "def work():\n"
+            "    try:\n"
+            "        out['value'] = int(m.depth(10 ** 6))\n"
+            "    except dg.DgError as e:\n"
+            "        out['error'] = str(e)\n"
+            "threading.stack_size(512 * 1024)\n"
+            "t = threading.Thread(target=work)\n"
+            "t.start(); t.join()\n"
+            "print(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-c", code, PROGRAM], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "recursion too deep" in out["error"] and "w.dg:" in out["error"]
