@@ -94,6 +94,16 @@ def parse_module(text: str, ctx=None) -> "ir.Module":
         return ir.Module.parse(text)
 
 
+def append_parsed(module, text: str, keep=None) -> None:
+    """Parse `text` in the module's context and move its top-level operations (those `keep`
+    accepts, all without it) to the end of the module's body."""
+    helper = ir.Module.parse(text, module.context)  # kept alive while its ops move over
+    for op in list(helper.body.operations):
+        if keep is None or keep(op.operation):
+            op.operation.detach_from_parent()
+            module.body.append(op)
+
+
 def operations_under(block):
     """Every operation under a block, depth first, read from the blocks' own lists (ops found
     by `walk` must not be erased or moved afterwards; these may be)."""

@@ -198,7 +198,7 @@ def replace_matmuls(module, helpers: dict) -> int:
     `@name(A, B, C)`, `helpers[(elt, overwrite)] = (name, function text, declarations text)`, the
     function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
     before (the fill is dropped); transpose copies feeding only the matmul become views. How many."""
-    from dg.dialects.dialect import operations_under
+    from dg.dialects.dialect import append_parsed, operations_under
     from dg.dialects.mlir import ir
 
     found = []
@@ -214,11 +214,8 @@ def replace_matmuls(module, helpers: dict) -> int:
         declared = set()
         for key in sorted({(elt, fill is not None) for _, elt, fill in calls}):
             _, fn, decl = helpers[key]
-            helper = ir.Module.parse(decl + fn)  # kept alive while its ops move over
-            ops = list(helper.body.operations)
-            for f in ops[1:] if decl and key[0] in declared else ops:  # declarations once per element type
-                f.operation.detach_from_parent()
-                module.body.append(f)
+            # the declarations (bodiless functions) once per element type
+            append_parsed(module, decl + fn, (lambda op: len(op.regions[0].blocks) > 0) if key[0] in declared else None)
             declared.add(key[0])
         for op, elt, fill in calls:
             dyn = ir.Type.parse(_memref(elt))

@@ -75,7 +75,7 @@ class ToLinalg:
         b = self.b
         b.loc = str(fop.location)
         stop = entry_guard(b)
-        lhs, names = self._results_of(ftype.results)
+        lhs, names = self._results_of(len(ftype.results))
         rt = ", ".join(str(t) for t in ftype.results)
         b.lines.append(" " * b.indent + f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
         b.indent += 2
@@ -88,14 +88,14 @@ class ToLinalg:
         b.loc = str(fop.location)
         b.emit(f"return {', '.join(names)} : {rt}" if names else "return")
 
-    def _results_of(self, types) -> tuple:
-        """(`%r:n = ` or `%r = ` or nothing, the result names) for n values of `types`."""
-        if not types:
+    def _results_of(self, n: int, prefix: str = "r") -> tuple:
+        """(`%r:n = `, `%r = ` or nothing, the result names) for n new values."""
+        if not n:
             return "", []
-        r = self.b.fresh("r")
-        if len(types) == 1:
+        r = self.b.fresh(prefix)
+        if n == 1:
             return f"{r} = ", [r]
-        return f"{r}:{len(types)} = ", [f"{r}#{i}" for i in range(len(types))]
+        return f"{r}:{n} = ", [f"{r}#{i}" for i in range(n)]
 
     def _block(self, block, on_terminator=None) -> None:
         for op in block.operations:
@@ -112,15 +112,11 @@ class ToLinalg:
             self._op(op)
 
     def _results(self, op) -> str:
-        res = [self.name(r) for r in op.results]
-        if not res:
-            return ""
-        if len(res) == 1:
-            return f"{res[0]} = "
-        base = self.b.fresh("m")
-        for i, r in enumerate(op.results):
-            self.names[r] = f"{base}#{i}"
-        return f"{base}:{len(res)} = "
+        if len(op.results) == 1:
+            return f"{self.name(op.results[0])} = "
+        lhs, names = self._results_of(len(op.results), "m")
+        self.names.update(zip(op.results, names))
+        return lhs
 
     def _op(self, op) -> None:
         b = self.b

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from dg.dialects.dialect import shared_context
+from dg.dialects.dialect import append_parsed, shared_context
 from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
@@ -233,10 +233,7 @@ def _define_runtime_functions(m) -> None:
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None
         if name in bodies and not len(op.regions[0].blocks):
-            helper = ir.Module.parse(bodies[name])  # kept alive while its function moves over
-            f = [f for f in helper.body.operations if f.operation.name == "func.func"][0]
-            f.operation.detach_from_parent()
-            m.body.append(f)
+            append_parsed(m, bodies[name], lambda f: f.name == "func.func")  # not the state global again
             op.erase()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dg.dsl import ast as A
+from dg.dsl.emit import type_key
 from dg.dsl.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
 from dg.dsl.types import annotation_type as _annotation_type
 from dg.errors import DgTypeError
@@ -115,12 +116,19 @@ def _plan(fd: A.FuncDef) -> list:
                 plan.append(_Param(None, None, None, (), ()))
                 continue
             nd = DTYPES[t.dtype][1]
-            plan.append(_Param(t, None if nd is None else np.dtype(nd),
-                               (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape)),
+            plan.append(_Param(t, None if nd is None else np.dtype(nd), type_key(t),
                                tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int)),
                                tuple((i, d.name) for i, d in enumerate(t.shape) if isinstance(d, Sym) and d.name)))
         fd.__dict__["_dg_call_plan"] = plan
     return plan
+
+
+def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef) -> str:
+    """The dg element type of an argument array, or a DgTypeError naming the parameter."""
+    dt = dtype_of_np(arr.dtype)
+    if dt is None or dt == "u64":
+        raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type", p.loc)
+    return dt
 
 
 def make_signature(fd: A.FuncDef, values: list):
@@ -130,20 +138,14 @@ def make_signature(fd: A.FuncDef, values: list):
         declared = pp.declared
         if declared is None:
             arr = to_array(x, p, fd.name)
-            dt = dtype_of_np(arr.dtype)
-            if dt is None or dt == "u64":
-                raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type",
-                                  p.loc)
+            dt = _element_type(arr, p, fd)
             types.append(TensorType(dt, tuple(int(s) for s in arr.shape)))
             key.append((dt, tuple(arr.shape)))
             arrays.append(arr)
             continue
         arr = x if type(x) is np.ndarray else to_array(x, p, fd.name, declared.dtype)
         if arr.dtype != pp.np_dtype:
-            dt = dtype_of_np(arr.dtype)
-            if dt is None or dt == "u64":
-                raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type",
-                                  p.loc)
+            dt = _element_type(arr, p, fd)
             raise DgTypeError(
                 f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
                 f"(element type {dt}, expected {declared.dtype})", p.loc)
@@ -184,7 +186,7 @@ def declared_signature(fd: A.FuncDef, unknown_ok: bool = False) -> Signature:
         if t is None and not unknown_ok:
             raise DgTypeError(f"parameter '{p.name}' of {fd.name}() has no type annotation", p.loc)
         types.append(t)
-        key.append(None if t is None else (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape)))
+        key.append(None if t is None else type_key(t))
     return Signature(tuple(key), types)
 
 
