@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import math
+import struct
 import threading
 
 import numpy as np
@@ -64,22 +64,34 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
 
-def _descriptor_words(a: np.ndarray, p: int) -> list:
-    """A ranked memref descriptor of `a` (data at address p) as int64 words: allocated, aligned,
-    offset, sizes, strides."""
-    item = a.itemsize
-    return [p, p, 0, *a.shape, *[s // item for s in a.strides]]
+_SIZES_AND_STRIDES: dict = {}
+
+
+def _sizes_and_strides(shape: tuple) -> tuple:
+    """The sizes and (row-major) strides words of a C-contiguous array's memref descriptor."""
+    t = _SIZES_AND_STRIDES.get(shape)
+    if t is None:
+        strides, n = [], 1
+        for d in reversed(shape):
+            strides.append(n)
+            n *= d
+        if len(_SIZES_AND_STRIDES) >= 4096:  # many shapes: start again
+            _SIZES_AND_STRIDES.clear()
+        t = _SIZES_AND_STRIDES[shape] = (*shape, *reversed(strides))
+    return t
 
 
 class _Memory:
-    """`nbytes` bytes at `address` as a NumPy-readable buffer; with `owned`, the malloc'd block that
-    is freed when the last array on it goes. (Not a ctypes array: each new length of those makes a
-    new ctypes type, which only a garbage collection reclaims.)"""
+    """A strided block of `dtype` elements at `address` as a NumPy-readable buffer (byte strides,
+    the first element at `address`); with `owned`, the malloc'd block that is freed when the last
+    array on it goes. (Not a ctypes array: each new length of those makes a new ctypes type, which
+    only a garbage collection reclaims. Not `as_strided`: that costs ten times as much.)"""
 
-    __slots__ = ("__array_interface__", "owned")
+    __slots__ = ("__array_interface__", "owned", "__weakref__")
 
-    def __init__(self, address: int, nbytes: int, owned: int = 0):
-        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,), "typestr": "|u1", "version": 3}
+    def __init__(self, address: int, shape: tuple, typestr: str, strides=None, owned: int = 0):
+        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": typestr,
+                                    "strides": strides, "version": 3}
         self.owned = owned
 
     def __del__(self):
@@ -87,19 +99,10 @@ class _Memory:
             _libc.free(self.owned)
 
 
-def _bytes(address: int, nbytes: int, dtype: np.dtype, owned: int = 0) -> np.ndarray:
-    return np.asarray(_Memory(address, nbytes, owned)).view(dtype)
-
-
-def _copy_out(aligned: int, offset: int, shape: tuple, strides: list, dtype: np.dtype) -> np.ndarray:
-    """A NumPy copy of a strided buffer."""
-    n = math.prod(shape) if shape else 1
-    if n == 0 or not aligned:
-        return np.zeros(shape, dtype=dtype)
-    item = dtype.itemsize
-    span = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
-    flat = _bytes(aligned + offset * item, span * item, dtype)
-    return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides]).copy()
+def _array(address: int, shape: tuple, dtype: np.dtype, strides=None, owned: int = 0) -> np.ndarray:
+    """An array on memory at `address` (C order unless byte `strides` are given)."""
+    a = np.asarray(_Memory(address, shape, dtype.str, strides, owned))
+    return a if a.dtype == dtype else a.view(dtype)  # bf16's typestr is raw bytes ('<V2')
 
 
 def _dense(shape: tuple, strides: list) -> bool:
@@ -124,12 +127,15 @@ def _adopt(words: list, outs: list, inputs: set) -> list:
         alloc, aligned, offset = words[off:off + 3]
         shape = tuple(words[off + 3:off + 3 + rank])
         strides = words[off + 3 + rank:off + 3 + 2 * rank]
+        item = dtype.itemsize
+        address = aligned + offset * item
         if alloc and alloc not in inputs and alloc not in taken and _dense(shape, strides):
             taken.add(alloc)
-            nbytes = dtype.itemsize * math.prod(shape)
-            out.append(_bytes(aligned + offset * dtype.itemsize, nbytes, dtype, owned=alloc).reshape(shape))
+            out.append(_array(address, shape, dtype, owned=alloc))
+        elif not aligned or 0 in shape:
+            out.append(np.zeros(shape, dtype=dtype))
         else:
-            out.append(_copy_out(aligned, offset, shape, strides, dtype))
+            out.append(_array(address, shape, dtype, tuple(st * item for st in strides)).copy())
     for off, _, _ in outs:
         alloc = words[off]
         if alloc and alloc not in inputs and alloc not in taken:
@@ -148,12 +154,9 @@ def _view(u: _Unranked, item: int) -> np.ndarray:
     raw = (ctypes.c_int64 * (3 + 2 * rank)).from_address(u.descriptor)
     aligned, offset = raw[1], raw[2]
     shape, strides = tuple(raw[3:3 + rank]), tuple(raw[3 + rank:3 + 2 * rank])
-    if any(s == 0 for s in shape):
+    if 0 in shape:
         return np.zeros(shape, dtype=f"V{item}")
-    span = 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
-    buf = (ctypes.c_char * (span * item)).from_address(aligned + offset * item)
-    flat = np.frombuffer(buf, dtype=f"V{item}", count=span)
-    return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[st * item for st in strides])
+    return np.asarray(_Memory(aligned + offset * item, shape, f"|V{item}", tuple(st * item for st in strides)))
 
 
 def _memref_copy(item, src, dst):
@@ -402,21 +405,33 @@ class CpuProgram:
         descs, res, args, res_at = bufs
         keep, words, inputs = [], [], set()
         for a, dt in zip(arrays, e.dtypes):
-            a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-            p = _address(a)
+            try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
+                p = ctypes.addressof(ctypes.c_char.from_buffer(a))
+                if a.dtype != dt:
+                    raise TypeError
+            except (TypeError, ValueError, AttributeError):
+                a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+                p = _address(a)
             keep.append(a)
             inputs.add(p)
-            words += _descriptor_words(a, p)
-        descs[:] = words
-        stack = _Runtime.local.__dict__.setdefault("stack", [])
+            words += (p, p, 0)
+            words += _sizes_and_strides(a.shape)
+        e.in_struct.pack_into(descs, 0, *words)
+        local = _Runtime.local
+        try:
+            stack, budget = local.stack, local.budget
+        except AttributeError:
+            stack, budget = local.stack, local.budget = [], _stack_budget()
         # One call of a program at a time: its shared state (lowering.builder: the first failed
         # check, the stack in use) belongs to that call. A call made from a callback inside it
-        # (a breakpoint) nests.
+        # (a breakpoint) nests: it saves the outer call's state and puts it back.
         failed = None
+        state = self._state
         with self._lock:
-            saved = list(self._state) if self._state is not None else None
-            if saved is not None:
-                self._state[:] = [0, 0, _stack_budget()]
+            saved = tuple(state) if state is not None and self in stack else None
+            if state is not None:
+                state[0] = state[1] = 0
+                state[2] = budget
             stack.append(self)
             try:
                 if e.results:
@@ -425,10 +440,11 @@ class CpuProgram:
                     e.fn(*args)
             finally:
                 stack.pop()
-                if saved is not None:
-                    failed = self._state[0] - 1 if self._state[0] else None
-                    self._state[:] = saved
-        out = _adopt(res[:], e.results, inputs)
+                if state is not None:
+                    failed = state[0] - 1 if state[0] else None
+                    if saved is not None:
+                        state[0], state[1], state[2] = saved
+        out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)
         e.pool.append(bufs)
         if failed is not None:
             loc, message = self.checks[failed]
@@ -440,7 +456,8 @@ class CpuProgram:
 
 def _stack_budget() -> int:
     """Bytes of stack a call's dg functions may use on this thread: half of what the thread has
-    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set)."""
+    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set). Worked out once
+    per thread: a thread's stack does not change size."""
     import resource
 
     soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
@@ -479,6 +496,8 @@ class _Entry:
             self.results.append((words, t.rank, np.dtype(np_dtype(t.dtype))))
             words += 3 + 2 * t.rank
         self.out_words = words
+        self.in_struct = struct.Struct(f"<{self.in_words}q")
+        self.out_struct = struct.Struct(f"<{self.out_words}q")
         self.pool: list = []
 
     def buffers(self) -> tuple:

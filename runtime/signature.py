@@ -132,6 +132,25 @@ def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef) -> str:
 
 
 def make_signature(fd: A.FuncDef, values: list):
+    """(Signature, arrays) for a call's arguments, or a DgTypeError naming the parameter.
+
+    Arrays of dtypes and shapes seen before (NumPy arrays and scalars, the usual training loop)
+    take the signature that was worked out for them then."""
+    arrays = [x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None for x in values]
+    if not any(a is None for a in arrays):
+        seen = fd.__dict__.setdefault("_dg_signatures", {})
+        fp = tuple([(a.dtype, a.shape) for a in arrays])
+        sig = seen.get(fp)
+        if sig is None:
+            sig = _checked_signature(fd, arrays)[0]
+            if len(seen) >= 64:  # many shapes: keep the newest
+                seen.clear()
+            seen[fp] = sig
+        return sig, arrays
+    return _checked_signature(fd, values)
+
+
+def _checked_signature(fd: A.FuncDef, values: list):
     sizes: dict = {}
     types, arrays, key = [], [], []
     for p, pp, x in zip(fd.params, _plan(fd), values):

@@ -113,3 +113,23 @@ def test_values_that_are_not_arrays(mode, bad):
     assert "'a'" in str(ei.value)
     with pytest.raises(dg.DgTypeError):
         m.pick(np.zeros(3), bad)
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_remembered_signatures_still_check_each_call(mode):
+    """A call with the dtypes and shapes of an earlier one reuses its signature; anything else is
+    checked again, and a rejected call is not remembered."""
+    m = _module(mode)
+    a, b, c = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32), np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(m.mix(a, b, c), a @ b + c)
+    for bad in [(a, b, np.ones(3, np.float32)), (a.astype(np.float64), b, c), (a[None], b, c)]:
+        for _ in range(2):
+            with pytest.raises(dg.DgTypeError):
+                m.mix(*bad)
+    x = np.arange(3.0)
+    assert m.pick(x, np.int64(4)) == 2.0
+    with pytest.raises(dg.DgTypeError) as ei:
+        m.pick(x, np.float64(4.0))
+    assert "'i'" in str(ei.value)
+    np.testing.assert_allclose(m.mix(a, b, c), a @ b + c)

@@ -109,7 +109,8 @@ func.func @run(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c1: memref<6x10xf32>,
 
 def _descriptor(x):
     """What ExecutionEngine.invoke passes for a memref argument: a pointer to a pointer to its descriptor."""
-    words = cpu._descriptor_words(x, x.ctypes.data)
+    p = x.ctypes.data
+    words = [p, p, 0, *x.shape, *(s // x.itemsize for s in x.strides)]
     return ctypes.pointer(ctypes.pointer((ctypes.c_int64 * len(words))(*words)))
 
 
