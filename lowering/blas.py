@@ -117,13 +117,14 @@ def _layout(x: str, elt: str) -> list[str]:
     return lines
 
 
-def helper_name(elt: str, overwrite: bool) -> str:
-    return f"dg_gemm_{elt}" + ("_new" if overwrite else "")
+def helper_name(elt: str, overwrite: bool, scaled: bool = False) -> str:
+    return f"dg_gemm_{elt}" + ("_new" if overwrite else "") + ("_scaled" if scaled else "")
 
 
-def helper_text(elt: str, int_type: str, overwrite: bool) -> tuple[str, str]:
+def helper_text(elt: str, int_type: str, overwrite: bool, scaled: bool = False) -> tuple[str, str]:
     """(`@dg_gemm_<elt>(A, B, C)`, the BLAS declaration it calls): C += A @ B (or C = A @ B when
-    `overwrite`), by BLAS when the sizes are not empty and the layouts allow, else by loops."""
+    `overwrite`), by BLAS when the sizes are not empty and the layouts allow, else by loops.
+    `scaled` adds a fourth argument alpha: C += alpha * A @ B."""
     t = _ELTS[elt]
     m = _memref(elt)
     size = 4 if elt == "f32" else 8
@@ -136,8 +137,7 @@ def helper_text(elt: str, int_type: str, overwrite: bool) -> tuple[str, str]:
         f"%rowmajor = arith.constant {ROW_MAJOR} : i32",
         f"%notrans = arith.constant {NO_TRANS} : i32",
         f"%trans = arith.constant {TRANS} : i32",
-        f"%alpha = arith.constant 1.0 : {elt}",
-    ]
+    ] + ([] if scaled else [f"%alpha = arith.constant 1.0 : {elt}"])
     for x in "abc":
         body += _layout(x, elt)
     body += [
@@ -170,14 +170,31 @@ def helper_text(elt: str, int_type: str, overwrite: bool) -> tuple[str, str]:
     body += [
         f"  func.call @dg_blas_{t}gemm({call_args}) : ({sig}) -> ()",
         "} else {",  # loops, which do nothing when a size is zero
-    ] + ([f"  %zf = arith.constant 0.0 : {elt}", f"  linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + [
-        f"  linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})",
+    ] + ([f"  %zf = arith.constant 0.0 : {elt}", f"  linalg.fill ins(%zf : {elt}) outs(%c : {m})"] if overwrite else []) + (
+        _scaled_loops(elt) if scaled else [f"  linalg.matmul ins(%a, %b : {m}, {m}) outs(%c : {m})"]) + [
         "}",
         "return",
     ]
     text = "\n  ".join(body)
-    fn = f"func.func private @{helper_name(elt, overwrite)}(%a: {m}, %b: {m}, %c: {m}) {{\n  {text}\n}}\n"
+    alpha = f", %alpha: {elt}" if scaled else ""
+    fn = f"func.func private @{helper_name(elt, overwrite, scaled)}(%a: {m}, %b: {m}, %c: {m}{alpha}) {{\n  {text}\n}}\n"
     return fn, f"func.func private @dg_blas_{t}gemm({sig})\n"
+
+
+def _scaled_loops(elt: str) -> list[str]:
+    """C += alpha * A @ B as a linalg.generic (what the scaled helper runs when BLAS cannot)."""
+    m = _memref(elt)
+    return [
+        "  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>, "
+        "affine_map<(i, j, k) -> (i, j)>], iterator_types = [\"parallel\", \"parallel\", \"reduction\"]} "
+        f"ins(%a, %b : {m}, {m}) outs(%c : {m}) {{",
+        f"  ^bb0(%x: {elt}, %y: {elt}, %acc: {elt}):",
+        f"    %xy = arith.mulf %x, %y : {elt}",
+        f"    %sxy = arith.mulf %alpha, %xy : {elt}",
+        f"    %sum = arith.addf %acc, %sxy : {elt}",
+        f"    linalg.yield %sum : {elt}",
+        "  }",
+    ]
 
 
 def route_matmuls(module) -> int:

@@ -31,7 +31,7 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
-from dg.lowering import blas, copies
+from dg.lowering import blas, copies, gemm_updates
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache
@@ -261,6 +261,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
                 _only_entry(m, entry)
             _define_runtime_functions(m)
             blas.route_matmuls(m)
+            gemm_updates.fuse_gemm_updates(m)
             copies.strided_copies_as_loops(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
             for op in m.body.operations:  # LLVM's function attributes (`passthrough`)

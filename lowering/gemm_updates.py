@@ -1,0 +1,189 @@
+"""An update `w ± s * (A @ B)` becomes one BLAS call: copy w, then gemm with alpha = ±s, beta = 1.
+
+Expects: a module after bufferization whose matmuls `blas.route_matmuls` made
+into calls of the overwriting BLAS helper (`C = A @ B`). Guarantees:
+`fuse_gemm_updates(module)` rewrites each such call whose result buffer G
+is read only by one element-wise `linalg.generic` computing `w - s * G`,
+`w + s * G`, `w - G` or `w + G` (s a 0-d argument or a constant; w an
+argument of the function, so nothing writes it in between) into:
+G = copy of w, then G += alpha * A @ B by the scaled helper; the generic's
+output buffer is replaced by G. An SGD step's parameter update so costs no
+pass of its own: the BLAS kernel reads and writes C anyway, and copying w
+is cheaper than zeroing C was (NumPy's OpenBLAS: copy + gemm with beta = 1
+takes as long as gemm with beta = 0).
+"""
+from __future__ import annotations
+
+from .blas import _ELTS, _memref, _owner, helper_name, helper_text, locate
+
+_IDENTITY = "affine_map<(d0, d1) -> (d0, d1)>"
+_SCALAR = "affine_map<(d0, d1) -> ()>"
+
+
+def fuse_gemm_updates(module) -> int:
+    """Rewrite the matching gemm + update pairs of a bufferized module; how many."""
+    from dg.dialects.dialect import append_parsed, operations_under
+    from dg.dialects.mlir import ir
+
+    lib = locate()
+    if lib is None:
+        return 0
+    overwriting = {helper_name(elt, True): elt for elt in _ELTS}
+    found = []
+    for op in operations_under(module.body):
+        if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in overwriting:
+            match = _update_of(op)
+            if match is not None:
+                found.append((op, overwriting[ir.FlatSymbolRefAttr(op.attributes["callee"]).value], match))
+    if not found:
+        return 0
+    with module.context:
+        for elt in sorted({elt for _, elt, _ in found}):
+            fn, decl = helper_text(elt, lib.int_type, overwrite=False, scaled=True)
+            # the BLAS declaration is in the module already (route_matmuls put it there)
+            append_parsed(module, decl + fn, lambda op: len(op.regions[0].blocks) > 0)
+        for call, elt, match in found:
+            _rewrite(call, elt, *match)
+    return len(found)
+
+
+def _is_arg_of(v, block) -> bool:
+    from dg.dialects.mlir import ir
+
+    o = v.owner
+    return isinstance(o, ir.Block) and o == block
+
+
+def _update_of(call):
+    """(G, the update generic, w, scale, negate) when the call's output feeds only an update; else None.
+    `scale` is ("argument", a 0-d memref argument), ("constant", an `arith.constant` op) or None (1)."""
+    from dg.dialects.mlir import ir
+
+    c = call.operands[2]
+    cast = _owner(c)
+    if getattr(cast, "name", None) != "memref.cast" or len(list(c.uses)) != 1:
+        return None
+    g = cast.operands[0]
+    if getattr(_owner(g), "name", None) != "memref.alloc":
+        return None
+    block = call.block
+    func = block.owner
+    if getattr(getattr(func, "operation", func), "name", None) != "func.func":
+        return None
+    users = [_owner(u) for u in g.uses]
+    generics = [u for u in users if u.name == "linalg.generic"]
+    rest = [u for u in users if u.name not in ("linalg.generic", "memref.dealloc") and u != cast]
+    if len(generics) != 1 or rest:
+        return None
+    gen = generics[0]
+    if gen.block != block or not _before(call, gen):
+        return None
+    view = gen.opview
+    ins, outs = list(view.inputs), list(view.outputs)
+    maps = [str(m) for m in gen.attributes["indexing_maps"]]
+    iters = [str(t) for t in gen.attributes["iterator_types"]]
+    if len(outs) != 1 or len(ins) not in (2, 3) or any("parallel" not in t for t in iters):
+        return None
+    out = outs[0]
+    if maps[-1] != _IDENTITY or out.type != g.type or getattr(_owner(out), "name", None) != "memref.alloc":
+        return None
+    if not all(_after(_owner(u), gen) for u in out.uses if _owner(u) != gen):
+        return None
+    body = gen.regions[0].blocks[0]
+
+    def operand(v):
+        """(input value, its map) when v is the body's argument for an input, else None."""
+        if not _is_arg_of(v, body):
+            return None
+        n = v.maybe_downcast().arg_number
+        return (ins[n], maps[n]) if n < len(ins) else None
+
+    def is_g(v):
+        o = operand(v)
+        return o is not None and o[0] == g and o[1] == _IDENTITY
+
+    ops = [o.operation for o in body.operations]
+    if len(ops) not in (2, 3) or ops[-1].name != "linalg.yield" or not ops[-2].results:
+        return None
+    r = ops[-2]
+    if r.name not in ("arith.subf", "arith.addf") or ops[-1].operands[0] != r.results[0]:
+        return None
+
+    def g_term(v):
+        """The scale of G in v (None for 1), or False when v is neither G nor a scaled G."""
+        if is_g(v):
+            return None
+        mul = _owner(v)
+        if len(ops) != 3 or getattr(mul, "name", None) != "arith.mulf" or mul != ops[0]:
+            return False
+        a, b = mul.operands
+        for gv, sv in ((a, b), (b, a)):
+            if is_g(gv):
+                o = operand(sv)
+                if o is not None and o[1] == _SCALAR and _is_arg_of(o[0], block):
+                    return "argument", o[0]  # a 0-d memref
+                const = _owner(sv)
+                if not _is_arg_of(sv, body) and getattr(const, "name", None) == "arith.constant":
+                    return "constant", const
+        return False
+
+    def w_of(v):
+        o = operand(v)
+        if o is not None and o[1] == _IDENTITY and o[0] != g and _is_arg_of(o[0], block):
+            return o[0]
+        return None
+
+    lhs, rhs = r.operands
+    candidates = [(lhs, rhs, r.name == "arith.subf")] + ([(rhs, lhs, False)] if r.name == "arith.addf" else [])
+    for wv, gv, negate in candidates:
+        w, scale = w_of(wv), g_term(gv)
+        if w is None or scale is False or w.type != g.type:
+            continue
+        if len(ins) == 2 + (scale is not None and scale[0] == "argument"):  # w, G and the scale's 0-d argument: nothing else is read
+            return g, gen, w, scale, negate
+    return None
+
+
+def _position(op) -> int:
+    return next(i for i, o in enumerate(op.block.operations) if o.operation == op)
+
+
+def _before(a, b) -> bool:
+    return _position(a) < _position(b)
+
+
+def _after(op, anchor) -> bool:
+    """True when `op` (or the op holding it, in anchor's block) comes after `anchor`."""
+    while op is not None and op.block != anchor.block:
+        parent = op.parent
+        op = getattr(parent, "operation", parent)
+        if getattr(op, "name", None) in ("func.func", "builtin.module"):
+            return False
+    return op is not None and _position(op) > _position(anchor)
+
+
+def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
+    from dg.dialects.mlir import ir
+
+    et = ir.MemRefType(g.type).element_type
+    with ir.InsertionPoint(call), call.location:
+        ir.Operation.create("memref.copy", results=[], operands=[w, g])
+        if scale is None:
+            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": ir.FloatAttr.get(et, 1.0)}).result
+        elif scale[0] == "constant":  # defined outside the generic
+            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": scale[1].attributes["value"]}).result
+        else:  # a 0-d argument
+            alpha = ir.Operation.create("memref.load", results=[et], operands=[scale[1]]).result
+        if negate:
+            alpha = ir.Operation.create("arith.negf", results=[et], operands=[alpha]).result
+        ir.Operation.create("func.call", results=[], operands=[*call.operands, alpha], attributes={
+            "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, False, scaled=True))})
+    call.erase()
+    out = gen.opview.outputs[0]
+    out_alloc = _owner(out)
+    g_deallocs = [_owner(u) for u in g.uses if _owner(u).name == "memref.dealloc"]
+    gen.erase()
+    for d in g_deallocs:
+        d.erase()
+    out.replace_all_uses_with(g)
+    out_alloc.erase()
