@@ -79,3 +79,17 @@ def test_coefficients_fit():
 def test_functions_prefer_wide_vectors(m):
     text = m.th.ir("llvm", (np.ones(4, np.float32),))
     assert 'passthrough = [["prefer-vector-width", "512"]]' in text
+
+
+def test_polynomials_may_contract_into_fmas(m):
+    """The polynomial chains carry `contract` (LLVM fuses them into multiply-adds); the user's own
+    arithmetic does not (NumPy and the interpreter round every product)."""
+    text = m.th.ir("llvm", (np.ones(4, np.float32),))
+    assert text.count("fastmath<contract>") >= 10
+    plain = dg.loads("def f(a: f32[N], b: f32[N]) -> f32[N]:\n    return a * b + 1.0\n", mode="compiled")
+    assert "contract" not in plain.f.ir("llvm", (np.ones(4, np.float32), np.ones(4, np.float32)))
+
+
+def test_tanh_near_the_clamp(m):
+    x = np.array([19.0, 19.99, 20.0, 20.01, 25.0, 1e30, -19.99, -20.01, -1e30], np.float32)
+    np.testing.assert_array_equal(m.th(x), np.tanh(x))
