@@ -105,37 +105,31 @@ def _array(address: int, shape: tuple, dtype: np.dtype, strides=None, owned: int
     return a if a.dtype == dtype else a.view(dtype)  # bf16's typestr is raw bytes ('<V2')
 
 
-def _dense(shape: tuple, strides: list) -> bool:
-    want = 1
-    for n, st in zip(reversed(shape), reversed(strides)):
-        if n <= 0 or st != want:
-            return False
-        want *= n
-    return bool(shape)
-
-
-def _adopt(words: list, outs: list, inputs: set) -> list:
+def _adopt(words: tuple, outs: list, inputs: set) -> list:
     """NumPy arrays for a call's results (`outs`: word offset, rank, dtype each), copying only when needed.
 
     A dense result buffer the call allocated becomes the array's memory and is freed when
     the array goes. Results that are views of an argument, a buffer an earlier result
     already took, strided or 0-d results are copied out (and their buffers freed here).
+    (Written for few steps: this runs after the compiled code has pushed Python's data out of
+    the caches.)
     """
     taken: set = set()
     out = []
     for off, rank, dtype in outs:
         alloc, aligned, offset = words[off:off + 3]
-        shape = tuple(words[off + 3:off + 3 + rank])
-        strides = words[off + 3 + rank:off + 3 + 2 * rank]
-        item = dtype.itemsize
-        address = aligned + offset * item
-        if alloc and alloc not in inputs and alloc not in taken and _dense(shape, strides):
+        shape = words[off + 3:off + 3 + rank]
+        address = aligned + offset * dtype.itemsize
+        if (rank and alloc and alloc not in inputs and alloc not in taken and 0 not in shape
+                and words[off + 3:off + 3 + 2 * rank] == _sizes_and_strides(shape)):
             taken.add(alloc)
             out.append(_array(address, shape, dtype, owned=alloc))
         elif not aligned or 0 in shape:
             out.append(np.zeros(shape, dtype=dtype))
         else:
-            out.append(_array(address, shape, dtype, tuple(st * item for st in strides)).copy())
+            item = dtype.itemsize
+            strides = tuple(st * item for st in words[off + 3 + rank:off + 3 + 2 * rank])
+            out.append(_array(address, shape, dtype, strides).copy())
     for off, _, _ in outs:
         alloc = words[off]
         if alloc and alloc not in inputs and alloc not in taken:

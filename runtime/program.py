@@ -191,6 +191,7 @@ class DgFunction:
         self.mode = mode
         self.device = device
         self._cache: dict = {}
+        self._seen: dict = {}  # signature.fingerprint of positional arguments -> Compiled
         self._last = None
         self.__name__ = name
         self.__doc__ = f"dg function {name} from {source.file}"
@@ -227,10 +228,19 @@ class DgFunction:
         return comp
 
     def __call__(self, *args, **kwargs):
-        comp, arrays = self.specialize(args, kwargs)
-        from . import modes
-
-        out = modes.execute(comp, self.mode, self.device, arrays)
+        comp = fp = None
+        if not kwargs and len(args) == len(self.fd.params):
+            # Arrays of dtypes and shapes seen before go straight to their specialization.
+            fp, arrays = signature.fingerprint(args)
+            comp = self._seen.get(fp)
+        if comp is None:
+            comp, arrays = self.specialize(args, kwargs)
+            if fp is not None:
+                if len(self._seen) >= 64:  # many shapes: keep the newest
+                    self._seen.clear()
+                self._seen[fp] = comp
+        self._last = comp
+        out = _modes().execute(comp, self.mode, self.device, arrays)
         return signature.to_python(out, comp.result_proto)
 
     # ------------------------------------------------------------ IR at a stage
@@ -253,6 +263,19 @@ class DgFunction:
 
     def specialize_declared(self):
         return self._compiled(signature.declared_signature(self.fd)), None
+
+
+def _modes():
+    """runtime.modes (imported on first use: it imports the executors)."""
+    global _MODES
+    if _MODES is None:
+        from . import modes
+
+        _MODES = modes
+    return _MODES
+
+
+_MODES = None
 
 
 def check_source(source: Source) -> None:

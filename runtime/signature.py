@@ -131,15 +131,23 @@ def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef) -> str:
     return dt
 
 
+def fingerprint(values) -> tuple:
+    """(the dtypes and shapes of the values, the values as arrays) when all are NumPy arrays or
+    scalars, else (None, None): arguments with the same fingerprint have the same signature."""
+    arrays = [x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None for x in values]
+    if any(a is None for a in arrays):
+        return None, None
+    return tuple([(a.dtype, a.shape) for a in arrays]), arrays
+
+
 def make_signature(fd: A.FuncDef, values: list):
     """(Signature, arrays) for a call's arguments, or a DgTypeError naming the parameter.
 
     Arrays of dtypes and shapes seen before (NumPy arrays and scalars, the usual training loop)
     take the signature that was worked out for them then."""
-    arrays = [x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None for x in values]
-    if not any(a is None for a in arrays):
+    fp, arrays = fingerprint(values)
+    if fp is not None:
         seen = fd.__dict__.setdefault("_dg_signatures", {})
-        fp = tuple([(a.dtype, a.shape) for a in arrays])
         sig = seen.get(fp)
         if sig is None:
             sig = _checked_signature(fd, arrays)[0]
