@@ -12,8 +12,11 @@ Workloads (float32):
 Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
 autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
 JAX jit when they are installed (they are optional, not dg dependencies).
-Every figure is the median of several timed repeats; ratios are against
-the named peer measured in the same run.
+Every figure is the median of several timed repeats, taken in turns (each
+round times one batch of every peer), so that drift in the machine's speed
+during the run reaches every peer alike; ratios are against the named peer
+measured in the same run. Compile latency is the median of three cold
+compiles, each with an empty cache.
 
     python benchmarks/cpu.py [--quick] [--json results.json]
 """
@@ -59,25 +62,40 @@ def rnn_grad(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]):
 """
 
 
-def median_time(fn, repeats: int, min_time: float = 0.05) -> float:
-    """Median seconds per call over `repeats` timed batches (each at least min_time long)."""
-    fn()
-    n = 1
-    while True:
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        dt = time.perf_counter() - t
-        if dt >= min_time or n >= 1 << 16:
-            break
-        n *= 2
-    samples = []
+SETTLE_S = 0.25  # see medians(); a --quick run does not wait
+
+
+def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
+    """Median seconds per call of each function. Each gets a batch size that takes at least
+    min_time; then the batches are timed in turns, one of each function per round, `repeats`
+    rounds, so that a machine whose speed drifts during the run slows every peer alike.
+
+    Before each batch the process sleeps SETTLE_S seconds and makes one untimed call: the
+    thread pools of the peer that ran before (OpenBLAS, OpenMP, Eigen) spin for a while after
+    their last work, and on a small machine they would take the cores from the next one."""
+    batch = {}
+    for name, fn in fns.items():
+        fn()
+        n = 1
+        while True:
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            if time.perf_counter() - t >= min_time or n >= 1 << 16:
+                break
+            n *= 2
+        batch[name] = n
+    samples: dict = {name: [] for name in fns}
     for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(n):
+        for name, fn in fns.items():
+            n = batch[name]
+            time.sleep(SETTLE_S)
             fn()
-        samples.append((time.perf_counter() - t) / n)
-    return statistics.median(samples)
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - t) / n)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def _peers():
@@ -114,22 +132,22 @@ def bench_sgemm(mods, peers, sizes, repeats):
         rng = np.random.default_rng(n)
         a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
         flop = 2.0 * n ** 3
-        r = {"numpy": flop / median_time(lambda: a @ b, repeats) / 1e9}
+        fns = {"numpy": lambda: a @ b}
         for mode, m in mods.items():
             if mode == "interp" and n > 512:
                 continue
             np.testing.assert_allclose(m.sgemm(a, b), a @ b, rtol=1e-3, atol=1e-2)
-            r[f"dg_{mode}"] = flop / median_time(lambda: m.sgemm(a, b), repeats) / 1e9
+            fns[f"dg_{mode}"] = lambda m=m: m.sgemm(a, b)
         if "torch" in peers:
             torch = peers["torch"]
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-            r["torch_eager"] = flop / median_time(lambda: ta @ tb, repeats) / 1e9
+            fns["torch_eager"] = lambda: ta @ tb
         if "jax" in peers:
             jax = peers["jax"]
             f = jax.jit(lambda x, y: x @ y)
             ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
-            r["jax_jit"] = flop / median_time(lambda: f(ja, jb).block_until_ready(), repeats) / 1e9
-        rows[f"n={n}"] = r
+            fns["jax_jit"] = lambda: f(ja, jb).block_until_ready()
+        rows[f"n={n}"] = {k: flop / t / 1e9 for k, t in medians(fns, repeats).items()}
     return rows
 
 
@@ -139,9 +157,9 @@ def bench_mlp(mods, peers, batch, repeats):
     x = rng.standard_normal((batch, 784)).astype(np.float32)
     y = rng.integers(0, 10, batch).astype(np.int64)
     lr = np.float32(0.01)
-    r = {}
+    r, fns = {}, {}
     for mode, m in mods.items():
-        r[f"dg_{mode}"] = 1.0 / median_time(lambda: m.mlp_step(*params, x, y, lr), repeats)
+        fns[f"dg_{mode}"] = lambda m=m: m.mlp_step(*params, x, y, lr)
     if "torch" in peers:
         torch = peers["torch"]
         tp = [torch.tensor(p, requires_grad=True) for p in params]
@@ -155,11 +173,11 @@ def bench_mlp(mods, peers, batch, repeats):
             with torch.no_grad():
                 return [p - 0.01 * g for p, g in zip(tp, grads)]
 
-        r["torch_eager"] = 1.0 / median_time(step, repeats)
+        fns["torch_eager"] = step
         try:
             cstep = torch.compile(step)
             cstep()
-            r["torch_compile"] = 1.0 / median_time(cstep, repeats)
+            fns["torch_compile"] = cstep
         except Exception as e:  # torch.compile needs a C compiler; report, do not fail
             r["torch_compile_error"] = str(e).splitlines()[0][:200]
     if "jax" in peers:
@@ -179,7 +197,8 @@ def bench_mlp(mods, peers, batch, repeats):
 
         jp = [jnp.asarray(p) for p in params]
         jx, jy = jnp.asarray(x), jnp.asarray(y)
-        r["jax_jit"] = 1.0 / median_time(lambda: jax.block_until_ready(jstep(jp, jx, jy)), repeats)
+        fns["jax_jit"] = lambda: jax.block_until_ready(jstep(jp, jx, jy))
+    r.update({k: 1.0 / t for k, t in medians(fns, repeats).items()})
     return r
 
 
@@ -189,9 +208,9 @@ def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
     h0 = np.zeros((B, H), np.float32)
     wx = (rng.standard_normal((I, H)) / np.sqrt(I)).astype(np.float32)
     wh = (rng.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)
-    r = {}
+    fns = {}
     for mode, m in mods.items():
-        r[f"dg_{mode}"] = 1.0 / median_time(lambda: m.rnn_grad(xs, h0, wx, wh), repeats)
+        fns[f"dg_{mode}"] = lambda m=m: m.rnn_grad(xs, h0, wx, wh)
     if "torch" in peers:
         torch = peers["torch"]
         twx, twh = torch.tensor(wx, requires_grad=True), torch.tensor(wh, requires_grad=True)
@@ -204,7 +223,7 @@ def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
             loss = (h * h).mean()
             return torch.autograd.grad(loss, [twx, twh])
 
-        r["torch_eager"] = 1.0 / median_time(step, repeats)
+        fns["torch_eager"] = step
     if "jax" in peers:
         jax = peers["jax"]
         jnp = jax.numpy
@@ -219,8 +238,8 @@ def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
 
         f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
         args = [jnp.asarray(a) for a in (wx, wh, xs, h0)]
-        r["jax_jit"] = 1.0 / median_time(lambda: jax.block_until_ready(f(*args)), repeats)
-    return r
+        fns["jax_jit"] = lambda: jax.block_until_ready(f(*args))
+    return {k: 1.0 / t for k, t in medians(fns, repeats).items()}
 
 
 def bench_chain(mods, peers, n, repeats):
@@ -229,44 +248,48 @@ def bench_chain(mods, peers, n, repeats):
     b = rng.standard_normal(n).astype(np.float32)
     gb = 3 * 4 * n / 1e9
     want = np.tanh(np.exp(a) * b + 1.0) / (1.0 + a * a)
-    r = {"numpy": gb / median_time(lambda: np.tanh(np.exp(a) * b + 1.0) / (1.0 + a * a), repeats)}
+    fns = {"numpy": lambda: np.tanh(np.exp(a) * b + 1.0) / (1.0 + a * a)}
     for mode, m in mods.items():
         np.testing.assert_allclose(m.chain(a, b), want, rtol=1e-5, atol=1e-6)
-        r[f"dg_{mode}"] = gb / median_time(lambda: m.chain(a, b), repeats)
+        fns[f"dg_{mode}"] = lambda m=m: m.chain(a, b)
     if "torch" in peers:
         torch = peers["torch"]
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        r["torch_eager"] = gb / median_time(lambda: torch.tanh(torch.exp(ta) * tb + 1.0) / (1.0 + ta * ta), repeats)
+        fns["torch_eager"] = lambda: torch.tanh(torch.exp(ta) * tb + 1.0) / (1.0 + ta * ta)
     if "jax" in peers:
         jax = peers["jax"]
         jnp = jax.numpy
         f = jax.jit(lambda x, y: jnp.tanh(jnp.exp(x) * y + 1.0) / (1.0 + x * x))
         ja, jb = jnp.asarray(a), jnp.asarray(b)
-        r["jax_jit"] = gb / median_time(lambda: f(ja, jb).block_until_ready(), repeats)
-    return r
+        fns["jax_jit"] = lambda: f(ja, jb).block_until_ready()
+    return {k: gb / t for k, t in medians(fns, repeats).items()}
 
 
-def bench_compile(batch):
-    """First call of mlp_step: a cold compile (empty cache), then a new module that finds the cache."""
+def bench_compile(batch, repeats: int = 3):
+    """First call of mlp_step: a cold compile (empty cache), then a new module that finds the
+    cache; the median of `repeats` of each."""
     rng = np.random.default_rng(0)
     params = mlp_params(rng)
     x = rng.standard_normal((batch, 784)).astype(np.float32)
     y = rng.integers(0, 10, batch).astype(np.int64)
     old = os.environ.get("DG_CACHE_DIR")
-    with tempfile.TemporaryDirectory() as d:
-        os.environ["DG_CACHE_DIR"] = d
-        try:
-            out = {}
-            for label in ("cold_s", "from_disk_cache_s"):
-                m = dg.loads(SRC, mode="compiled", filename="bench.dg")
-                t = time.perf_counter()
-                m.mlp_step(*params, x, y, np.float32(0.01))
-                out[label] = time.perf_counter() - t
-        finally:
-            if old is None:
-                os.environ.pop("DG_CACHE_DIR", None)
-            else:
-                os.environ["DG_CACHE_DIR"] = old
+    samples: dict = {"cold_s": [], "from_disk_cache_s": []}
+    try:
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as d:
+                os.environ["DG_CACHE_DIR"] = d
+                for label in samples:
+                    m = dg.loads(SRC, mode="compiled", filename="bench.dg")
+                    t = time.perf_counter()
+                    m.mlp_step(*params, x, y, np.float32(0.01))
+                    samples[label].append(time.perf_counter() - t)
+    finally:
+        if old is None:
+            os.environ.pop("DG_CACHE_DIR", None)
+        else:
+            os.environ["DG_CACHE_DIR"] = old
+    out = {label: statistics.median(v) for label, v in samples.items()}
+    out["first_cold_s"] = samples["cold_s"][0]  # with the process's one-time imports of the pipeline
     return out
 
 
@@ -285,12 +308,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default="benchmarks/cpu_results.json")
     a = ap.parse_args(argv)
     repeats = 1 if a.quick else a.repeats
+    global SETTLE_S
+    if a.quick:
+        SETTLE_S = 0.0
     peers = _peers()
     mods = {mode: dg.loads(SRC, mode=mode, filename="bench.dg") for mode in ("compiled", "interp")}
     sizes = (64,) if a.quick else (256, 512, 1024)
     batch = 8 if a.quick else 128
     res = {"peers": sorted(peers), "cpu_count": os.cpu_count()}
-    res["compile"] = bench_compile(batch)
+    res["compile"] = bench_compile(batch, 1 if a.quick else 3)
     res["sgemm_gflops"] = bench_sgemm(mods, peers, sizes, repeats)
     res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
     res["rnn_fwd_bwd_per_s"] = bench_rnn(mods, peers, repeats, T=5 if a.quick else 50)
@@ -302,8 +328,8 @@ def main(argv=None) -> dict:
         "chain": ratios(res["chain_gb_per_s"], "dg_compiled"),
     }
     print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs")
-    print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s, "
-          f"from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
+    print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s (the process's first: "
+          f"{res['compile']['first_cold_s']:.2f} s), from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
     for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s"),
                           ("chain_gb_per_s", "GB/s")):
         rows = res[section] if section == "sgemm_gflops" else {"": res[section]}
