@@ -139,17 +139,21 @@ def _update_of(call):
         w, scale = w_of(wv), g_term(gv)
         if w is None or scale is False or w.type != g.type:
             continue
-        if len(ins) == 2 + (scale is not None and scale[0] == "argument"):  # w, G and the scale's 0-d argument: nothing else is read
+        # w, G and the scale's 0-d argument: nothing else is read
+        if len(ins) == 2 + (scale is not None and scale[0] == "argument"):
             return g, gen, w, scale, negate
     return None
 
 
-def _position(op) -> int:
-    return next(i for i, o in enumerate(op.block.operations) if o.operation == op)
-
-
 def _before(a, b) -> bool:
-    return _position(a) < _position(b)
+    """True when op `a` comes before op `b` in their block (one scan)."""
+    for o in a.block.operations:
+        o = o.operation
+        if o == a:
+            return True
+        if o == b:
+            return False
+    return False
 
 
 def _after(op, anchor) -> bool:
@@ -159,7 +163,7 @@ def _after(op, anchor) -> bool:
         op = getattr(parent, "operation", parent)
         if getattr(op, "name", None) in ("func.func", "builtin.module"):
             return False
-    return op is not None and _position(op) > _position(anchor)
+    return op is not None and op != anchor and _before(anchor, op)
 
 
 def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
@@ -168,10 +172,9 @@ def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
     et = ir.MemRefType(g.type).element_type
     with ir.InsertionPoint(call), call.location:
         ir.Operation.create("memref.copy", results=[], operands=[w, g])
-        if scale is None:
-            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": ir.FloatAttr.get(et, 1.0)}).result
-        elif scale[0] == "constant":  # defined outside the generic
-            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": scale[1].attributes["value"]}).result
+        if scale is None or scale[0] == "constant":  # a constant outside the generic: made again here
+            value = ir.FloatAttr.get(et, 1.0) if scale is None else scale[1].attributes["value"]
+            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": value}).result
         else:  # a 0-d argument
             alpha = ir.Operation.create("memref.load", results=[et], operands=[scale[1]]).result
         if negate:
