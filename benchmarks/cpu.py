@@ -62,7 +62,7 @@ def rnn_grad(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]):
 """
 
 
-SETTLE_S = 0.25  # see medians(); a --quick run does not wait
+SETTLE_S = 0.25  # see medians()
 
 
 def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
@@ -70,9 +70,10 @@ def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
     min_time; then the batches are timed in turns, one of each function per round, `repeats`
     rounds, so that a machine whose speed drifts during the run slows every peer alike.
 
-    Before each batch the process sleeps SETTLE_S seconds and makes one untimed call: the
-    thread pools of the peer that ran before (OpenBLAS, OpenMP, Eigen) spin for a while after
-    their last work, and on a small machine they would take the cores from the next one."""
+    Before each batch (in a run of more than one round: not in a smoke run) the process sleeps
+    SETTLE_S seconds and makes one untimed call: the thread pools of the peer that ran before
+    (OpenBLAS, OpenMP, Eigen) spin for a while after their last work, and on a small machine
+    they would take the cores from the next one."""
     batch = {}
     for name, fn in fns.items():
         fn()
@@ -89,8 +90,9 @@ def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
     for _ in range(repeats):
         for name, fn in fns.items():
             n = batch[name]
-            time.sleep(SETTLE_S)
-            fn()
+            if repeats > 1:
+                time.sleep(SETTLE_S)
+                fn()
             t = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -308,9 +310,6 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default="benchmarks/cpu_results.json")
     a = ap.parse_args(argv)
     repeats = 1 if a.quick else a.repeats
-    global SETTLE_S
-    if a.quick:
-        SETTLE_S = 0.0
     peers = _peers()
     mods = {mode: dg.loads(SRC, mode=mode, filename="bench.dg") for mode in ("compiled", "interp")}
     sizes = (64,) if a.quick else (256, 512, 1024)

@@ -149,7 +149,12 @@ def helper_text(elt: str, int_type: str, overwrite: bool, scaled: bool = False) 
         "%full = arith.xori %empty, %true : i1",
         "%g1 = arith.andi %a_ok, %b_ok : i1",
         "%g2 = arith.andi %g1, %c_row : i1",
-        "%blas = arith.andi %g2, %full : i1",
+        f"%{'fits' if scaled else 'blas'} = arith.andi %g2, %full : i1",
+    ] + ([  # with alpha = 0 a BLAS may skip A @ B, and an inf or NaN in it would not reach C
+        f"%zalpha = arith.constant 0.0 : {elt}",
+        f"%anz = arith.cmpf une, %alpha, %zalpha : {elt}",
+        "%blas = arith.andi %fits, %anz : i1",
+    ] if scaled else []) + [
         f"%beta = arith.constant {0.0 if overwrite else 1.0} : {elt}",
         "scf.if %blas {",
     ]

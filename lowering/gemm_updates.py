@@ -4,10 +4,12 @@ Expects: a module after bufferization whose matmuls `blas.route_matmuls` made
 into calls of the overwriting BLAS helper (`C = A @ B`). Guarantees:
 `fuse_gemm_updates(module)` rewrites each such call whose result buffer G
 is read only by one element-wise `linalg.generic` computing `w - s * G`,
-`w + s * G`, `w - G` or `w + G` (s a 0-d argument or a constant; w an
-argument of the function, so nothing writes it in between) into:
-G = copy of w, then G += alpha * A @ B by the scaled helper; the generic's
-output buffer is replaced by G. An SGD step's parameter update so costs no
+`w + s * G`, `w - G` or `w + G` into: G = copy of w, then G += alpha * A @ B
+by the scaled helper; the generic's output buffer is replaced by G. s is a
+0-d argument or a constant; w is an argument of the function of the same
+static shape as G (dynamic sizes of w and G are not checked against each
+other at run time, and the copy must not overrun G); w and s are read at
+the call now, so no op in between may write them (or a view of them). An SGD step's parameter update so costs no
 pass of its own: the BLAS kernel reads and writes C anyway, and copying w
 is cheaper than zeroing C was (NumPy's OpenBLAS: copy + gemm with beta = 1
 takes as long as gemm with beta = 0).
@@ -64,7 +66,9 @@ def _update_of(call):
     if getattr(cast, "name", None) != "memref.cast" or len(list(c.uses)) != 1:
         return None
     g = cast.operands[0]
-    if getattr(_owner(g), "name", None) != "memref.alloc":
+    # Static shapes only: w is copied into G, and dg does not check at run time that dynamic
+    # sizes of w and of the product agree.
+    if getattr(_owner(g), "name", None) != "memref.alloc" or not ir.MemRefType(g.type).has_static_shape:
         return None
     block = call.block
     func = block.owner
@@ -140,9 +144,73 @@ def _update_of(call):
         if w is None or scale is False or w.type != g.type:
             continue
         # w, G and the scale's 0-d argument: nothing else is read
-        if len(ins) == 2 + (scale is not None and scale[0] == "argument"):
-            return g, gen, w, scale, negate
+        if len(ins) != 2 + (scale is not None and scale[0] == "argument"):
+            continue
+        # w and the scale are read at the call now, not at the update: nothing in between may write them
+        read_early = [w] + ([scale[1]] if scale is not None and scale[0] == "argument" else [])
+        if _written_between(call, gen, read_early):
+            return None
+        return g, gen, w, scale, negate
     return None
+
+
+_VIEWS = ("memref.cast", "memref.transpose", "memref.subview", "memref.reinterpret_cast",
+          "memref.collapse_shape", "memref.expand_shape", "memref.view")
+
+
+def _views_of(roots) -> list:
+    """The values that are `roots` or views of them (through view-like ops, transitively)."""
+    out, todo = [], list(roots)
+    while todo:
+        v = todo.pop()
+        if any(v == o for o in out):
+            continue
+        out.append(v)
+        for u in v.uses:
+            o = _owner(u)
+            if o.name in _VIEWS:
+                todo.extend(o.results)
+    return out
+
+
+def _written_operands(op) -> list:
+    """The memref operands `op` may write: a BLAS helper's C, linalg outputs, store and copy
+    targets; every operand of another call or an unknown op with memref operands."""
+    from dg.dialects.mlir import ir
+
+    name = op.name
+    if name == "func.call":
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        return [op.operands[2]] if callee.startswith("dg_gemm_") else list(op.operands)
+    if name.startswith("linalg."):
+        outputs = getattr(op.opview, "outputs", None)
+        return list(outputs) if outputs is not None else list(op.operands)
+    if name in ("memref.store", "memref.copy"):
+        return [op.operands[1]]
+    if name.startswith(("arith.", "math.", "memref.")) or name in _VIEWS:
+        return []
+    return list(op.operands)
+
+
+def _written_between(first, last, roots) -> bool:
+    """True when an op strictly between `first` and `last` (one block; nested regions included)
+    may write one of `roots` or a view of it."""
+    from dg.dialects.dialect import operations_under
+
+    watched = _views_of(roots)
+    inside = False
+    for o in first.block.operations:
+        o = o.operation
+        if o == last:
+            return False
+        if o == first:
+            inside = True
+            continue
+        if inside:
+            for op in [o, *(x for r in o.regions for b in r.blocks for x in operations_under(b))]:
+                if any(v == w for v in _written_operands(op) for w in watched):
+                    return True
+    return False
 
 
 def _before(a, b) -> bool:

@@ -14,30 +14,39 @@ from dg.lowering import blas, gemm_updates
 from .test_blas import _descriptor, _engine
 
 SRC = """
-def sgd(w: f32[K, N], x: f32[B, K], d: f32[B, N], lr: f32) -> f32[K, N]:
+def sgd(w: f32[5, 7], x: f32[B, 5], d: f32[B, 7], lr: f32) -> f32[5, 7]:
     return w - lr * (transpose(x) @ d)
 
-def half(w: f64[M, N], a: f64[M, K], b: f64[K, N]) -> f64[M, N]:
+def half(w: f64[6, 3], a: f64[6, K], b: f64[K, 3]) -> f64[6, 3]:
     return w + (a @ b) * 0.5
 
-def minus(w: f32[M, N], a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
+def minus(w: f32[6, 3], a: f32[6, K], b: f32[K, 3]) -> f32[6, 3]:
     return w - a @ b
 
-def front(w: f32[M, N], a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
+def front(w: f32[6, 3], a: f32[6, K], b: f32[K, 3]) -> f32[6, 3]:
     return a @ b + w
 
-def kept(w: f32[M, N], a: f32[M, K], b: f32[K, N], lr: f32):
+def scaled_front(w: f32[6, 3], a: f32[6, K], b: f32[K, 3]) -> f32[6, 3]:
+    return 0.5 * (a @ b) + w
+
+def kept(w: f32[6, 3], a: f32[6, K], b: f32[K, 3], lr: f32):
     g = a @ b
     return w - lr * g, g
 
-def doubled(w: f32[M, N], a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
+def doubled(w: f32[6, 3], a: f32[6, K], b: f32[K, 3]) -> f32[6, 3]:
     return 2.0 * w - a @ b
 
-def rate(w: f32[M, N], a: f32[M, K], b: f32[K, N], lr: f32) -> f32[M, N]:
+def rate(w: f32[6, 3], a: f32[6, K], b: f32[K, 3], lr: f32) -> f32[6, 3]:
     return w - (lr * 3.0) * (a @ b)
+
+def dynamic(w: f32[M, N], a: f32[P, K], b: f32[K, N], lr: f32) -> f32[M, N]:
+    return w - lr * (a @ b)
 """
 
-FUSED = {"sgd": 1, "half": 1, "minus": 1, "front": 1, "kept": 0, "doubled": 0, "rate": 0}
+# How many updates fuse: w and the product must have one static shape (w is copied into the
+# product's buffer, and dynamic sizes are not checked against each other at run time).
+FUSED = {"sgd": 1, "half": 1, "minus": 1, "front": 1, "scaled_front": 1, "kept": 0, "doubled": 0, "rate": 0,
+         "dynamic": 0}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +60,7 @@ def _args(name, rng):
     if name == "sgd":
         return [rng.standard_normal(s).astype(dt) for s in ((5, 7), (4, 5), (4, 7))] + [np.float32(0.25)]
     args = [rng.standard_normal(s).astype(dt) for s in ((6, 3), (6, 4), (4, 3))]
-    return args + ([np.float32(0.25)] if name in ("kept", "rate") else [])
+    return args + ([np.float32(0.25)] if name in ("kept", "rate", "dynamic") else [])
 
 
 def _reference(name, args):
@@ -62,7 +71,8 @@ def _reference(name, args):
     g = a @ b
     lr = args[3] if len(args) > 3 else None
     return {"half": lambda: w + g * 0.5, "minus": lambda: w - g, "front": lambda: g + w,
-            "kept": lambda: (w - lr * g, g), "doubled": lambda: 2 * w - g, "rate": lambda: w - lr * 3 * g}[name]()
+            "scaled_front": lambda: 0.5 * g + w, "kept": lambda: (w - lr * g, g), "doubled": lambda: 2 * w - g,
+            "rate": lambda: w - lr * 3 * g, "dynamic": lambda: w - lr * g}[name]()
 
 
 @pytest.mark.parametrize("name", sorted(FUSED))
@@ -113,22 +123,56 @@ func.func @run(%w: memref<6x5xf32>, %a: memref<6x8xf32>, %b: memref<8x10xf32>, %
 
 
 @pytest.mark.skipif(blas.locate() is None, reason="no BLAS library found")
-def test_scaled_helper_runs_loops_for_layouts_blas_cannot_take():
+@pytest.mark.parametrize("elt", ["f32", "f64"])
+def test_scaled_helper_runs_loops_for_layouts_blas_cannot_take(elt):
     import ctypes
 
     with shared_context():
-        mod = ir.Module.parse(STRIDED)
+        mod = ir.Module.parse(STRIDED.replace("f32", elt))
         assert blas.route_matmuls(mod) == 1
         assert gemm_updates.fuse_gemm_updates(mod) == 1
         run = str(mod).split("func.func @run")[1].split("func.func")[0]
-        assert "linalg.generic" not in run and "memref.copy" in run and "@dg_gemm_f32_scaled" in run
+        assert "linalg.generic" not in run and "memref.copy" in run and f"@dg_gemm_{elt}_scaled" in run
         engine = _engine(mod)
+    dt = np.float32 if elt == "f32" else np.float64
     rng = np.random.default_rng(4)
-    w = rng.standard_normal((6, 5)).astype(np.float32)
-    a = rng.standard_normal((6, 8)).astype(np.float32)
-    b = rng.standard_normal((8, 10)).astype(np.float32)
-    lr = np.array(0.5, np.float32)
+    w = rng.standard_normal((6, 5)).astype(dt)
+    a = rng.standard_normal((6, 8)).astype(dt)
+    b = rng.standard_normal((8, 10)).astype(dt)
+    lr = np.array(0.5, dt)
     result = (ctypes.c_int64 * 7)()
     engine.invoke("run", ctypes.pointer(ctypes.pointer(result)), *[_descriptor(x) for x in (w, a, b, lr)])
-    out = np.ctypeslib.as_array((ctypes.c_float * 30).from_address(result[1])).reshape(6, 5)
+    ct = ctypes.c_float if elt == "f32" else ctypes.c_double
+    out = np.ctypeslib.as_array((ct * 30).from_address(result[1])).reshape(6, 5)
     np.testing.assert_allclose(out, w - 0.5 * (a @ b[:, ::2]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_zero_rate_still_carries_inf_and_nan(m):
+    """With alpha = 0 a BLAS may skip the product: the helper then runs its loops, so that
+    w - 0 * (A @ B) is NaN where A @ B is not finite, as in NumPy."""
+    rng = np.random.default_rng(5)
+    w, x, d = (rng.standard_normal(s).astype(np.float32) for s in ((5, 7), (4, 5), (4, 7)))
+    x[1, 2] = np.inf
+    with np.errstate(invalid="ignore"):
+        want = w - np.float32(0.0) * (x.T @ d)
+    got = m.sgd(w, x, d, np.float32(0.0))
+    assert np.isnan(want[2]).all()
+    # (NumPy's OpenBLAS computes the product even then; the reference BLAS does not.)
+    helper, _ = blas.helper_text("f32", "i64", overwrite=False, scaled=True)
+    assert "arith.cmpf une, %alpha" in helper
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_no_fusion_when_w_is_written_in_between():
+    """The copy of w moves up to the product: a write to w between them (here, an op writing
+    through a view of an argument in a hand-written module) keeps them apart."""
+    text = STRIDED.replace("  %out = memref.alloc()", "  %wv = memref.cast %w : memref<6x5xf32> to memref<6x5xf32>\n"
+                           "  linalg.fill ins(%zero : f32) outs(%wv : memref<6x5xf32>)\n  %out = memref.alloc()")
+    with shared_context():
+        mod = ir.Module.parse(text)
+        assert blas.route_matmuls(mod) == 1
+        assert gemm_updates.fuse_gemm_updates(mod) == 0
+        mod = ir.Module.parse(STRIDED)
+        assert blas.route_matmuls(mod) == 1
+        assert gemm_updates.fuse_gemm_updates(mod) == 1
