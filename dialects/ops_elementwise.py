@@ -236,10 +236,51 @@ def map_generic(b, out_t, inputs, scalar_fn):
     """An elementwise linalg.generic over inputs [(value, type)] broadcast to out_t;
     `scalar_fn(b, input scalars)` gives the element."""
     vals, types = [v for v, _ in inputs], [t for _, t in inputs]
-    init = b.empty(out_t, out_sizes(b, vals, types, out_t))
+    sizes = out_sizes(b, vals, types, out_t)
+    vals = checked_operands(b, vals, types, out_t, sizes)
+    init = b.empty(out_t, sizes)
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, init, list(inputs), broadcast_maps(types, out_t), omap,
+    return b.generic(out_t, init, list(zip(vals, types)), broadcast_maps(types, out_t), omap,
                      ["parallel"] * out_t.rank, lambda bb, args: scalar_fn(bb, args[:-1]))
+
+
+def _same_size(d, od) -> bool:
+    """True when sizes d and od are known to be equal before run time."""
+    if isinstance(d, int) or isinstance(od, int):
+        return d == od
+    return d is od or (d.name is not None and d.name == od.name)
+
+
+def checked_operands(b, vals, types, out_t, sizes) -> list:
+    """The operands, each checked at run time where its sizes are not known to be the output's
+    (`sizes`: the output's dynamic sizes, taken from the operands by out_sizes).
+
+    A mismatch is a DgRuntimeError at this op (the interpreter raises too, except where a size
+    that is 1 only at run time would broadcast: compiled code broadcasts only sizes declared
+    as 1). Until the error is raised such an operand is replaced by an uninitialised tensor of
+    the output's sizes, so that no loop reads past its end. (Canonicalization folds the checks
+    between sizes that come from one source, and the replacements with them.)"""
+    from dg.lowering.builder import fail_if, ttype
+
+    R = out_t.rank
+    out = []
+    for v, t in zip(vals, types):
+        bad, safe_sizes = None, []
+        for j, d in enumerate(t.shape):
+            i = R - t.rank + j
+            od = out_t.shape[i]
+            osz = sizes[i] if sizes[i] is not None else b.const(od, "index")
+            safe_sizes.append(None if isinstance(d, int) else osz)
+            if (isinstance(d, int) and d == 1) or _same_size(d, od):
+                continue
+            ne = b.cmp("ne", b.dim(v, t, j), osz, "index")
+            bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+        if bad is not None:
+            fail_if(b, bad, "operands could not be broadcast together: sizes differ at run time "
+                            "(compiled code broadcasts only sizes declared as 1)")
+            v = b.select(bad, b.empty(t, safe_sizes), v, ttype(t))
+        out.append(v)
+    return out
 
 
 def lower_elementwise(scalar_fn, out_dtype_from=None):

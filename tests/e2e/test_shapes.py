@@ -29,6 +29,9 @@ def anydims(x: f32[?, ?]):
 
 def flatten(x: f32[B, H, W]) -> f32[B, ?]:
     return reshape(x, [x.shape[0], -1])
+
+def differ(w: f32[M, N], g: f32[P, N]):
+    return w - g
 '''
 
 
@@ -118,3 +121,22 @@ def test_inconsistent_named_dims_after_good_call(m):
     a, bb = randn(2, 3, seed=7), randn(3, 2, seed=8)
     m.transposed(a, bb)
     _raises_naming(m.transposed, (np.zeros((4, 3), F32), bb), "'b'", "'a'")
+
+
+def test_sizes_that_differ_at_run_time_raise(m, mode):
+    """Sizes the annotations leave unrelated (M, P) that do not broadcast raise at the op, in
+    every mode; compiled code reads nothing past an operand's end. A size that is 1 only at
+    run time broadcasts in the interpreter; compiled code broadcasts only sizes declared 1."""
+    w, g = randn(4, 3, seed=9), randn(4, 3, seed=10)
+    check(m.differ(w, g), w - g)
+    for rows in (5, 64, 3):
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            m.differ(randn(rows, 3, seed=rows), g)
+        msg = str(ei.value)
+        assert ":24:12: error: " in msg and "could not be broadcast together" in msg, msg
+    one = randn(1, 3, seed=11)
+    if mode == "interp":
+        check(m.differ(one, g), one - g)
+    else:
+        with pytest.raises(dg.DgRuntimeError, match="declared as 1"):
+            m.differ(one, g)
