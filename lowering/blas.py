@@ -266,26 +266,38 @@ def _owner(v):
     return getattr(o, "operation", o)
 
 
+def ops_between(first, last):
+    """The ops strictly between `first` and `last` (one block), or None when `last` does not
+    come after `first`."""
+    out, inside = [], False
+    for o in first.block.operations:
+        o = o.operation
+        if o == last:
+            return out if inside else None
+        if o == first:
+            inside = True
+        elif inside:
+            out.append(o)
+    return None
+
+
 def _untouched_between(first, last) -> bool:
     """True when no op strictly between `first` and `last` (same block) may write a buffer that
     existed before them: only arith ops, allocs, casts, dims, and linalg ops whose outputs are
     buffers allocated in between."""
-    fresh, inside = [], False  # the allocations made in between (their results)
-    for o in first.block.operations:
-        o = o.operation
-        if o == last:
-            return inside
-        if o == first:
-            inside = True
-            continue
-        if not inside or o.name in _PURE or o.name.startswith("arith."):
+    between = ops_between(first, last)
+    if between is None:
+        return False
+    fresh = []  # the allocations made in between (their results)
+    for o in between:
+        if o.name in _PURE or o.name.startswith("arith."):
             if o.name == "memref.alloc":
                 fresh.append(o.results[0])
             continue
         outputs = getattr(o.opview, "outputs", None) if o.name.startswith("linalg.") else None
         if outputs is None or not all(any(v == f for f in fresh) for v in outputs):
             return False
-    return False
+    return True
 
 
 def _transposed_view(mm, i: int):

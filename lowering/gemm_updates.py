@@ -16,7 +16,7 @@ takes as long as gemm with beta = 0).
 """
 from __future__ import annotations
 
-from .blas import _ELTS, _memref, _owner, helper_name, helper_text, locate
+from .blas import _ELTS, _owner, helper_name, helper_text, locate, ops_between
 
 _IDENTITY = "affine_map<(d0, d1) -> (d0, d1)>"
 _SCALAR = "affine_map<(d0, d1) -> ()>"
@@ -198,18 +198,10 @@ def _written_between(first, last, roots) -> bool:
     from dg.dialects.dialect import operations_under
 
     watched = _views_of(roots)
-    inside = False
-    for o in first.block.operations:
-        o = o.operation
-        if o == last:
-            return False
-        if o == first:
-            inside = True
-            continue
-        if inside:
-            for op in [o, *(x for r in o.regions for b in r.blocks for x in operations_under(b))]:
-                if any(v == w for v in _written_operands(op) for w in watched):
-                    return True
+    for o in ops_between(first, last) or []:
+        for op in [o, *(x for r in o.regions for b in r.blocks for x in operations_under(b))]:
+            if any(v == w for v in _written_operands(op) for w in watched):
+                return True
     return False
 
 

@@ -228,3 +228,48 @@ def test_transpose_copies_become_views():
     np.testing.assert_allclose(a, 2 * a0)
     np.testing.assert_allclose(c, a0.T @ b2, rtol=1e-5, atol=1e-5)  # the copy before the write
     np.testing.assert_allclose(d, 2 * (2 * a0).T @ b2, rtol=1e-5, atol=1e-5)
+
+
+# A transpose copy's source allocated before the copy and written between the copy and the
+# matmul: the copy must stay (a view would let the matmul see the write).
+HAZARD_ALLOC = """
+#t = affine_map<(d0, d1) -> (d1, d0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @run(%a: memref<8x6xf32>, %b: memref<8x10xf32>, %c: memref<6x10xf32>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x10xf32>)
+  %s = memref.alloc() : memref<8x6xf32>
+  memref.copy %a, %s : memref<8x6xf32> to memref<8x6xf32>
+  %ts = memref.alloc() : memref<6x8xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : memref<8x6xf32>) outs(%ts : memref<6x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%s : memref<8x6xf32>) {
+  ^bb0(%out: f32):
+    %x = arith.mulf %out, %two : f32
+    linalg.yield %x : f32
+  }
+  linalg.matmul ins(%ts, %b : memref<6x8xf32>, memref<8x10xf32>) outs(%c : memref<6x10xf32>)
+  memref.dealloc %ts : memref<6x8xf32>
+  memref.dealloc %s : memref<8x6xf32>
+  return
+}
+"""
+
+
+@pytest.mark.skipif(blas.locate() is None, reason="no BLAS library found")
+def test_transpose_copy_stays_when_its_allocated_source_is_written_after():
+    with shared_context():
+        mod = ir.Module.parse(HAZARD_ALLOC)
+        assert blas.route_matmuls(mod) == 1
+        assert "memref.transpose" not in _function_text(mod, "run")
+        engine = _engine(mod)
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal((8, 10)).astype(np.float32)
+    c = np.zeros((6, 10), np.float32)
+    engine.invoke("run", *[_descriptor(x) for x in (a, b, c)])
+    np.testing.assert_allclose(c, a.T @ b, rtol=1e-5, atol=1e-5)
