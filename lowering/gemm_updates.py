@@ -80,7 +80,7 @@ def _update_of(call):
     if len(generics) != 1 or rest:
         return None
     gen = generics[0]
-    if gen.block != block or not _before(call, gen):
+    if gen.block != block or ops_between(call, gen) is None:
         return None
     view = gen.opview
     ins, outs = list(view.inputs), list(view.outputs)
@@ -205,17 +205,6 @@ def _written_between(first, last, roots) -> bool:
     return False
 
 
-def _before(a, b) -> bool:
-    """True when op `a` comes before op `b` in their block (one scan)."""
-    for o in a.block.operations:
-        o = o.operation
-        if o == a:
-            return True
-        if o == b:
-            return False
-    return False
-
-
 def _after(op, anchor) -> bool:
     """True when `op` (or the op holding it, in anchor's block) comes after `anchor`."""
     while op is not None and op.block != anchor.block:
@@ -223,7 +212,7 @@ def _after(op, anchor) -> bool:
         op = getattr(parent, "operation", parent)
         if getattr(op, "name", None) in ("func.func", "builtin.module"):
             return False
-    return op is not None and op != anchor and _before(anchor, op)
+    return op is not None and ops_between(anchor, op) is not None
 
 
 def _rewrite(call, elt, g, gen, w, scale, negate) -> None:

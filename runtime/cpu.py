@@ -150,7 +150,7 @@ def _view(u: _Unranked, item: int) -> np.ndarray:
     shape, strides = tuple(raw[3:3 + rank]), tuple(raw[3 + rank:3 + 2 * rank])
     if 0 in shape:
         return np.zeros(shape, dtype=f"V{item}")
-    return np.asarray(_Memory(aligned + offset * item, shape, f"|V{item}", tuple(st * item for st in strides)))
+    return _array(aligned + offset * item, shape, np.dtype(f"V{item}"), tuple(st * item for st in strides))
 
 
 def _memref_copy(item, src, dst):
