@@ -236,8 +236,7 @@ def map_generic(b, out_t, inputs, scalar_fn):
     """An elementwise linalg.generic over inputs [(value, type)] broadcast to out_t;
     `scalar_fn(b, input scalars)` gives the element."""
     vals, types = [v for v, _ in inputs], [t for _, t in inputs]
-    sizes = out_sizes(b, vals, types, out_t)
-    vals = checked_operands(b, vals, types, out_t, sizes)
+    vals, sizes = checked_operands(b, vals, types, out_t)
     init = b.empty(out_t, sizes)
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
     return b.generic(out_t, init, list(zip(vals, types)), broadcast_maps(types, out_t), omap,
@@ -251,35 +250,91 @@ def _same_size(d, od) -> bool:
     return d is od or (d.name is not None and d.name == od.name)
 
 
-def checked_operands(b, vals, types, out_t, sizes) -> list:
-    """The operands, each checked at run time where its sizes are not known to be the output's
-    (`sizes`: the output's dynamic sizes, taken from the operands by out_sizes).
+BROADCAST_ONLY_DECLARED = "compiled code broadcasts only sizes declared as 1"
 
-    A mismatch is a DgRuntimeError at this op (the interpreter raises too, except where a size
-    that is 1 only at run time would broadcast: compiled code broadcasts only sizes declared
-    as 1). Until the error is raised such an operand is replaced by an uninitialised tensor of
-    the output's sizes, so that no loop reads past its end. (Canonicalization folds the checks
-    between sizes that come from one source, and the replacements with them.)"""
+
+def checked_operands(b, vals, types, out_t) -> tuple:
+    """(operands, the output's sizes) of an element-wise op, the operands checked at run time
+    where their sizes are not known to agree (agreeing_operands). A size declared 1 broadcasts
+    and is not checked."""
+    R = out_t.rank
+    groups = [[(k, i - R + t.rank) for k, t in enumerate(types)
+               if i - R + t.rank >= 0 and t.shape[i - R + t.rank] != 1] for i in range(R)]
+    vals, sizes = agreeing_operands(b, vals, types, groups, "operands could not be broadcast "
+                                    f"together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})")
+    return vals, [s if not isinstance(od, int) else None for s, od in zip(sizes, out_t.shape)]
+
+
+def _distinct(types, members) -> list:
+    """One member for each set of members whose sizes are known to be equal before run time."""
+    reps = []
+    for k, j in members:
+        if not any(_same_size(types[k].shape[j], types[rk].shape[rj]) for rk, rj in reps):
+            reps.append((k, j))
+    return reps
+
+
+def agreeing_operands(b, vals, types, groups, message) -> tuple:
+    """(operands, sizes): the operands, checked at run time to agree in size on the axes of each
+    group (a list of members (operand index, axis)), and each group's size (an index SSA value:
+    a static size a member declares, else the first member's; None for an empty group).
+
+    A mismatch is a DgRuntimeError with `message` at this op. Until the error is raised a member
+    that may differ from its group's size is replaced by an uninitialised tensor of that size, so
+    that no loop reads past its end. Members known to be equal (one static size, one symbolic
+    name) are not checked; canonicalization folds the checks between sizes that come from one
+    source, and the replacements with them."""
     from dg.lowering.builder import fail_if, ttype
 
-    R = out_t.rank
+    bad = [None] * len(vals)
+    safe = [{} for _ in vals]  # per operand: {axis: size}
+    sizes = []
+    for members in groups:
+        if not members:
+            sizes.append(None)
+            continue
+        first = next(((k, j) for k, j in members if isinstance(types[k].shape[j], int)), members[0])
+        size = b.dim(vals[first[0]], types[first[0]], first[1])
+        for k, j in members:
+            if not _same_size(types[k].shape[j], types[first[0]].shape[first[1]]):
+                ne = b.cmp("ne", b.dim(vals[k], types[k], j), size, "index")
+                bad[k] = ne if bad[k] is None else b.binary("arith.ori", bad[k], ne, "i1")
+                safe[k][j] = size
+        sizes.append(size)
     out = []
-    for v, t in zip(vals, types):
-        bad, safe_sizes = None, []
-        for j, d in enumerate(t.shape):
-            i = R - t.rank + j
-            od = out_t.shape[i]
-            osz = sizes[i] if sizes[i] is not None else b.const(od, "index")
-            safe_sizes.append(None if isinstance(d, int) else osz)
-            if (isinstance(d, int) and d == 1) or _same_size(d, od):
-                continue
-            ne = b.cmp("ne", b.dim(v, t, j), osz, "index")
-            bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
-        if bad is not None:
-            fail_if(b, bad, "operands could not be broadcast together: sizes differ at run time "
-                            "(compiled code broadcasts only sizes declared as 1)")
-            v = b.select(bad, b.empty(t, safe_sizes), v, ttype(t))
+    for k, (v, t) in enumerate(zip(vals, types)):
+        if bad[k] is not None:
+            fail_if(b, bad[k], message)
+            dims = [safe[k].get(j) or (None if isinstance(d, int) else b.dim(v, t, j)) for j, d in enumerate(t.shape)]
+            v = b.select(bad[k], b.empty(t, dims), v, ttype(t))
         out.append(v)
+    return out, sizes
+
+
+def contracted_operands(b, vals, types, members, message) -> list:
+    """The operands, checked at run time to agree in size on the axes `members` [(operand index,
+    axis)] of a contraction, which the result does not have. A mismatch is a DgRuntimeError with
+    `message`; until it is raised, every member is sliced (a view, no copy) to the smallest of
+    the sizes. Canonicalization folds the minimum where the sizes come from one source, and
+    slices.fold_full_slices then drops the slices. Where a member declares a static size, the
+    others are checked against it as in agreeing_operands (a slice cannot make one larger)."""
+    from dg.lowering.builder import fail_if
+
+    if any(isinstance(types[k].shape[j], int) for k, j in members):
+        return agreeing_operands(b, vals, types, [members], message)[0]
+    reps = _distinct(types, members)
+    if len(reps) == 1:
+        return vals
+    dims = [b.dim(vals[k], types[k], j) for k, j in reps]
+    bad, size = None, dims[0]
+    for d in dims[1:]:
+        ne = b.cmp("ne", dims[0], d, "index")
+        bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+        size = b.binary("arith.minui", size, d, "index")
+    fail_if(b, bad, message)
+    out = list(vals)
+    for k, j in members:
+        out[k] = b.slice(out[k], types[k], [size if i == j else None for i in range(types[k].rank)])
     return out
 
 

@@ -196,15 +196,21 @@ for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
 
 # ---------------------------------------------------------------- lowering facets
 def _lower_matmul(b, op):
-    """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction."""
+    """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction. Sizes the
+    annotations leave unrelated (the inner sizes, the batch sizes) are checked at run time."""
     from dg.lowering.builder import elt, signless
+    from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands
 
-    (a, at), (c, ct) = zip(op.operands, op.types)
+    vals, types = list(op.operands), list(op.types)
+    at, ct = types
     out_t = op.result_types[0]
     ety = signless(elt(out_t))
     isf = ety.startswith("f") or ety == "bf16"
     zero = b.const(0.0 if isf else 0, ety)
+    inner = [(0, at.rank - 1), (1, max(ct.rank - 2, 0))]
+    vals = contracted_operands(b, vals, types, inner, "matmul: inner sizes differ at run time")
     if at.rank == 2 and ct.rank == 2:
+        a, c = vals
         sizes = [b.dim(a, at, 0), b.dim(c, ct, 1)]
         init = b.fill(out_t, sizes, zero)
         r = b.fresh("mm")
@@ -227,16 +233,20 @@ def _lower_matmul(b, op):
                 isinstance(out_t.shape[i], int) and out_t.shape[i] == 1) else f"d{i}")
         return exprs
 
-    a_map = batch_exprs(at, 2 if at.rank >= 2 else 1) + ([m_dim] if m_dim else []) + [f"d{k}"]
-    c_map = batch_exprs(ct, 2 if ct.rank >= 2 else 1) + [f"d{k}"] + ([n_dim] if n_dim else [])
+    a_batch, c_batch = batch_exprs(at, 2 if at.rank >= 2 else 1), batch_exprs(ct, 2 if ct.rank >= 2 else 1)
+    groups = [[(n, j) for n, exprs in enumerate((a_batch, c_batch)) for j, e in enumerate(exprs) if e == f"d{i}"]
+              for i in range(batch)]
+    vals, batch_sizes = agreeing_operands(b, vals, types, groups, "matmul: batch sizes could not be "
+                                          f"broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})")
+    a, c = vals
+    a_map = a_batch + ([m_dim] if m_dim else []) + [f"d{k}"]
+    c_map = c_batch + [f"d{k}"] + ([n_dim] if n_dim else [])
     sizes = []
     for i, od in enumerate(out_t.shape):
         if isinstance(od, int):
             sizes.append(None)
         elif i < batch:
-            src = (a, at, i - (batch - (at.rank - 2))) if at.rank - 2 > i - batch + (at.rank - 2) - (at.rank - 2) and at.rank >= 2 else (c, ct, i - (batch - (ct.rank - 2)))
-            v, t, j = src
-            sizes.append(b.dim(v, t, j))
+            sizes.append(batch_sizes[i])
         elif m_dim and i == batch:
             sizes.append(b.dim(a, at, at.rank - 2))
         else:

@@ -365,7 +365,7 @@ class FunctionEmitter:
         else:
             body.append(f"    return {self.loc(ret_loc)}")
         rtypes = ", ".join(mlir_type(t) for t in types)
-        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}) {{"
+        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}){_named_sizes(spec.param_types)} {{"
         text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc(fd.loc, fd.name)}"
         return text, proto
 
@@ -1648,6 +1648,21 @@ def _target_names(t):
     if isinstance(t, (A.Tuple, A.List)):
         return [n for e in t.elts for n in _target_names(e)]
     return []
+
+
+def _named_sizes(param_types) -> str:
+    """The function attribute `dg.sizes` naming the arguments' symbolic sizes, one list of axis
+    names ("" for a static or unnamed axis) per argument, when any has a name. A call from
+    Python checks that equal names are equal sizes; the lowering relies on it (lowering.sizes)."""
+    def name(d):
+        plain = isinstance(d, Sym) and d.name and d.name.isprintable() and not set(d.name) & set('"\\')
+        return d.name if plain else ""  # a name MLIR's string syntax would need escapes for stays out
+
+    named = [[name(d) for d in t.shape] if t is not None else [] for t in param_types]
+    if not any(n for axes in named for n in axes):
+        return ""
+    text = ", ".join("[" + ", ".join(f'"{n}"' for n in axes) + "]" for axes in named)
+    return f" attributes {{dg.sizes = [{text}]}}"
 
 
 def _weak_join(weak_dt: str, strong_dt: str) -> str:

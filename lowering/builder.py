@@ -104,6 +104,16 @@ class Builder:
         self.emit(f"{r} = tensor.empty({', '.join(dyn)}) : {ttype(t)}")
         return r
 
+    def slice(self, v: str, t: TensorType, sizes: list) -> str:
+        """The leading part of v (a view): `sizes` (index SSA names, None to keep an axis whole)."""
+        parts = [str(d) if s is None and isinstance(d, int) else (s or self.dim(v, t, j))
+                 for j, (d, s) in enumerate(zip(t.shape, sizes))]
+        ones = ", ".join("1" for _ in parts)
+        zeros = ", ".join("0" for _ in parts)
+        r = self.fresh("sl")
+        self.emit(f"{r} = tensor.extract_slice {v}[{zeros}] [{', '.join(parts)}] [{ones}] : {ttype(t)} to {ttype(t)}")
+        return r
+
     def fill(self, t: TensorType, sizes: list, scalar: str) -> str:
         e = self.empty(t, sizes)
         r = self.fresh("f")

@@ -60,7 +60,8 @@ class ToLinalg:
         results = ", ".join(str(t) for t in ftype.results)
         b.indent = 2
         b.loc = ""
-        b.emit(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface}} {{")
+        sizes = f", dg.sizes = {fop.attributes['dg.sizes']}" if "dg.sizes" in fop.attributes else ""
+        b.emit(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface{sizes}}} {{")
         b.indent = 4
         if sym in self.recursive:
             self._guarded_body(fop, block, ftype)

@@ -31,18 +31,20 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgError, DgRuntimeError, loc_from_mlir
 
-from dg.lowering import blas, copies, gemm_updates
+from dg.lowering import blas, copies, gemm_updates, sizes
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache
 
 # Inlining (so that fusion and dead-code removal see a step and its gradient functions as one
-# body), bufferization, then (between the two) matmuls are routed to BLAS, then the rest down to LLVM.
+# body) and canonicalization (with one size per argument axis: lowering.sizes), the slices that
+# take all drop out, bufferization, then (between the
+# two) matmuls are routed to BLAS, then the rest down to LLVM.
 # No cse here: it would merge the zero-filled outputs of different matmuls into one buffer that
 # bufferization then copies for each of them (LLVM's GVN removes the redundancy cse would).
+SIMPLIFY = "builtin.module(inline, canonicalize)"  # then sizes.share_argument_dims, and again
 BUFFERIZE = (
     "builtin.module("
-    "inline, canonicalize,"
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
@@ -202,7 +204,7 @@ class _Runtime:
 
 def pipeline_identity() -> str:
     """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{BUFFERIZE}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
+    return f"{SIMPLIFY}\0{BUFFERIZE}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
 
 
 def bufferized(dg_module: "ir.Module"):
@@ -216,6 +218,10 @@ def bufferized(dg_module: "ir.Module"):
         except Exception as e:
             raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
         try:
+            passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
+            if sizes.share_argument_dims(m):
+                passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
+            sizes.fold_full_slices(m)
             passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
         except Exception as e:
             raise RuntimeError(f"bufferization failed: {e}\n{lowered.text}") from None

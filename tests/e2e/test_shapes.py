@@ -32,6 +32,18 @@ def flatten(x: f32[B, H, W]) -> f32[B, ?]:
 
 def differ(w: f32[M, N], g: f32[P, N]):
     return w - g
+
+def inner(a: f32[M, K], b: f32[L, N]):
+    return a @ b
+
+def inner_t(a: f32[K, M], b: f32[L, N]):
+    return transpose(a) @ b
+
+def batched(a: f32[P, M, K], b: f32[Q, L, N]):
+    return a @ b
+
+def vector(a: f32[M, K], v: f32[L]):
+    return a @ v
 '''
 
 
@@ -140,3 +152,25 @@ def test_sizes_that_differ_at_run_time_raise(m, mode):
     else:
         with pytest.raises(dg.DgRuntimeError, match="declared as 1"):
             m.differ(one, g)
+
+
+def test_matmul_sizes_that_differ_at_run_time_raise(m):
+    """Inner and batch sizes of `@` that the annotations leave unrelated are checked at run time
+    in every mode: a located DgRuntimeError where they differ, NumPy's product where they agree
+    (a transposed operand included)."""
+    a, b = randn(3, 4, seed=12), randn(4, 2, seed=13)
+    check(m.inner(a, b), a @ b, rtol=1e-5)
+    check(m.inner_t(a.T.copy(), b), a @ b, rtol=1e-5)
+    x, y = randn(2, 3, 4, seed=14), randn(2, 4, 5, seed=15)
+    check(m.batched(x, y), x @ y, rtol=1e-5)
+    v = randn(4, seed=16)
+    check(m.vector(a, v), a @ v, rtol=1e-5)
+    bad = [(m.inner, (a, randn(k, 2, seed=k)), ":27:12: ") for k in (3, 5, 64)]
+    bad += [(m.inner_t, (a.T.copy(), randn(5, 2, seed=17)), ":30:12: "),
+            (m.batched, (x, randn(2, 6, 5, seed=18)), ":33:12: "),
+            (m.batched, (x, randn(3, 4, 5, seed=19)), ":33:12: "),
+            (m.vector, (a, randn(9, seed=20)), ":36:12: ")]
+    for fn, args, where in bad:
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            fn(*args)
+        assert where + "error: " in str(ei.value), str(ei.value)
