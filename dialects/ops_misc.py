@@ -49,6 +49,11 @@ register(OpDef(
     infer=_assert_rule, doc="fail with msg (a located DgRuntimeError) when the condition is false",
 ))
 
+register(OpDef(
+    name="check", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
+    infer=_assert_rule, doc="dg's own run-time check (a declared size, say): fail with msg when false",
+))
+
 
 register(OpDef(
     name="breakpoint", impl=lambda *vals, name="", last=True: None, nargs=None, nfixed=0, nresults=0,
@@ -151,16 +156,22 @@ OPS["range_len"].lower = _lower_range_len
 OPS["stop_gradient"].lower = _lower_identity
 
 
+def failure_message(opname: str, msg: str) -> str:
+    """What a failed `assert` or `check` says (both modes)."""
+    if opname == "check":
+        return msg
+    return f"assertion failed{': ' + msg if msg else ''}"
+
+
 def _lower_assert(b, op):
     from dg.lowering.builder import fail_if
 
     c = b.extract(op.operands[0], op.types[0])
     bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
-    msg = op.attrs.get("msg") or ""
-    fail_if(b, bad, f"assertion failed{': ' + msg if msg else ''}")
+    fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or ""))
 
 
-OPS["assert"].lower = _lower_assert
+OPS["assert"].lower = OPS["check"].lower = _lower_assert
 
 
 def _lower_print(b, op):

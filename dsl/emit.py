@@ -214,6 +214,7 @@ class FunctionEmitter:
         self.counter = itertools.count()
         self.env: dict = {}
         self.dim_syms: dict = {}
+        self.sizes: dict = {}  # size name -> (value, axis) that has it: parameters first (emit)
         self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
         self.last_def = None  # (lines, index, ssa name, loc) of the last single-result op
 
@@ -337,6 +338,9 @@ class FunctionEmitter:
             name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
             v = V(name, t)
             self.env[p.name] = v
+            for axis, d in enumerate(t.shape):
+                if isinstance(d, Sym) and d.name:
+                    self.sizes.setdefault(d.name, (v, axis))
             params.append(f"{name}: {mlir_type(t)} {self.loc(p.loc, p.name)}")
         self.lines = []
         self.indent = 4
@@ -415,11 +419,14 @@ class FunctionEmitter:
             self.error("the returned value does not match the declared return type", loc)
             return POISON
         flat_d, flat_v = flatten(declared), flatten(self.as_value(v, loc))
-        out = [self.coerce(x, d.type, loc, "the return value") for x, d in zip(flat_v, flat_d)]
+        bound = dict(self.sizes)  # a name only the return type has binds at its first use
+        out = [self.coerce(x, d.type, loc, "the return value", bound) for x, d in zip(flat_v, flat_d)]
         return unflatten_like(v, out)
 
-    def coerce(self, v, t: TensorType, loc, what: str):
-        """Check `v` against a declared type; weak literals take its element type."""
+    def coerce(self, v, t: TensorType, loc, what: str, sizes: dict | None = None):
+        """Check `v` against a declared type; weak literals take its element type. With `sizes`
+        (size name -> (value, axis): this function's parameters', and those bound since), sizes
+        not known to match are checked at run time (check_sizes)."""
         if not isinstance(v, V):
             v = self.as_value(v, loc)
         if v.poison or t is None:
@@ -436,7 +443,29 @@ class FunctionEmitter:
         for a, b in zip(v.type.shape, t.shape):
             if isinstance(a, int) and isinstance(b, int) and a != b:
                 return self.error(f"{what} has type {v.type}, but {t} was declared", loc)
+        if sizes is not None:
+            self.check_sizes(v, t, loc, what, sizes)
         return v
+
+    def check_sizes(self, v: V, t: TensorType, loc, what: str, sizes: dict) -> None:
+        """Run-time checks that v's sizes are the declared ones where that is not known: a
+        static size, or a name in `sizes`; a name not there yet binds to v's size."""
+        for axis, (a, b) in enumerate(zip(v.type.shape, t.shape)):
+            if isinstance(b, Sym) and b.name:
+                if isinstance(a, Sym) and a.name == b.name:
+                    continue
+                src = sizes.get(b.name)
+                if src is None:
+                    sizes[b.name] = (v, axis)
+                    continue
+                want, shown = self.dim(src[0], src[1], loc), f"'{b.name}'"
+            elif isinstance(b, int) and not isinstance(a, int):
+                want, shown = self.const(b, "i64", loc), str(b)
+            else:
+                continue
+            same = self.op("eq", [self.dim(v, axis, loc), want], {}, loc)
+            self.op("check", [same], {"msg": f"{what} has the wrong size in axis {axis}: "
+                                              f"{t} was declared, so it must be {shown}"}, loc)
 
     def s_Assert(self, s):
         c = self.cond_value(s.test, s.loc)
@@ -452,7 +481,7 @@ class FunctionEmitter:
     def s_AnnAssign(self, s):
         t = self.type_from_annotation(s.annotation, s.annotation.loc)
         v = self.expr(s.value)
-        v = self.coerce(v, t, s.loc, f"'{s.target.id}'")
+        v = self.coerce(v, t, s.loc, f"'{s.target.id}'", dict(self.sizes))
         self.bind(s.target, v, s.loc)
 
     def s_Assign(self, s):

@@ -48,7 +48,7 @@ from dg.errors import DgError, DgTypeError, loc_from_mlir
 from .irmodel import Block, Func, Op, Value, Writer, read_module, type_text
 
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
-EFFECTS = ("print", "breakpoint", "assert")  # not repeated when a forward is recomputed
+EFFECTS = ("print", "breakpoint", "assert", "check")  # not repeated when a forward is recomputed
 INACTIVE = ("stop_gradient", "zeros_like", "tape_alloc")
 
 

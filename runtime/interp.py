@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from dg.dialects.mlir import ir
+from dg.dialects.ops_misc import failure_message
 from dg.dialects.registry import OPS, attr_value
 from dg.errors import DgError, DgRuntimeError, Loc, loc_from_mlir
 
@@ -183,9 +184,9 @@ class Translation:
             fn = self._const(functools.partial(_Console.print, attrs.get("pieces", ()), attrs.get("end", True)))
             self._emit(indent, f"{fn}({args})", loc)
             return
-        if opname == "assert":
+        if opname in ("assert", "check"):
             where = loc_from_mlir(loc)
-            msg = attrs.get("msg") or ""
+            msg = failure_message(opname, attrs.get("msg") or "")
             err = self._const((msg, where), "A")
             self._emit(indent, f"if not {args}: _assert_failed({err})", loc)
             self.ns.setdefault("_assert_failed", _assert_failed)
@@ -291,7 +292,7 @@ def _divsi(a: int, b: int) -> int:
 
 def _assert_failed(info):
     msg, where = info
-    raise DgRuntimeError(f"assertion failed{': ' + msg if msg else ''}", where)
+    raise DgRuntimeError(msg, where)
 
 
 _ARITH = {

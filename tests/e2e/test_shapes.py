@@ -44,6 +44,22 @@ def batched(a: f32[P, M, K], b: f32[Q, L, N]):
 
 def vector(a: f32[M, K], v: f32[L]):
     return a @ v
+
+def square(a: f32[M, 1], b: f32[N]) -> f32[M, M]:
+    return a + b
+
+def swapped(a: f32[M, N]) -> f32[N, M]:
+    return a
+
+def three(x: f32[N]) -> f32[3]:
+    return x
+
+def alike(a: f32[?, ?]) -> f32[K, K]:
+    return a
+
+def shorter(x: f32[N]):
+    y: f32[N] = x[1:]
+    return y
 '''
 
 
@@ -174,3 +190,24 @@ def test_matmul_sizes_that_differ_at_run_time_raise(m):
         with pytest.raises(dg.DgRuntimeError) as ei:
             fn(*args)
         assert where + "error: " in str(ei.value), str(ei.value)
+
+
+def test_declared_sizes_are_checked_at_run_time(m):
+    """A result (or an annotated assignment) whose sizes the declaration names but the code
+    cannot prove raises a located DgRuntimeError where they differ, in every mode."""
+    a1, b3 = randn(3, 1, seed=21), randn(3, seed=22)
+    check(m.square(a1, b3), a1 + b3)
+    sq = randn(2, 2, seed=23)
+    check(m.swapped(sq), sq)
+    check(m.three(b3), b3)
+    check(m.alike(sq), sq)
+    bad = [(m.square, (a1, randn(5, seed=24)), ":39:5: ", "axis 1", "'M'"),
+           (m.swapped, (randn(2, 3, seed=25),), ":42:5: ", "axis 0", "'N'"),
+           (m.three, (randn(4, seed=26),), ":45:5: ", "axis 0", "3"),
+           (m.alike, (randn(2, 3, seed=27),), ":48:5: ", "axis 1", "'K'"),
+           (m.shorter, (b3,), ":51:5: ", "'y'", "'N'")]
+    for fn, args, where, *words in bad:
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            fn(*args)
+        msg = str(ei.value)
+        assert where + "error: " in msg and all(w in msg for w in words), msg
