@@ -419,6 +419,8 @@ class FunctionEmitter:
             self.error("the returned value does not match the declared return type", loc)
             return POISON
         flat_d, flat_v = flatten(declared), flatten(self.as_value(v, loc))
+        if loc == self.fd.loc:  # the return controlflow adds for early returns: point at the type
+            loc = getattr(self.spec.fd.returns, "loc", None) or loc
         bound = dict(self.sizes)  # a name only the return type has binds at its first use
         out = [self.coerce(x, d.type, loc, "the return value", bound) for x, d in zip(flat_v, flat_d)]
         return unflatten_like(v, out)
@@ -452,11 +454,11 @@ class FunctionEmitter:
         static size, or a name in `sizes`; a name not there yet binds to v's size."""
         for axis, (a, b) in enumerate(zip(v.type.shape, t.shape)):
             if isinstance(b, Sym) and b.name:
-                if isinstance(a, Sym) and a.name == b.name:
-                    continue
                 src = sizes.get(b.name)
                 if src is None:
                     sizes[b.name] = (v, axis)
+                    continue
+                if a is src[0].type.shape[src[1]]:  # that very size (a name alone can be a callee's)
                     continue
                 want, shown = self.dim(src[0], src[1], loc), f"'{b.name}'"
             elif isinstance(b, int) and not isinstance(a, int):

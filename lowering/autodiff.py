@@ -285,9 +285,11 @@ class Autodiff:
         return Grad(self.counter)
 
     @staticmethod
-    def function_text(sym: str, args: list, result_types: list, loc: str, w: Grad) -> str:
+    def function_text(sym: str, args: list, result_types: list, loc: str, w: Grad, sizes: str | None = None) -> str:
+        """`sizes`: the copied function's `dg.sizes` attribute text (dsl/emit.py), if it has one."""
+        extra = f" attributes {{dg.sizes = {sizes}}}" if sizes else ""
         head = (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
-                f"({', '.join(result_types)}) {{")
+                f"({', '.join(result_types)}){extra} {{")
         return "\n".join([head] + w.lines + [f"  }} {loc}"])
 
     def start(self, f: Func):
@@ -302,7 +304,7 @@ class Autodiff:
         ret = f.body.ops[-1]
         w.loc = ret.loc
         w.op("func.return", [env[o] for o in ret.operands], [])
-        return self.function_text(f.sym, args, f.result_types, f.loc, w)
+        return self.function_text(f.sym, args, f.result_types, f.loc, w, f.attrs.get("dg.sizes"))
 
     def define(self, sym: str) -> None:
         """Give a gradient declaration its body: a call of the callee's gradient function."""

@@ -63,8 +63,8 @@ def _size(value, axis: int):
         return _size(init, axis)
     if op.name == "tensor.empty":
         return op.operands[sum(1 for i in range(axis) if t.is_dynamic_dim(i))]
-    if op.name == "tensor.extract_slice":
-        return _mixed_sizes(op)[axis]
+    if op.name == "tensor.extract_slice" and ir.RankedTensorType(op.operands[0].type).rank == t.rank:
+        return _mixed_sizes(op)[axis]  # (a rank-reducing slice lists its sizes by source axis)
     return None
 
 

@@ -60,6 +60,24 @@ def alike(a: f32[?, ?]) -> f32[K, K]:
 def shorter(x: f32[N]):
     y: f32[N] = x[1:]
     return y
+
+def wide(a: f32[N, M]) -> f32[N, 3]:
+    return a
+
+def ident(x: f32[N]) -> f32[N]:
+    return x
+
+def callee_name(a: f32[N], b: f32[M]) -> f32[N]:
+    return ident(b)
+
+def early(x: f32[N], k: i64) -> f32[N]:
+    for i in range(k):
+        if i == 2:
+            return x[1:]
+    return x
+
+def regroup(x: f32[N]):
+    return reshape(x, [2, 3])
 '''
 
 
@@ -201,13 +219,29 @@ def test_declared_sizes_are_checked_at_run_time(m):
     check(m.swapped(sq), sq)
     check(m.three(b3), b3)
     check(m.alike(sq), sq)
+    check(m.wide(randn(2, 3, seed=33)), randn(2, 3, seed=33))
+    check(m.callee_name(b3, b3), b3)
+    check(m.early(b3, 2), b3)
     bad = [(m.square, (a1, randn(5, seed=24)), ":39:5: ", "axis 1", "'M'"),
            (m.swapped, (randn(2, 3, seed=25),), ":42:5: ", "axis 0", "'N'"),
            (m.three, (randn(4, seed=26),), ":45:5: ", "axis 0", "3"),
            (m.alike, (randn(2, 3, seed=27),), ":48:5: ", "axis 1", "'K'"),
-           (m.shorter, (b3,), ":51:5: ", "'y'", "'N'")]
+           (m.shorter, (b3,), ":51:5: ", "'y'", "'N'"),
+           (m.three, (randn(1, seed=28),), ":45:5: ", "axis 0", "3"),
+           (m.wide, (randn(4, 2, seed=29),), ":55:5: ", "axis 1", "3"),
+           (m.callee_name, (randn(4, seed=30), randn(2, seed=31)), ":61:5: ", "axis 0", "'N'"),
+           (m.early, (randn(4, seed=32), 5), ":63:33: ", "axis 0", "'N'")]
     for fn, args, where, *words in bad:
         with pytest.raises(dg.DgRuntimeError) as ei:
             fn(*args)
         msg = str(ei.value)
         assert where + "error: " in msg and all(w in msg for w in words), msg
+
+
+def test_a_reshape_to_another_element_count_raises(m):
+    x = np.arange(6, dtype=F32)
+    check(m.regroup(x), x.reshape(2, 3))
+    for n in (4, 1, 64):
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            m.regroup(np.arange(n, dtype=F32))
+        assert ":70:12: error: " in str(ei.value) and "reshape" in str(ei.value), str(ei.value)
