@@ -645,18 +645,13 @@ def _lower_reshape(b, op):
             sizes.append(None)
         else:
             sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
+    total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
     if infer_at is not None:
-        total = b.const(1, "index")
-        for i in range(xt.rank):
-            total = b.binary("arith.muli", total, b.dim(x, xt, i), "index")
-        known = b.const(1, "index")
-        for k, s in enumerate(sizes):
-            if k != infer_at:
-                known = b.binary("arith.muli", known, s, "index")
+        known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
         sizes[infer_at] = b.binary("arith.divui", total, b.binary("arith.maxui", known, b.const(1, "index"), "index"), "index")
     # A size the result type fixes is that size, whatever the operand says (conform's casts).
     sizes = [b.const(d, "index") if isinstance(d, int) else s for d, s in zip(out_t.shape, sizes)]
-    x, xt = _holding(b, x, xt, sizes)
+    x, xt = _holding(b, x, xt, total, _product(b, sizes))
     shape_t = f"tensor<{len(sizes)}xindex>"
     st = b.fresh("sh")
     b.emit(f"{st} = tensor.from_elements {', '.join(sizes)} : {shape_t}")
@@ -665,34 +660,35 @@ def _lower_reshape(b, op):
     return r
 
 
-def _holding(b, x, xt, sizes):
-    """(x, its type), checked at run time to hold as many elements as `sizes` make: a located
-    DgRuntimeError where it does not, and until it is raised a fresh flat tensor of that many
-    elements instead of x, so that the reshape reads nothing past x's end. (Canonicalization
-    folds the check where the counts are one product.)"""
+def _product(b, vals: list) -> str:
+    """The product of index values (1 for none)."""
+    out = b.const(1, "index")
+    for v in vals:
+        out = b.binary("arith.muli", out, v, "index")
+    return out
+
+
+def _holding(b, x, xt, have, want):
+    """(x, its type) as a flat tensor, checked at run time to hold `want` elements (it holds
+    `have`): a located DgRuntimeError where it does not, and until it is raised a fresh flat
+    tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
+    (Canonicalization folds the check where the counts are one product.)"""
     from dg.lowering.builder import fail_if
 
-    def product(vals):
-        out = b.const(1, "index")
-        for v in vals:
-            out = b.binary("arith.muli", out, v, "index")
-        return out
-
-    have, want = product([b.dim(x, xt, i) for i in range(xt.rank)]), product(sizes)
     bad = b.cmp("ne", have, want, "index")
     fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
     flat_t = TensorType(xt.dtype, (Sym(),))
     flat = x
-    if xt.rank != 1 or isinstance(xt.shape[0], int):
-        groups = "[" + ", ".join(str(i) for i in range(xt.rank)) + "]" if xt.rank else ""
-        mid_t = TensorType(xt.dtype, (xt.shape[0] if xt.rank == 1 else (
-            int(np.prod(xt.shape)) if all(isinstance(d, int) for d in xt.shape) else Sym()),))
+    if xt.mlir() != flat_t.mlir():
+        static = all(isinstance(d, int) for d in xt.shape)
+        mid_t = TensorType(xt.dtype, (int(np.prod(xt.shape)) if static else Sym(),))
         flat = b.fresh("fl")
         if xt.rank == 0:
             b.emit(f"{flat} = tensor.expand_shape {x} [] output_shape [1] : {xt.mlir()} into {mid_t.mlir()}")
         else:
-            b.emit(f"{flat} = tensor.collapse_shape {x} [{groups}] : {xt.mlir()} into {mid_t.mlir()}")
-        if mid_t.mlir() != flat_t.mlir():
+            groups = ", ".join(str(i) for i in range(xt.rank))
+            b.emit(f"{flat} = tensor.collapse_shape {x} [[{groups}]] : {xt.mlir()} into {mid_t.mlir()}")
+        if static:
             cast = b.fresh("fl")
             b.emit(f"{cast} = tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}")
             flat = cast
