@@ -166,3 +166,34 @@ func.func @f(%x: tensor<?x?x?xf32>, %b: index, %c: index) -> tensor<?x?xf32> {
     with shared_context():
         mod = ir.Module.parse(text)
         assert sizes.fold_full_slices(mod) == 0
+
+
+def test_simplify_keeps_a_loops_results_dynamic():
+    """A cast to a more static type stays outside the loop: its results may take any size.
+
+    MLIR's ForOpTensorCastFolder would give the loop the type of its placeholder (0 elements)
+    and cast every yield to it. cpu.SIMPLIFY turns that pattern off by name, in the inliner's
+    canonicalization too; a new MLIR that renamed it would fail here.
+    """
+    src = """
+    func.func private @empty() -> tensor<?xf32> {
+      %c0 = arith.constant 0 : index
+      %e = tensor.empty(%c0) : tensor<?xf32>
+      return %e : tensor<?xf32>
+    }
+    func.func @f(%a: tensor<?xf32>, %n: index) -> tensor<?xf32> {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %e = func.call @empty() : () -> tensor<?xf32>
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%x = %e) -> (tensor<?xf32>) {
+        scf.yield %a : tensor<?xf32>
+      }
+      return %r : tensor<?xf32>
+    }
+    """
+    with shared_context():
+        m = ir.Module.parse(src)
+        passmanager.PassManager.parse(cpu.SIMPLIFY).run(m.operation)
+        text = str(m)
+    assert "tensor<0xf32>" in text  # the placeholder's size is folded...
+    assert "-> (tensor<?xf32>)" in text and "-> (tensor<0xf32>)" not in text  # ...the loop's is not

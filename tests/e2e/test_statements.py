@@ -313,6 +313,30 @@ def test_early_return_in_nested_branches(m, x, want):
     check(m.early_branch(F32(x)), F32(want))
 
 
+# A loop's returned tensors start as placeholders of size 0, or as a fixed-size value, and take
+# other sizes inside the loop: compiled code once returned the placeholder (an empty array) or
+# failed to compile.
+@pytest.mark.parametrize("k", [0, 2, 4, 9])
+def test_early_return_of_tensors_in_loop(m, k):
+    a = np.arange(4, dtype=F32)
+    first, rest = m.early_tensors(a, k)
+    check(first, a if k < 5 else a * 2)
+    check(rest, a[1:] if k < 5 else a)
+
+
+@pytest.mark.parametrize("t,want", [(2.0, [30.0]), (5.5, [2.0, 3.0]), (100.0, [0.0, 1.0, 2.0, 3.0])])
+def test_early_return_of_a_shrinking_tensor(m, t, want):
+    check(m.early_shrinking(np.arange(4, dtype=F32), F32(t)), np.array(want, F32))
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_loop_carried_tensor_grows_from_a_fixed_size(m, n):
+    want = np.ones(1, F32)
+    for _ in range(n):
+        want = np.concatenate([want, want * 2])
+    check(m.growing(n), want)
+
+
 # ---------------------------------------------------------------- pass / assert / print
 def test_pass(m):
     x = np.array([1.0, 2.0], F32)
