@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import Sym, TensorType
+from dg.dsl.types import ShapeError, Sym, TensorType
 
 from .registry import OPS, OpDef, register
 
@@ -49,6 +49,33 @@ register(OpDef(
     name="zeros_like", impl=lambda x: np.zeros_like(x), infer=lambda types: types[0],
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
     doc="zeros of x's type and shape (adjoints that are zero)",
+))
+
+
+def _sum_to_rule(types):
+    d, like = types
+    if d.rank < like.rank:
+        raise ShapeError(f"cannot sum {d} to the rank-{like.rank} shape of {like}")
+    return TensorType(d.dtype, like.shape)
+
+
+def _sum_to(d, like):
+    d, like = np.asarray(d), np.asarray(like)
+    lead = d.ndim - like.ndim
+    if lead:
+        d = np.sum(d, axis=tuple(range(lead)), dtype=d.dtype)
+    axes = tuple(i for i, (a, n) in enumerate(zip(d.shape, like.shape)) if a != n)
+    if any(like.shape[i] != 1 for i in axes):
+        raise ValueError(f"cannot sum an adjoint of shape {d.shape} to shape {like.shape}")
+    return np.sum(d, axis=axes, keepdims=True, dtype=d.dtype) if axes else d
+
+
+register(OpDef(
+    name="sum_to", impl=_sum_to, nargs=2, infer=_sum_to_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 2, 3)).astype(np.float32),
+                         rng.standard_normal((2, 1)).astype(np.float32)], {}),
+    doc="sum_to(d, like): d summed over the axes that broadcasting added or stretched (where like "
+        "has size 1 at run time), to like's shape (adjoints of broadcast operands)",
 ))
 register(OpDef(
     name="tape_alloc", impl=_tape_alloc, nargs=2, infer=_tape_type,
@@ -136,6 +163,76 @@ def _lower_tape_push(b, op):
     return out
 
 
+def _lower_sum_to(b, op):
+    """Leading axes and axes like declares 1 are summed always; an axis like has of unknown size is
+    summed (under scf.if) when d's size there differs from like's at run time, i.e. like's is 1."""
+    from dg.lowering.builder import elt, signless
+    from .ops_reduce import reduce_generic
+
+    (d, dt), (like, lt) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    ety = signless(elt(dt))
+    isf = ety.startswith("f") or ety == "bf16"
+
+    def summed(bb, v, vt, axes, keep):
+        st = TensorType(vt.dtype, tuple(1 if i in axes else n for i, n in enumerate(vt.shape)) if keep
+                        else tuple(n for i, n in enumerate(vt.shape) if i not in axes))
+        zero = bb.const(0.0 if isf else 0, ety)
+        add = lambda b2, a, o: b2.binary("arith.addf" if isf else "arith.addi", a, o, ety)
+        return reduce_generic(bb, v, vt, axes, keep, st, zero, add), st
+
+    def cast(bb, v, vt, to):
+        if vt.mlir() == to.mlir():
+            return v
+        r = bb.fresh("cast")
+        bb.emit(f"{r} = tensor.cast {v} : {vt.mlir()} to {to.mlir()}")
+        return r
+
+    cur, ct = d, dt
+    lead = dt.rank - lt.rank
+    if lead:
+        cur, ct = summed(b, cur, ct, tuple(range(lead)), False)
+    for i, (a, n) in enumerate(zip(ct.shape, lt.shape)):
+        if a == 1 or isinstance(n, int) and n != 1:
+            continue  # nothing was stretched here
+        if n == 1:
+            cur, ct = summed(b, cur, ct, (i,), True)
+            continue
+        yt = ct.with_shape(ct.shape[:i] + (Sym(),) + ct.shape[i + 1:])
+        stretched = b.cmp("ne", b.dim(cur, ct, i), b.dim(like, lt, i), "index")
+        r = b.fresh("summed")
+        b.emit(f"{r} = scf.if {stretched} -> ({yt.mlir()}) {{")
+        b.indent += 2
+        s, st = summed(b, cur, ct, (i,), True)
+        b.emit(f"scf.yield {cast(b, s, st, yt)} : {yt.mlir()}")
+        b.indent -= 2
+        b.lines.append(" " * b.indent + "} else {")
+        b.indent += 2
+        b.emit(f"scf.yield {cast(b, cur, ct, yt)} : {yt.mlir()}")
+        b.indent -= 2
+        b.lines.append(" " * b.indent + "}")
+        cur, ct = r, yt
+    unknown = [i for i, (a, n) in enumerate(zip(ct.shape, lt.shape)) if not (isinstance(a, int) and a == n)]
+    if not unknown:
+        return cast(b, cur, ct, out_t)
+    # d's sizes are like's in a program whose checks passed. After a failed one (the call winds
+    # down, then raises) they may not be: an uninitialised tensor of like's sizes stands in, so
+    # that nothing reads past cur's end. The result is a slice of like's sizes (all of cur), so
+    # that its sizes are like's SSA values and checks between them and like's fold.
+    sizes = [b.dim(like, lt, i) for i in range(lt.rank)]
+    bad = None
+    for i in unknown:
+        ne = b.cmp("ne", b.dim(cur, ct, i), sizes[i], "index")
+        bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+    dyn = ct.with_shape([Sym() for _ in ct.shape])
+    cur = b.select(bad, b.empty(dyn, sizes), cast(b, cur, ct, dyn), dyn.mlir())
+    parts = [str(n) if isinstance(n, int) else s for n, s in zip(lt.shape, sizes)]
+    r = b.fresh("sl")
+    b.emit(f"{r} = tensor.extract_slice {cur}[{', '.join('0' for _ in parts)}] [{', '.join(parts)}] "
+           f"[{', '.join('1' for _ in parts)}] : {dyn.mlir()} to {out_t.mlir()}")
+    return r
+
+
 def _lower_tape_read(b, op):
     tape, k = op.operands
     tt, rt = op.types[0], op.result_types[0]
@@ -146,6 +243,7 @@ def _lower_tape_read(b, op):
 
 
 OPS["zeros_like"].lower = _lower_zeros_like
+OPS["sum_to"].lower = _lower_sum_to
 OPS["tape_alloc"].lower = _lower_tape_alloc
 OPS["tape_push"].lower = _lower_tape_push
 OPS["tape_read"].lower = _lower_tape_read
@@ -168,3 +266,15 @@ def _vjp_tape_read(g, op, d):
 
 OPS["tape_push"].vjp = _vjp_tape_push
 OPS["tape_read"].vjp = _vjp_tape_read
+
+
+def _vjp_sum_to(g, op, d):
+    """The adjoint of a sum to like's shape is that adjoint broadcast back to the summed one's
+    shape (like's sizes may be 1 only at run time: broadcast_to stretches those)."""
+    x = op.operands[0]
+    dims = [g.dim(x, i) for i, n in enumerate(x.tt.shape) if not isinstance(n, int)]
+    shape = tuple(n if isinstance(n, int) else -2 for n in x.tt.shape)
+    return [g.dg("broadcast_to", [d] + dims, {"shape": shape}), None]
+
+
+OPS["sum_to"].vjp = _vjp_sum_to

@@ -250,19 +250,29 @@ def _same_size(d, od) -> bool:
     return d is od or (d.name is not None and d.name == od.name)
 
 
-BROADCAST_ONLY_DECLARED = "compiled code broadcasts only sizes declared as 1"
+BROADCAST_ONLY_DECLARED = "only sizes declared as 1 broadcast"
+
+
+def broadcast_groups(types, out_t) -> tuple:
+    """The `agree` facet of element-wise ops: per result axis, the operand axes on it that are not
+    declared 1 (a symbolic size stands for one that is not 1, as in dsl.types.broadcast_shapes)."""
+    R = out_t.rank
+    groups = [[(k, i - R + t.rank) for k, t in enumerate(types)
+               if i - R + t.rank >= 0 and t.shape[i - R + t.rank] != 1] for i in range(R)]
+    return groups, f"operands could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
 
 
 def checked_operands(b, vals, types, out_t) -> tuple:
     """(operands, the output's sizes) of an element-wise op, the operands checked at run time
     where their sizes are not known to agree (agreeing_operands). A size declared 1 broadcasts
     and is not checked."""
-    R = out_t.rank
-    groups = [[(k, i - R + t.rank) for k, t in enumerate(types)
-               if i - R + t.rank >= 0 and t.shape[i - R + t.rank] != 1] for i in range(R)]
-    vals, sizes = agreeing_operands(b, vals, types, groups, "operands could not be broadcast "
-                                    f"together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})")
+    vals, sizes = agreeing_operands(b, vals, types, *broadcast_groups(types, out_t))
     return vals, [s if not isinstance(od, int) else None for s, od in zip(sizes, out_t.shape)]
+
+
+def unknown_groups(groups, types) -> list:
+    """The groups whose members' sizes are not all known to be equal before run time."""
+    return [g for g in groups if len(_distinct(types, g)) > 1]
 
 
 def _distinct(types, members) -> list:
@@ -426,6 +436,9 @@ def _sc_where(b, kind, ety, args, op):
 
 _OPS["not"].lower = lower_elementwise(_sc_not)
 _OPS["where"].lower = lower_elementwise(_sc_where)
+
+for _name in [*BINARY, *COMPARE, "and", "or", "where"]:
+    _OPS[_name].agree = broadcast_groups
 
 
 def _math(fname):

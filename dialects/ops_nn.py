@@ -195,11 +195,38 @@ for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
 
 
 # ---------------------------------------------------------------- lowering facets
+def _batch_rank(types, out_t) -> int:
+    return out_t.rank - sum(1 for t in types if t.rank >= 2)
+
+
+def _batch_exprs(t, out_t, batch) -> list:
+    """The indexing expressions of an operand's batch axes: "0" for one declared 1 that broadcasts."""
+    nb = t.rank - (2 if t.rank >= 2 else 1)
+    exprs = []
+    for j in range(nb):
+        i = batch - nb + j
+        exprs.append("0" if isinstance(t.shape[j], int) and t.shape[j] == 1 and not (
+            isinstance(out_t.shape[i], int) and out_t.shape[i] == 1) else f"d{i}")
+    return exprs
+
+
+def _batch_groups(types, out_t) -> tuple:
+    """The `agree` facet of matmul: per batch axis of the result, the operand axes on it that are
+    not declared 1."""
+    batch = _batch_rank(types, out_t)
+    exprs = [_batch_exprs(t, out_t, batch) for t in types]
+    groups = [[(n, j) for n, ex in enumerate(exprs) for j, e in enumerate(ex) if e == f"d{i}"]
+              for i in range(batch)]
+    from .ops_elementwise import BROADCAST_ONLY_DECLARED
+
+    return groups, f"matmul: batch sizes could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
+
+
 def _lower_matmul(b, op):
     """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction. Sizes the
     annotations leave unrelated (the inner sizes, the batch sizes) are checked at run time."""
     from dg.lowering.builder import elt, signless
-    from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands
+    from .ops_elementwise import agreeing_operands, contracted_operands
 
     vals, types = list(op.operands), list(op.types)
     at, ct = types
@@ -218,26 +245,13 @@ def _lower_matmul(b, op):
         return r
     # General NumPy matmul: batch dims broadcast; 1-D operands drop their axis.
     R = out_t.rank
-    batch = R - (1 if at.rank >= 2 else 0) - (1 if ct.rank >= 2 else 0)
+    batch = _batch_rank(types, out_t)
     k = R  # the contraction dim index
     out_dims = [f"d{i}" for i in range(R)]
     m_dim = f"d{batch}" if at.rank >= 2 else None
     n_dim = f"d{R - 1}" if ct.rank >= 2 else None
-
-    def batch_exprs(t, own):
-        nb = t.rank - own
-        exprs = []
-        for j in range(nb):
-            i = batch - nb + j
-            exprs.append("0" if isinstance(t.shape[j], int) and t.shape[j] == 1 and not (
-                isinstance(out_t.shape[i], int) and out_t.shape[i] == 1) else f"d{i}")
-        return exprs
-
-    a_batch, c_batch = batch_exprs(at, 2 if at.rank >= 2 else 1), batch_exprs(ct, 2 if ct.rank >= 2 else 1)
-    groups = [[(n, j) for n, exprs in enumerate((a_batch, c_batch)) for j, e in enumerate(exprs) if e == f"d{i}"]
-              for i in range(batch)]
-    vals, batch_sizes = agreeing_operands(b, vals, types, groups, "matmul: batch sizes could not be "
-                                          f"broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})")
+    a_batch, c_batch = (_batch_exprs(t, out_t, batch) for t in types)
+    vals, batch_sizes = agreeing_operands(b, vals, types, *_batch_groups(types, out_t))
     a, c = vals
     a_map = a_batch + ([m_dim] if m_dim else []) + [f"d{k}"]
     c_map = c_batch + [f"d{k}"] + ([n_dim] if n_dim else [])
@@ -263,6 +277,7 @@ def _lower_matmul(b, op):
 
 
 OPS["matmul"].lower = _lower_matmul
+OPS["matmul"].agree = _batch_groups
 
 
 def _lower_outer(b, op):

@@ -598,12 +598,55 @@ def _lower_squeeze(b, op):
 
 
 def _lower_broadcast_to(b, op):
+    """x's axes map onto the result's last axes. One declared 1 broadcasts by its indexing map; one
+    that may differ from the result's size is checked at run time to equal it or to be 1, and
+    broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
+    uninitialised tensor of the result's sizes, so that no read leaves it."""
+    from dg.lowering.builder import fail_if, ttype
     from .ops_elementwise import broadcast_maps
 
     x, xt = op.operands[0], op.types[0]
     out_t = op.result_types[0]
     sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
-    return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
+    lead = out_t.rank - xt.rank
+    checked = [j for j, d in enumerate(xt.shape) if d != 1 and not (isinstance(d, int) and d == out_t.shape[lead + j])]
+    if not checked:
+        return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
+    one = b.const(1, "index")
+    bad, ones = None, {}
+    for j in checked:
+        xd, od = b.dim(x, xt, j), sizes[lead + j]
+        ones[j] = b.cmp("eq", xd, one, "index")
+        ok = b.binary("arith.ori", b.cmp("eq", xd, od, "index"), ones[j], "i1")
+        nok = b.binary("arith.xori", ok, b.const(True, "i1"), "i1")
+        bad = nok if bad is None else b.binary("arith.ori", bad, nok, "i1")
+    fail_if(b, bad, f"cannot broadcast {xt} to the shape asked for: a size is neither 1 nor the "
+                    "shape's at run time")
+    # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
+    st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
+    if st != xt:
+        cast = b.fresh("cast")
+        b.emit(f"{cast} = tensor.cast {x} : {ttype(xt)} to {ttype(st)}")
+        x = cast
+    safe = b.empty(st, [sizes[lead + j] if j in checked else None for j in range(xt.rank)])
+    x, xt = b.select(bad, safe, x, ttype(st)), st
+    zero = b.const(0, "index")
+
+    def body(bb, args):
+        idx = []
+        for j, d in enumerate(xt.shape):
+            if d == 1:
+                idx.append(zero)
+                continue
+            li = bb.fresh("li")
+            bb.emit(f"{li} = linalg.index {lead + j} : index")
+            idx.append(bb.select(ones[j], zero, li, "index") if j in checked else li)
+        r = bb.fresh("x")
+        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
+        return r
+
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, b.empty(out_t, sizes), [], [], omap, ["parallel"] * out_t.rank, body)
 
 
 def _lower_concat(b, op):
@@ -821,10 +864,22 @@ def _lower_setitem(b, op):
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
     sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
     e = b.empty(xt, sizes)
-    from dg.lowering.builder import elt, signless
+    from dg.lowering.builder import elt, fail_if, signless
 
     ety = signless(elt(xt))
     zero, one = b.const(0, "index"), b.const(1, "index")
+    # v's sizes must each be 1 or the region's (the slice's length; 1 for a new axis), as in NumPy.
+    # (The reads below stay in bounds either way.)
+    bad = None
+    for j in range(vt.rank):
+        ax = target[tr - vt.rank + j]
+        length = one if ax[0] == "n" else plan[ax[1]][3]
+        ok = b.binary("arith.ori", b.cmp("eq", vdims[j], length, "index"), b.cmp("eq", vdims[j], one, "index"), "i1")
+        nok = b.binary("arith.xori", ok, b.const(True, "i1"), "i1")
+        bad = nok if bad is None else b.binary("arith.ori", bad, nok, "i1")
+    if bad is not None:
+        fail_if(b, bad, f"cannot assign a {vt} value to the indexed region: a size is neither 1 nor "
+                        "the region's at run time")
 
     def body(bb, args):
         inside = bb.const(True, "i1")
@@ -1054,8 +1109,15 @@ def _vjp_setitem(g, op, d):
     if any(s[0] == "t" for s in spec):
         _no_tensor_index(op, "assignment")
     dx = g.dg("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
-    dv = g.dg("getitem", [d] + dyn, {"spec": spec})
+    dv = _summed_to(g, g.dg("getitem", [d] + dyn, {"spec": spec}), v)
     return [dx, dv] + [None] * len(dyn)
+
+
+def _summed_to(g, d, x):
+    """The adjoint d of a value broadcast from x, summed to x's shape. Where x has a size that only
+    the run time knows, by dg.sum_to: it may be 1 there and stretched (the autodiff pass itself
+    sums only the axes that broadcasting adds or that x declares 1)."""
+    return d if x.tt.is_static() else g.dg("sum_to", [d, x])
 
 
 def _vjp_full(g, op, d):
@@ -1073,7 +1135,7 @@ OPS["reshape"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [No
 OPS["expand_dims"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
 OPS["squeeze"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
 OPS["transpose"].vjp = _vjp_transpose
-OPS["broadcast_to"].vjp = lambda g, op, d: [d] + [None] * (len(op.operands) - 1)
+OPS["broadcast_to"].vjp = lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1)
 OPS["concat"].vjp = _vjp_concat
 OPS["take"].vjp = _vjp_take
 OPS["getitem"].vjp = _vjp_getitem

@@ -40,6 +40,9 @@ class OpDef:
     doc: str = ""
     vjp: Optional[Callable] = None
     lower: Optional[Callable] = None
+    # Sizes NumPy would broadcast that the types do not declare 1 must agree at run time, in both
+    # modes: (operand types, result type) -> (groups of (operand, axis) of one size, message).
+    agree: Optional[Callable] = None
     # Extra per-target lowering overrides, e.g. {"cuda": fn}.
     lower_for: dict = field(default_factory=dict)
     # For registry tests: a function(rng) -> (list of arrays, attrs) or None.

@@ -197,6 +197,8 @@ class Translation:
             self._emit(indent, f"{fn}({args})", loc)
             return
         impl = opdef.impl if not attrs else functools.partial(opdef.impl, **attrs)
+        if opdef.agree is not None:
+            impl = _agreeing(impl, opdef, op, loc)
         fn = self._const(impl, f"{opname}_")
         call = f"{fn}({args})"
         self._emit(indent, f"{lhs} {call}" if lhs else call, loc)
@@ -288,6 +290,29 @@ def _divsi(a: int, b: int) -> int:
     """arith.divsi: integer division rounding toward zero (Python's // rounds down)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
+
+
+def _agreeing(impl, opdef, op, loc):
+    """impl, first checking the sizes the op's `agree` facet says must be equal at run time (as
+    compiled code does): NumPy alone would also broadcast a size that is 1 only at run time."""
+    from dg.dialects.ops_elementwise import unknown_groups
+    from dg.dsl.types import parse_mlir_type
+
+    types = [parse_mlir_type(str(v.type)) for v in op.operands]
+    groups, message = opdef.agree(types, parse_mlir_type(str(op.results[0].type)))
+    groups = unknown_groups(groups, types)
+    if not groups:
+        return impl
+    where = loc_from_mlir(loc)
+
+    def checked(*args):
+        for g in groups:
+            first = np.shape(args[g[0][0]])[g[0][1]]
+            if any(np.shape(args[k])[j] != first for k, j in g[1:]):
+                raise DgRuntimeError(message, where)
+        return impl(*args)
+
+    return checked
 
 
 def _assert_failed(info):

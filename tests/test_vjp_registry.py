@@ -169,7 +169,7 @@ def test_vjp_matches_central_differences(name):
         f"(per operand: {terms}); sample {[a.shape for a in arrays]} {attrs}")
 
 
-COMPILED_OPS = ["add", "mul", "tanh", "matmul", "softmax", "sum"]
+COMPILED_OPS = ["add", "mul", "tanh", "matmul", "softmax", "sum", "sum_to", "broadcast_to"]
 
 
 @pytest.mark.parametrize("name", COMPILED_OPS)
