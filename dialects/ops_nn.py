@@ -320,7 +320,7 @@ def _lower_softmax_family(log):
 def _lower_cross_entropy(b, op):
     """mean over rows of lse(logits[i]) - logits[i, labels[i]]; labels checked in range."""
     from dg.dsl.types import TensorType
-    from dg.lowering.builder import elt, index_in_range, signless
+    from dg.lowering.builder import elt, index_in_range, readable, signless
     from .ops_elementwise import map_generic
     from .ops_reduce import count_of, lse_keep, sum_keep
 
@@ -328,6 +328,7 @@ def _lower_cross_entropy(b, op):
     ety = signless(elt(xt))
     lse, kt = lse_keep(b, x, xt, (1,))  # [N, 1]
     c = b.dim(x, xt, 1)
+    xr, xrt = readable(b, x, xt, [1])  # the logit a label picks
     rows_t = TensorType(xt.dtype, (xt.shape[0],))
 
     def picked(bb, a):
@@ -336,7 +337,7 @@ def _lower_cross_entropy(b, op):
         li = bb.fresh("li")
         bb.emit(f"{li} = linalg.index 0 : index")
         v = bb.fresh("x")
-        bb.emit(f"{v} = tensor.extract {x}[{li}, {k}] : {xt.mlir()}")
+        bb.emit(f"{v} = tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}")
         return bb.binary("arith.subf", a[0], v, ety)
 
     lse_rows = b.fresh("rs")

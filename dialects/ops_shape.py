@@ -828,9 +828,12 @@ def _index_plan(b, x, xt, spec, dyn):
 
 
 def _lower_getitem(b, op):
+    from dg.lowering.builder import readable
+
     x, xt = op.operands[0], op.types[0]
     out_t = op.result_types[0]
     plan, out_axes = _index_plan(b, x, xt, op.attrs["spec"], list(zip(op.operands[1:], op.types[1:])))
+    x, xt = readable(b, x, xt, [k for k, p in enumerate(plan) if p[0] == "i"])
     sizes = []
     for i, ax in enumerate(out_axes):
         sizes.append(None if ax[0] == "n" else plan[ax[1]][3])
@@ -864,7 +867,7 @@ def _lower_setitem(b, op):
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
     sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
     e = b.empty(xt, sizes)
-    from dg.lowering.builder import elt, fail_if, signless
+    from dg.lowering.builder import elt, fail_if, readable, signless
 
     ety = signless(elt(xt))
     zero, one = b.const(0, "index"), b.const(1, "index")
@@ -880,6 +883,9 @@ def _lower_setitem(b, op):
     if bad is not None:
         fail_if(b, bad, f"cannot assign a {vt} value to the indexed region: a size is neither 1 nor "
                         "the region's at run time")
+    # v is read (clamped to its sizes) at every element of x: an empty v is not read.
+    v, vt = readable(b, v, vt, range(vt.rank))
+    vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
 
     def body(bb, args):
         inside = bb.const(True, "i1")
@@ -976,7 +982,7 @@ def _lower_eye(b, op):
 
 
 def _lower_take(b, op):
-    from dg.lowering.builder import index_in_range
+    from dg.lowering.builder import index_in_range, readable
 
     (x, xt), (idx, it) = zip(op.operands, op.types)
     out_t = op.result_types[0]
@@ -985,6 +991,7 @@ def _lower_take(b, op):
         [b.dim(x, xt, i) for i in range(axis + 1, xt.rank)]
     e = b.empty(out_t, sizes)
     n = b.dim(x, xt, axis)
+    x, xt = readable(b, x, xt, [axis])
     imap = ", ".join(f"d{axis + i}" for i in range(it.rank))
 
     def body(bb, args):

@@ -201,6 +201,44 @@ def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
     return b.binary("arith.maxsi", c1, zero, "index")
 
 
+def readable(b: Builder, x: str, t: TensorType, axes) -> tuple:
+    """(value, type) to read from with indices clamped by index_in_range on `axes`: x, or, where x
+    has size 0 on one of them (then every index there failed its check, and a clamped one is
+    still past the end), an uninitialised tensor with size 1 there. The read value is not used:
+    the call raises. The tensor is made only then (under scf.if), and its type has those axes
+    dynamic."""
+    zero = b.const(0, "index")
+    empty = None
+    for a in axes:
+        d = t.shape[a]
+        if isinstance(d, int) and d > 0:
+            continue
+        e = b.const(True, "i1") if isinstance(d, int) else b.cmp("eq", b.dim(x, t, a), zero, "index")
+        empty = e if empty is None else b.binary("arith.ori", empty, e, "i1")
+    if empty is None:
+        return x, t
+    from dg.dsl.types import Sym
+
+    dyn = t.with_shape([Sym() if i in axes else d for i, d in enumerate(t.shape)])
+    r = b.fresh("readable")
+    b.lines.append(" " * b.indent + f"{r} = scf.if {empty} -> ({ttype(dyn)}) {{")
+    b.indent += 2
+    one = b.const(1, "index")
+    e = b.empty(dyn, [one if i in axes else (None if isinstance(d, int) else b.dim(x, t, i)) for i, d in enumerate(t.shape)])
+    b.emit(f"scf.yield {e} : {ttype(dyn)}")
+    b.indent -= 2
+    b.lines.append(" " * b.indent + "} else {")
+    b.indent += 2
+    c = x
+    if ttype(dyn) != ttype(t):
+        c = b.fresh("cast")
+        b.emit(f"{c} = tensor.cast {x} : {ttype(t)} to {ttype(dyn)}")
+    b.emit(f"scf.yield {c} : {ttype(dyn)}")
+    b.indent -= 2
+    b.lines.append(" " * b.indent + "}")
+    return r, dyn
+
+
 def host_call(b: "Builder", op: "LowerOp", kind: str, payload) -> None:
     """A call into the executor with this op's id and its value (as an unranked tensor), if it has one."""
     hid = len(b.host_calls)

@@ -4,7 +4,7 @@ import pytest
 
 import dg
 
-from .util import check, load_src, randn
+from .util import at_page_end, check, load_src, randn
 
 F32, F64, I64 = np.float32, np.float64, np.int64
 
@@ -115,6 +115,22 @@ def assign_loss(x: f32[?], v: f32[?]) -> f32:
 
 def assign_grad(x: f32[?], v: f32[?]):
     return grad(assign_loss, wrt=1)(x, v)
+
+def element(x: f32[?], i: i64) -> f32:
+    return x[i]
+
+def row(x: f32[?, 3], i: i64):
+    return x[i]
+
+def columns(x: f32[?, ?], idx: i64[?]):
+    return take(x, idx, axis=1)
+
+def xent_any(x: f32[?, ?], y: i64[?]) -> f32:
+    return cross_entropy(x, y)
+
+def assign_part(x: f32[?], v: f32[?], k: i64):
+    x[0:k] = v
+    return x
 '''
 
 
@@ -341,3 +357,19 @@ def test_gradients_sum_over_sizes_stretched_at_run_time(m, n):
     xs = np.arange(4, dtype=F32)
     v = np.arange(5, 6 if n == 1 else 7, dtype=F32)  # stretched to the 2 slots, or not
     check(m.assign_grad(xs, v), 2 * v * (2 // v.size), rtol=1e-5)
+
+
+def test_indexing_an_empty_axis_raises_without_reading_it(m):
+    """An index into an axis of size 0 is out of bounds whatever it is: a located DgRuntimeError in
+    every mode. Compiled code clamps a bad index into the axis to keep reading in bounds, which
+    an empty axis has no room for; it read one element past the array's end (here, a fault)."""
+    bad = [(m.element, (np.zeros(0, F32), 0)), (m.row, (np.zeros((0, 3), F32), 0)),
+           (m.columns, (np.zeros((2, 0), F32), np.zeros(2, I64))),
+           (m.xent_any, (np.zeros((2, 0), F32), np.zeros(2, I64))),
+           (m.assign_part, (np.ones(3, F32), np.zeros(0, F32), 2))]
+    for fn, args in bad:
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            fn(*(at_page_end(a) if isinstance(a, np.ndarray) else a for a in args))
+        assert _line(fn.name) in str(ei.value), str(ei.value)
+    x = at_page_end(np.ones(3, F32))
+    check(m.assign_part(x, at_page_end(np.zeros(0, F32)), 0), np.ones(3, F32))

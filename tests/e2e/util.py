@@ -77,3 +77,26 @@ def check(got, want, dtype=None, rtol=1e-5, atol=1e-6):
 
 def randn(*shape, seed=0, dtype=np.float32):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+_GUARDED: list = []  # the mappings behind at_page_end's arrays (kept while the process runs)
+
+
+def at_page_end(a: np.ndarray) -> np.ndarray:
+    """A copy of `a` whose memory ends where an inaccessible page begins: compiled code that reads
+    or writes past its end faults (the test process crashes) instead of going unnoticed."""
+    import ctypes
+    import mmap
+
+    a = np.ascontiguousarray(a)
+    page = mmap.PAGESIZE
+    pages = -(-a.nbytes // page) + 1
+    buf = mmap.mmap(-1, (pages + 1) * page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    libc = ctypes.CDLL(None)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(start + pages * page, page, 0) == 0  # PROT_NONE
+    out = np.frombuffer(buf, dtype=a.dtype, count=a.size, offset=pages * page - a.nbytes).reshape(a.shape)
+    out[...] = a
+    _GUARDED.append(buf)
+    return out
