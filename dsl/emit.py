@@ -240,13 +240,12 @@ class FunctionEmitter:
             self.error(str(e), te.loc)
             return None
 
-    def declared_returns(self):
-        te = self.spec.fd.returns
+    def declared_returns(self, te=None):
+        """The declared result structure (V or nested tuples of V), or None if a type is unknown."""
+        te = self.spec.fd.returns if te is None else te
         if isinstance(te, A.TupleTypeExpr):
-            ts = [self.type_from_annotation(e, e.loc) for e in te.elts]
-            if any(t is None for t in ts):
-                return None
-            return tuple(V(None, t) for t in ts)
+            parts = [self.declared_returns(e) for e in te.elts]
+            return None if any(p is None for p in parts) else tuple(parts)
         t = self.type_from_annotation(te, te.loc)
         return None if t is None else V(None, t)
 

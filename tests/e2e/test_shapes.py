@@ -131,6 +131,9 @@ def xent_any(x: f32[?, ?], y: i64[?]) -> f32:
 def assign_part(x: f32[?], v: f32[?], k: i64):
     x[0:k] = v
     return x
+
+def nested(a: f32[N], b: f32[K]) -> (f32[N], (f32[K], f32[N])):
+    return a, (b, b)
 '''
 
 
@@ -373,3 +376,15 @@ def test_indexing_an_empty_axis_raises_without_reading_it(m):
         assert _line(fn.name) in str(ei.value), str(ei.value)
     x = at_page_end(np.ones(3, F32))
     check(m.assign_part(x, at_page_end(np.zeros(0, F32)), 0), np.ones(3, F32))
+
+
+def test_declared_sizes_of_nested_results_are_checked(m):
+    """A result inside a nested tuple is checked against its declared sizes like any other."""
+    a, b = randn(3, seed=35), randn(3, seed=36)
+    got = m.nested(a, b)
+    check(got[0], a)
+    check(got[1][0], b)
+    check(got[1][1], b)
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.nested(a, randn(2, seed=37))
+    assert _line("nested") + "5: error: " in str(ei.value) and "'N'" in str(ei.value), str(ei.value)
