@@ -125,17 +125,25 @@ def _slice_text(k, sizes):
 
 
 def _lower_tape_push(b, op):
+    """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
+    tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
+    that nothing is written past a row's end."""
     from dg.lowering.builder import fail_if
 
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
     n = b.dim(tape, tt, 0)
-    vdims = _dims(b, v, vt)
+    rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
+    bad = None
     for i, d in enumerate(vt.shape):
         if not isinstance(d, int):
-            bad = b.cmp("ne", vdims[i], b.dim(tape, tt, i + 1), "index")
-            fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
-                            "of a loop to keep their sizes")
+            ne = b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
+            bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+    if bad is not None:
+        fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
+                        "of a loop to keep their sizes")
+        v = b.select(bad, b.empty(vt, rows), v, vt.mlir())
+    row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
     grow = b.cmp("uge", k, n, "index")
     t = tt.mlir()
     r = b.fresh("tape")
@@ -144,12 +152,11 @@ def _lower_tape_push(b, op):
     two = b.binary("arith.muli", n, b.const(2, "index"), "index")
     k1 = b.binary("arith.addi", k, b.const(1, "index"), "index")
     cap = b.binary("arith.maxui", two, k1, "index")
-    e = b.empty(tt, [cap] + vdims)
+    e = b.empty(tt, [cap] + rows)
     g = b.fresh("grown")
     old = ", ".join(["0"] * tt.rank)
-    szs = ", ".join([n] + vdims)
     ones = ", ".join(["1"] * tt.rank)
-    szs = ", ".join([n] + _sizes(b, v, vt))
+    szs = ", ".join([n] + row)
     b.emit(f"{g} = tensor.insert_slice {tape} into {e}[{old}] [{szs}] [{ones}] : {t} into {t}")
     b.emit(f"scf.yield {g} : {t}")
     b.indent -= 2
@@ -159,7 +166,7 @@ def _lower_tape_push(b, op):
     b.indent -= 2
     b.lines.append(" " * b.indent + "}")
     out = b.fresh("pushed")
-    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, _sizes(b, v, vt))} : {vt.mlir()} into {t}")
+    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}")
     return out
 
 

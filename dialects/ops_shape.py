@@ -14,11 +14,16 @@ from .registry import OPS, OpDef, register
 DYN = -2
 
 
+NEGATIVE_SIZE = "a size given at run time is negative"
+
+
 def _shape_from(attr_shape, dims):
     dims = list(dims)
     out = []
     for s in attr_shape:
         out.append(int(dims.pop(0)) if s == DYN else int(s))
+        if s == DYN and out[-1] < 0:  # (NumPy would take a -1 in a reshape for "the rest")
+            raise ValueError(NEGATIVE_SIZE)
     return out
 
 
@@ -511,15 +516,21 @@ OPS["cast"].lower = _lower_cast
 
 
 def _sizes_from(b, op, attr_shape, dyn_operands):
-    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand."""
+    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand (a
+    negative one is a located error, and 0 until it is raised)."""
+    from dg.lowering.builder import fail_if
+
     dyn = list(dyn_operands)
     out = []
     for s in attr_shape:
         if s == DYN:
             v, t = dyn.pop(0)
             x = b.extract(v, t)
+            zero = b.const(0, "i64")
+            neg = b.cmp("slt", x, zero, "i64")
+            fail_if(b, neg, NEGATIVE_SIZE)
             i = b.fresh("i")
-            b.emit(f"{i} = arith.index_cast {x} : i64 to index")
+            b.emit(f"{i} = arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index")
             out.append(i)
         else:
             out.append(b.const(s, "index"))
@@ -770,10 +781,11 @@ def _slice_bounds(b, parts, dyn, n):
     zero, one = b.const(0, "index"), b.const(1, "index")
     if s is None:
         s = 1
-    if isinstance(s, str):  # a run-time step: must be positive here
-        nonpos = b.cmp("sle", s, zero, "index")
-        fail_if(b, nonpos, "a slice step given at run time must be positive")
-        step, positive = b.binary("arith.maxsi", s, one, "index"), True
+    if isinstance(s, str):  # a run-time step, of either sign
+        zstep = b.cmp("eq", s, zero, "index")
+        fail_if(b, zstep, "slice step cannot be zero")
+        step = b.select(zstep, one, s, "index")
+        positive = b.cmp("sgt", step, zero, "index")
     else:
         step, positive = b.const(s, "index"), s > 0
 
@@ -785,16 +797,22 @@ def _slice_bounds(b, parts, dyn, n):
         w = b.select(neg, b.binary('arith.addi', v, n, 'index'), v, "index")
         return b.binary("arith.minsi", b.binary("arith.maxsi", w, lo, "index"), hi, "index")
 
-    if positive:
-        start = norm(a, zero, zero, n)
-        stop = norm(c, n, zero, n)
-        length = b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "index"), step, "index")
-    else:
+    def forward():
+        return norm(a, zero, zero, n), norm(c, n, zero, n)
+
+    def backward():
         mone = b.const(-1, "index")
         top = b.binary("arith.subi", n, one, "index")
-        start = norm(a, top, mone, top)
-        stop = norm(c, mone, mone, top)
-        length = b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "index"), step, "index")
+        return norm(a, top, mone, top), norm(c, mone, mone, top)
+
+    if positive is True:
+        start, stop = forward()
+    elif positive is False:
+        start, stop = backward()
+    else:
+        (f0, f1), (b0, b1) = forward(), backward()
+        start, stop = b.select(positive, f0, b0, "index"), b.select(positive, f1, b1, "index")
+    length = b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "index"), step, "index")
     length = b.binary("arith.maxsi", length, zero, "index")
     return start, step, length
 

@@ -822,7 +822,12 @@ class FunctionEmitter:
         if first is None or isinstance(first, Undefined):
             # First bound in the body: local to it, unless it is a rewrite flag or result.
             if n.startswith("$") and _all_values(after) and all(not x.poison for x in flatten(after)):
-                return cur or (after, [x.type for x in flatten(after)])
+                types = [x.type for x in flatten(after)]
+                if cur is None or len(cur[1]) != len(types):
+                    return cur or (after, types)
+                # A later probe (carried values less static) may return other sizes: join them.
+                return cur[0], [_join(c, t) if c.rank == t.rank and c.dtype == t.dtype else c
+                                for c, t in zip(cur[1], types)]
             return None
         if not (_all_values(first) and _all_values(after)):
             return None
@@ -846,9 +851,7 @@ class FunctionEmitter:
                 self.error(f"{_show(n)} changes its element type inside the loop ({x.dtype} before, {y.dtype} after)", loc)
                 return None
             dt = y.dtype if x_weak and not y_weak else (x.dtype if not x_weak else promote(x.dtype, y.dtype))
-            shape = tuple(p if isinstance(p, Sym) else (p if isinstance(q, int) and p == q else Sym())
-                          for p, q in zip(x.type.shape, y.type.shape))
-            types.append(TensorType(dt, shape))
+            types.append(_join(x.type, y.type).with_dtype(dt))
         return struct, types
 
     def carried_inits(self, carried, before, loc):
@@ -1624,6 +1627,13 @@ def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
 
 def _dynamic(t: TensorType) -> TensorType:
     return TensorType(t.dtype, tuple(Sym() for _ in t.shape))
+
+
+
+def _join(t: TensorType, u: TensorType) -> TensorType:
+    """t's type with the sizes it does not share with u made dynamic (a symbolic size is kept)."""
+    return t.with_shape(p if isinstance(p, Sym) else (p if isinstance(q, int) and p == q else Sym())
+                        for p, q in zip(t.shape, u.shape))
 
 
 def _pattern(types) -> list:

@@ -365,7 +365,7 @@ class Autodiff:
         adj: dict = {}
         for i, ct in zip(float_results, cts):
             if ret.operands[i] in self.active:
-                self.accumulate(w, adj, ret.operands[i], ct)
+                self.accumulate(w, adj, ret.operands[i], ct, env[ret.operands[i]])
         self.reverse(f.body, env, adj, w, info)
         w.loc = f.loc
         grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
@@ -384,9 +384,15 @@ class Autodiff:
                 self.funcs[f.sym] = f  # gradient functions, so that they can be differentiated in turn
         return self.funcs[sym]
 
-    def accumulate(self, w: Grad, adj: dict, v: Value, d: Value) -> None:
+    def accumulate(self, w: Grad, adj: dict, v: Value, d: Value, like: Value) -> None:
+        """Add the adjoint d to v's; `like` is v's value in the gradient function. A d broadcast
+        from v is summed to v's shape; one whose type still fixes a size that v's leaves open (or
+        the other way round: `f32[?] * f32[2]` gives the first operand an adjoint of f32[2]) takes
+        v's type through dg.sum_to, which checks the sizes at run time."""
         if d.tt.shape != v.tt.shape or d.tt.dtype != v.tt.dtype:
             d = w.sum_to(d, v.tt)
+            if type_text(d.tt) != type_text(v.tt):
+                d = w.dg("sum_to", [d, like])
         adj[v] = w.add(adj[v], d) if v in adj else d
 
     # ------------------------------------------------------------ forward sweep
@@ -548,7 +554,7 @@ class Autodiff:
         dins = opdef.vjp(w, view, douts if len(douts) > 1 else douts[0])
         for o, d in zip(op.operands, dins):
             if d is not None and o in self.active:
-                self.accumulate(w, adj, o, d)
+                self.accumulate(w, adj, o, d, env[o])
 
     def reverse_call(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
         mask = tuple(i for i, o in enumerate(op.operands) if o in self.active)
@@ -565,7 +571,7 @@ class Autodiff:
         outs = w.op("func.call", [env[o] for o in op.operands] + cts,
                     [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
         for i, g in zip(mask, outs[len(op.results):]):
-            self.accumulate(w, adj, op.operands[i], g)
+            self.accumulate(w, adj, op.operands[i], g, env[op.operands[i]])
 
     def reverse_if(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
         seeds = [(r, adj[r]) for r in op.results if r in adj]
@@ -580,7 +586,7 @@ class Autodiff:
                 info = self.forward(b, env, w2, record=True, effects=False)
                 t = b.ops[-1]
                 for r, d in seeds:
-                    self.accumulate(w2, inner, t.operands[op.results.index(r)], d)
+                    self.accumulate(w2, inner, t.operands[op.results.index(r)], d, env[t.operands[op.results.index(r)]])
                 self.reverse(b, env, inner, w2, info)
                 w2.loc = op.loc
                 w2.op("scf.yield", [inner[v] if v in inner else w2.zeros_like(env[v]) for v in free], [])
@@ -615,13 +621,13 @@ class Autodiff:
                    regions=[write])
         return res[:len(d_init)], res[len(d_init):]
 
-    def settle(self, w: Grad, adj: dict, free: list, f_res: list, inits: list, d_res: list) -> None:
+    def settle(self, w: Grad, adj: dict, free: list, f_res: list, inits: list, d_res: list, env: dict) -> None:
         """After a reverse loop: the free values' adjoints (which started from adj) replace adj's; then the
         initial values get their share (an initial value may also be free in the body)."""
         for v, d in zip(free, f_res):
             adj[v] = d
         for v, d in zip(inits, d_res):
-            self.accumulate(w, adj, v, d)
+            self.accumulate(w, adj, v, d, env[v])
 
     def reuse_taped(self, w: Grad, body: Block, y: list, tapes: list, nxt: Value, env: dict) -> None:
         """Inside a reverse loop step: the values the body yields are the next iteration's carried
@@ -649,13 +655,13 @@ class Autodiff:
             y = body.ops[-1].operands
             self.reuse_taped(w2, body, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env)
             for i, d in zip(carried, d_in):
-                self.accumulate(w2, inner, y[i], d)
+                self.accumulate(w2, inner, y[i], d, inner_env[y[i]])
             self.reverse(body, inner_env, inner, w2, info2)
             return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
                     for i, d in zip(carried, d_in)]
 
         d_res, f_res = self.countdown(w, op.loc, info["n"], self.index(w, 1), d_init, free, f_init, step)
-        self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res)
+        self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
 
     def reverse_while(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
         before, after = op.regions
@@ -675,7 +681,7 @@ class Autodiff:
         inner = {v: adj[v] for v in free if v in adj}
         for j, r in enumerate(op.results):
             if r in adj:
-                self.accumulate(w, inner, cond[j], adj[r])
+                self.accumulate(w, inner, cond[j], adj[r], env1[cond[j]])
         self.reverse(before, env1, inner, w, info_b)
         w.loc = op.loc
         d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
@@ -693,17 +699,17 @@ class Autodiff:
             y = after.ops[-1].operands
             self.reuse_taped(w2, after, y, tapes, self.arith(w2, "addi", k, one), inner_env)
             for i, d in zip(carried_b, d_in):
-                self.accumulate(w2, inner2, y[i], d)
+                self.accumulate(w2, inner2, y[i], d, inner_env[y[i]])
             self.reverse(after, inner_env, inner2, w2, info_a2)
             for i in carried_a:
                 if after.args[i] in inner2:
-                    self.accumulate(w2, inner2, cond[i], inner2[after.args[i]])
+                    self.accumulate(w2, inner2, cond[i], inner2[after.args[i]], inner_env[cond[i]])
             self.reverse(before, inner_env, inner2, w2, info_b2)
             return [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
                     for i, d in zip(carried_b, d_in)]
 
         d_res, f_res = self.countdown(w, op.loc, last, one, d_init, free, f_init, step)
-        self.settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res)
+        self.settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res, env)
 
 
 def differentiate(module) -> str:

@@ -134,6 +134,29 @@ def assign_part(x: f32[?], v: f32[?], k: i64):
 
 def nested(a: f32[N], b: f32[K]) -> (f32[N], (f32[K], f32[N])):
     return a, (b, b)
+
+def grow_loss(x: f32[?], n: i64) -> f32:
+    y = x
+    for i in range(n):
+        y = concat([y, y * 2.0])
+    return sum(y * y)
+
+def grow_grad(x: f32[?], n: i64):
+    return grad(grow_loss)(x, n)
+
+def mixed_loss(a: f32[?], b: f32[2], c: f32[?, 2]) -> f32:
+    return sum(a * b) + sum(where(c > 0.0, a - c, b * c))
+
+def mixed_grad(a: f32[?], b: f32[2], c: f32[?, 2]):
+    return grad(mixed_loss, wrt=(0, 1, 2))(a, b, c)
+
+def sized(x: f32[?], n: i64):
+    return broadcast_to(x, [n, 2]), zeros([n]), reshape(x, [n, -1])
+
+def stepped(x: f32[?], v: f32[?], a: i64, b: i64, c: i64):
+    y = x * 1.0
+    y[a:b:c] = v
+    return x[a:b:c], y
 '''
 
 
@@ -388,3 +411,50 @@ def test_declared_sizes_of_nested_results_are_checked(m):
     with pytest.raises(dg.DgRuntimeError) as ei:
         m.nested(a, randn(2, seed=37))
     assert _line("nested") + "5: error: " in str(ei.value) and "'N'" in str(ei.value), str(ei.value)
+
+
+def test_a_loop_carried_value_that_changes_shape_cannot_be_taped(m):
+    """Gradients need a loop's carried values to keep their sizes: a located DgRuntimeError in
+    every mode. Compiled code wrote the larger value into the tape's row until the error was
+    raised (a heap overflow that aborted the process)."""
+    for n in (1000, 100000, 3):
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            m.grow_grad(np.ones(n, F32), 2)
+        assert "changed shape" in str(ei.value), str(ei.value)
+
+
+def test_gradients_where_a_symbolic_size_meets_a_static_one(m):
+    """An operand typed f32[?] whose partner fixes the size (f32[2]) gets an adjoint of f32[2]:
+    it takes the operand's type (the gradient program did not parse)."""
+    a, b, c = np.array([1.0, -2.0], F32), np.array([3.0, 4.0], F32), np.array([[1.0, -1.0], [-2.0, 0.5]], F32)
+    da, db, dc = m.mixed_grad(a, b, c)
+    pos = c > 0
+    check(da, b + pos.sum(axis=0).astype(F32), rtol=1e-6)
+    check(db, a + np.where(pos, 0, c).sum(axis=0), rtol=1e-6)
+    check(dc, np.where(pos, -1.0, b).astype(F32), rtol=1e-6)
+
+
+def test_negative_sizes_given_at_run_time_raise(m):
+    x = np.ones(2, F32)
+    for got, want in zip(m.sized(x, 2), (np.ones((2, 2), F32), np.zeros(2, F32), x.reshape(2, 1))):
+        check(got, want)
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.sized(x, -1)
+    assert _line("sized") in str(ei.value) and "negative" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("a,b,c", [(5, 0, -2), (-1, -8, -1), (0, 7, 2), (6, 1, -3), (3, 3, -1), (10, -10, -4)])
+def test_slice_steps_given_at_run_time_take_either_sign(m, a, b, c):
+    x = np.arange(7, dtype=F32)
+    want = x.copy()
+    v = np.arange(len(x[a:b:c]), dtype=F32) + 10
+    want[a:b:c] = v
+    got_slice, got = m.stepped(x, v, a, b, c)
+    check(got_slice, x[a:b:c])
+    check(got, want)
+
+
+def test_a_zero_slice_step_raises(m):
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.stepped(np.arange(3, dtype=F32), np.zeros(1, F32), 0, 3, 0)
+    assert "slice step cannot be zero" in str(ei.value), str(ei.value)

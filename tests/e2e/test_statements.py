@@ -329,6 +329,13 @@ def test_early_return_of_a_shrinking_tensor(m, t, want):
     check(m.early_shrinking(np.arange(4, dtype=F32), F32(t)), np.array(want, F32))
 
 
+@pytest.mark.parametrize("k", [0, 2, 9])
+def test_early_return_of_a_value_shrinking_from_a_fixed_size(m, k):
+    """The early return's slot takes every size the loop's value takes, not its initial one."""
+    a = np.arange(4, dtype=F32)
+    check(m.early_rest(a, k), a[min(k, 4):])
+
+
 @pytest.mark.parametrize("n", [0, 1, 3])
 def test_loop_carried_tensor_grows_from_a_fixed_size(m, n):
     want = np.ones(1, F32)
