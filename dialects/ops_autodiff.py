@@ -128,43 +128,32 @@ def _lower_tape_push(b, op):
     """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
     tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
     that nothing is written past a row's end."""
-    from dg.lowering.builder import fail_if
+    from dg.lowering.builder import any_of, fail_if, if_else
 
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
     n = b.dim(tape, tt, 0)
     rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
-    bad = None
-    for i, d in enumerate(vt.shape):
-        if not isinstance(d, int):
-            ne = b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
-            bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+    bad = any_of(b, [b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
+                     for i, d in enumerate(vt.shape) if not isinstance(d, int)])
     if bad is not None:
         fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
                         "of a loop to keep their sizes")
         v = b.select(bad, b.empty(vt, rows), v, vt.mlir())
     row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
-    grow = b.cmp("uge", k, n, "index")
     t = tt.mlir()
-    r = b.fresh("tape")
-    b.emit(f"{r} = scf.if {grow} -> ({t}) {{")
-    b.indent += 2
-    two = b.binary("arith.muli", n, b.const(2, "index"), "index")
-    k1 = b.binary("arith.addi", k, b.const(1, "index"), "index")
-    cap = b.binary("arith.maxui", two, k1, "index")
-    e = b.empty(tt, [cap] + rows)
-    g = b.fresh("grown")
-    old = ", ".join(["0"] * tt.rank)
-    ones = ", ".join(["1"] * tt.rank)
-    szs = ", ".join([n] + row)
-    b.emit(f"{g} = tensor.insert_slice {tape} into {e}[{old}] [{szs}] [{ones}] : {t} into {t}")
-    b.emit(f"scf.yield {g} : {t}")
-    b.indent -= 2
-    b.lines.append(" " * b.indent + "} else {")
-    b.indent += 2
-    b.emit(f"scf.yield {tape} : {t}")
-    b.indent -= 2
-    b.lines.append(" " * b.indent + "}")
+
+    def grown(bb):
+        two = bb.binary("arith.muli", n, bb.const(2, "index"), "index")
+        k1 = bb.binary("arith.addi", k, bb.const(1, "index"), "index")
+        e = bb.empty(tt, [bb.binary("arith.maxui", two, k1, "index")] + rows)
+        g = bb.fresh("grown")
+        at = ", ".join(["0"] * tt.rank)
+        bb.emit(f"{g} = tensor.insert_slice {tape} into {e}[{at}] [{', '.join([n] + row)}] "
+                f"[{', '.join(['1'] * tt.rank)}] : {t} into {t}")
+        return g
+
+    r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
     out = b.fresh("pushed")
     b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}")
     return out
@@ -173,7 +162,7 @@ def _lower_tape_push(b, op):
 def _lower_sum_to(b, op):
     """Leading axes and axes like declares 1 are summed always; an axis like has of unknown size is
     summed (under scf.if) when d's size there differs from like's at run time, i.e. like's is 1."""
-    from dg.lowering.builder import elt, signless
+    from dg.lowering.builder import any_of, cast, elt, if_else, signless
     from .ops_reduce import reduce_generic
 
     (d, dt), (like, lt) = zip(op.operands, op.types)
@@ -188,13 +177,6 @@ def _lower_sum_to(b, op):
         add = lambda b2, a, o: b2.binary("arith.addf" if isf else "arith.addi", a, o, ety)
         return reduce_generic(bb, v, vt, axes, keep, st, zero, add), st
 
-    def cast(bb, v, vt, to):
-        if vt.mlir() == to.mlir():
-            return v
-        r = bb.fresh("cast")
-        bb.emit(f"{r} = tensor.cast {v} : {vt.mlir()} to {to.mlir()}")
-        return r
-
     cur, ct = d, dt
     lead = dt.rank - lt.rank
     if lead:
@@ -207,18 +189,11 @@ def _lower_sum_to(b, op):
             continue
         yt = ct.with_shape(ct.shape[:i] + (Sym(),) + ct.shape[i + 1:])
         stretched = b.cmp("ne", b.dim(cur, ct, i), b.dim(like, lt, i), "index")
-        r = b.fresh("summed")
-        b.emit(f"{r} = scf.if {stretched} -> ({yt.mlir()}) {{")
-        b.indent += 2
-        s, st = summed(b, cur, ct, (i,), True)
-        b.emit(f"scf.yield {cast(b, s, st, yt)} : {yt.mlir()}")
-        b.indent -= 2
-        b.lines.append(" " * b.indent + "} else {")
-        b.indent += 2
-        b.emit(f"scf.yield {cast(b, cur, ct, yt)} : {yt.mlir()}")
-        b.indent -= 2
-        b.lines.append(" " * b.indent + "}")
-        cur, ct = r, yt
+
+        def sum_axis(bb, v=cur, vt=ct, axis=i, yt=yt):
+            return cast(bb, *summed(bb, v, vt, (axis,), True), yt)
+
+        cur, ct = if_else(b, stretched, yt.mlir(), sum_axis, lambda bb, v=cur, vt=ct, yt=yt: cast(bb, v, vt, yt)), yt
     unknown = [i for i, (a, n) in enumerate(zip(ct.shape, lt.shape)) if not (isinstance(a, int) and a == n)]
     if not unknown:
         return cast(b, cur, ct, out_t)
@@ -227,10 +202,7 @@ def _lower_sum_to(b, op):
     # that nothing reads past cur's end. The result is a slice of like's sizes (all of cur), so
     # that its sizes are like's SSA values and checks between them and like's fold.
     sizes = [b.dim(like, lt, i) for i in range(lt.rank)]
-    bad = None
-    for i in unknown:
-        ne = b.cmp("ne", b.dim(cur, ct, i), sizes[i], "index")
-        bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
+    bad = any_of(b, [b.cmp("ne", b.dim(cur, ct, i), sizes[i], "index") for i in unknown])
     dyn = ct.with_shape([Sym() for _ in ct.shape])
     cur = b.select(bad, b.empty(dyn, sizes), cast(b, cur, ct, dyn), dyn.mlir())
     parts = [str(n) if isinstance(n, int) else s for n, s in zip(lt.shape, sizes)]

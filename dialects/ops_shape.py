@@ -613,7 +613,7 @@ def _lower_broadcast_to(b, op):
     that may differ from the result's size is checked at run time to equal it or to be 1, and
     broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
     uninitialised tensor of the result's sizes, so that no read leaves it."""
-    from dg.lowering.builder import fail_if, ttype
+    from dg.lowering.builder import any_of, cast, fail_if, neither, ttype
     from .ops_elementwise import broadcast_maps
 
     x, xt = op.operands[0], op.types[0]
@@ -624,23 +624,14 @@ def _lower_broadcast_to(b, op):
     if not checked:
         return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
     one = b.const(1, "index")
-    bad, ones = None, {}
-    for j in checked:
-        xd, od = b.dim(x, xt, j), sizes[lead + j]
-        ones[j] = b.cmp("eq", xd, one, "index")
-        ok = b.binary("arith.ori", b.cmp("eq", xd, od, "index"), ones[j], "i1")
-        nok = b.binary("arith.xori", ok, b.const(True, "i1"), "i1")
-        bad = nok if bad is None else b.binary("arith.ori", bad, nok, "i1")
+    ones = {j: b.cmp("eq", b.dim(x, xt, j), one, "index") for j in checked}
+    bad = any_of(b, [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked])
     fail_if(b, bad, f"cannot broadcast {xt} to the shape asked for: a size is neither 1 nor the "
                     "shape's at run time")
     # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
     st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
-    if st != xt:
-        cast = b.fresh("cast")
-        b.emit(f"{cast} = tensor.cast {x} : {ttype(xt)} to {ttype(st)}")
-        x = cast
     safe = b.empty(st, [sizes[lead + j] if j in checked else None for j in range(xt.rank)])
-    x, xt = b.select(bad, safe, x, ttype(st)), st
+    x, xt = b.select(bad, safe, cast(b, x, xt, st), ttype(st)), st
     zero = b.const(0, "index")
 
     def body(bb, args):
@@ -885,19 +876,14 @@ def _lower_setitem(b, op):
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
     sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
     e = b.empty(xt, sizes)
-    from dg.lowering.builder import elt, fail_if, readable, signless
+    from dg.lowering.builder import any_of, elt, fail_if, neither, readable, signless
 
     ety = signless(elt(xt))
     zero, one = b.const(0, "index"), b.const(1, "index")
     # v's sizes must each be 1 or the region's (the slice's length; 1 for a new axis), as in NumPy.
     # (The reads below stay in bounds either way.)
-    bad = None
-    for j in range(vt.rank):
-        ax = target[tr - vt.rank + j]
-        length = one if ax[0] == "n" else plan[ax[1]][3]
-        ok = b.binary("arith.ori", b.cmp("eq", vdims[j], length, "index"), b.cmp("eq", vdims[j], one, "index"), "i1")
-        nok = b.binary("arith.xori", ok, b.const(True, "i1"), "i1")
-        bad = nok if bad is None else b.binary("arith.ori", bad, nok, "i1")
+    lengths = [one if ax[0] == "n" else plan[ax[1]][3] for ax in target[tr - vt.rank:]]
+    bad = any_of(b, [neither(b, vd, n) for vd, n in zip(vdims, lengths)])
     if bad is not None:
         fail_if(b, bad, f"cannot assign a {vt} value to the indexed region: a size is neither 1 nor "
                         "the region's at run time")

@@ -170,6 +170,34 @@ class Builder:
         return r
 
 
+def any_of(b: Builder, conds) -> str | None:
+    """The i1 OR of `conds` (None when there are none)."""
+    out = None
+    for c in conds:
+        out = c if out is None else b.binary("arith.ori", out, c, "i1")
+    return out
+
+
+def neither(b: Builder, size: str, want: str) -> str:
+    """i1: `size` is neither `want` nor 1 (it cannot be broadcast to `want`)."""
+    return b.binary("arith.andi", b.cmp("ne", size, want, "index"), b.cmp("ne", size, b.const(1, "index"), "index"), "i1")
+
+
+def if_else(b: Builder, cond: str, ty: str, then, other) -> str:
+    """An scf.if yielding one value of type `ty`: `then(b)` or `other(b)`, each writing its
+    branch and returning the value it yields."""
+    r = b.fresh("if")
+    b.lines.append(" " * b.indent + f"{r} = scf.if {cond} -> ({ty}) {{")
+    for k, branch in enumerate((then, other)):
+        if k:
+            b.lines.append(" " * b.indent + "} else {")
+        b.indent += 2
+        b.emit(f"scf.yield {branch(b)} : {ty}")
+        b.indent -= 2
+    b.lines.append(" " * b.indent + "}")
+    return r
+
+
 def fail_if(b: Builder, cond: str, message: str) -> None:
     """When the i1 `cond` holds at run time, report `message` at the current location."""
     cid = len(b.checks)
@@ -208,35 +236,29 @@ def readable(b: Builder, x: str, t: TensorType, axes) -> tuple:
     the call raises. The tensor is made only then (under scf.if), and its type has those axes
     dynamic."""
     zero = b.const(0, "index")
-    empty = None
-    for a in axes:
-        d = t.shape[a]
-        if isinstance(d, int) and d > 0:
-            continue
-        e = b.const(True, "i1") if isinstance(d, int) else b.cmp("eq", b.dim(x, t, a), zero, "index")
-        empty = e if empty is None else b.binary("arith.ori", empty, e, "i1")
+    empty = any_of(b, [b.const(True, "i1") if isinstance(t.shape[a], int) else b.cmp("eq", b.dim(x, t, a), zero, "index")
+                       for a in axes if not (isinstance(t.shape[a], int) and t.shape[a] > 0)])
     if empty is None:
         return x, t
     from dg.dsl.types import Sym
 
     dyn = t.with_shape([Sym() if i in axes else d for i, d in enumerate(t.shape)])
-    r = b.fresh("readable")
-    b.lines.append(" " * b.indent + f"{r} = scf.if {empty} -> ({ttype(dyn)}) {{")
-    b.indent += 2
-    one = b.const(1, "index")
-    e = b.empty(dyn, [one if i in axes else (None if isinstance(d, int) else b.dim(x, t, i)) for i, d in enumerate(t.shape)])
-    b.emit(f"scf.yield {e} : {ttype(dyn)}")
-    b.indent -= 2
-    b.lines.append(" " * b.indent + "} else {")
-    b.indent += 2
-    c = x
-    if ttype(dyn) != ttype(t):
-        c = b.fresh("cast")
-        b.emit(f"{c} = tensor.cast {x} : {ttype(t)} to {ttype(dyn)}")
-    b.emit(f"scf.yield {c} : {ttype(dyn)}")
-    b.indent -= 2
-    b.lines.append(" " * b.indent + "}")
-    return r, dyn
+
+    def stand_in(bb):
+        one = bb.const(1, "index")
+        return bb.empty(dyn, [one if i in axes else (None if isinstance(d, int) else bb.dim(x, t, i))
+                              for i, d in enumerate(t.shape)])
+
+    return if_else(b, empty, ttype(dyn), stand_in, lambda bb: cast(bb, x, t, dyn)), dyn
+
+
+def cast(b: Builder, v: str, t: TensorType, to: TensorType) -> str:
+    """v as type `to` (tensor.cast between static and dynamic sizes), or v if the types agree."""
+    if ttype(t) == ttype(to):
+        return v
+    r = b.fresh("cast")
+    b.emit(f"{r} = tensor.cast {v} : {ttype(t)} to {ttype(to)}")
+    return r
 
 
 def host_call(b: "Builder", op: "LowerOp", kind: str, payload) -> None:
