@@ -28,7 +28,6 @@ def _plain(t) -> bool:
 def strided_copies_as_loops(module) -> int:
     """Replace the strided `memref.copy` ops; how many."""
     from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import ir
 
     found = []
     for op in operations_under(module.body):

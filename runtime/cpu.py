@@ -29,7 +29,7 @@ import numpy as np
 from dg.dialects.dialect import append_parsed, shared_context
 from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
-from dg.errors import DgError, DgRuntimeError, loc_from_mlir
+from dg.errors import DgRuntimeError, loc_from_mlir
 
 from dg.lowering import blas, copies, gemm_updates, sizes
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
