@@ -31,10 +31,10 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgRuntimeError, loc_from_mlir
 
-from dg.lowering import blas, copies, gemm_updates, sizes
+from dg.lowering import blas, copies, gemm_updates, parallel, sizes
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
-from . import cache
+from . import cache, threads
 
 # Inlining (so that fusion and dead-code removal see a step and its gradient functions as one
 # body) and canonicalization (with one size per argument axis: lowering.sizes), the slices that
@@ -206,6 +206,7 @@ class _Runtime:
         lib = blas.locate()
         for name, addr in lib.addresses if lib else ():
             cls.symbols[name] = addr
+        cls.symbols.update(threads.symbols())
         for name, addr in cls.symbols.items():
             llvm.add_symbol(name, addr)
         return cls.symbols
@@ -213,7 +214,7 @@ class _Runtime:
 
 def pipeline_identity() -> str:
     """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{SIMPLIFY}\0{BUFFERIZE}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
+    return f"{SIMPLIFY}\0{BUFFERIZE}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
 
 
 def bufferized(dg_module: "ir.Module"):
@@ -260,6 +261,17 @@ def _only_entry(m, entry: str) -> None:
     passmanager.PassManager.parse("builtin.module(symbol-dce)").run(m.operation)
 
 
+def _internal(m) -> None:
+    """Give the private functions internal linkage: the ExecutionEngine writes a wrapper for every
+    function that is visible outside the object, and the wrapper inlines the function once more."""
+    internal = ir.Attribute.parse("#llvm.linkage<internal>")
+    for op in m.body.operations:
+        op = op.operation
+        if (op.name == "func.func" and len(op.regions[0].blocks) and "sym_visibility" in op.attributes
+                and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
+            op.attributes["llvm.linkage"] = internal
+
+
 def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
     """(ToLinalg result, LLVM-dialect module) for a dg module; with `entry`, only that function is
     callable and only what it reaches is compiled."""
@@ -272,7 +284,10 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             blas.route_matmuls(m)
             gemm_updates.fuse_gemm_updates(m)
             copies.strided_copies_as_loops(m)
+            parallel.outline_parallel_loops(m)
+            _internal(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
+            parallel.mark_noalias(m)
             for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
                 if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
                     op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)

@@ -1,0 +1,347 @@
+"""Large loops of independent iterations run on several threads (compiled CPU code).
+
+Expects: a module after bufferization, its linalg ops still whole. Guarantees:
+`outline_parallel_loops(module)` lowers the linalg ops to loops (MLIR's
+`convert-linalg-to-parallel-loops`: an `scf.parallel` over a linalg op's
+parallel axes). Each outermost `scf.parallel` whose body calls nothing and
+records no failed check is moved into a function of its own,
+`@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
+values the body uses from outside travel in a context struct on the
+caller's stack, which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants
+are made again inside). A memref on memory the caller allocated, which no
+other memref of the loop can view, is marked `noalias` for LLVM (after the
+lowering to LLVM: `mark_noalias`), as it would know inside the caller. In the loop's place, a
+call hands the function to the runtime's thread pool (`dg_parallel_for`,
+`runtime.threads`) with the number of first-axis iterations and an
+estimate of the work: the iterations of the loop and of the loops inside
+it whose bounds are known before it starts, times the operations of its
+body (a load or store counting as several). The pool decides at run time
+how many threads to use; a small loop runs on the calling thread. A loop
+whose bounds are constants and whose work is too small to share is left
+in place. Other `scf.parallel` loops stay sequential
+(`convert-scf-to-cf` lowers them).
+"""
+from __future__ import annotations
+
+from dg.dialects.dialect import append_parsed, operations_under
+from dg.dialects.mlir import ir, passmanager
+
+from .builder import STATE
+from .sizes import _constant, _owner
+
+RUNTIME = "dg_parallel_for"
+RUNTIME_DECL = f"llvm.func @{RUNTIME}(!llvm.ptr, !llvm.ptr, i64, i64)"
+# Operations a body running on another thread must not contain: calls (into Python, into dg
+# functions that check and count stack) and MLIR's `memrefCopy` (a call into Python).
+_SERIAL_OPS = {"func.call", "func.call_indirect", "llvm.call", "memref.copy"}
+_VIEWS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
+          "memref.collapse_shape", "memref.transpose", "memref.view"}
+_SCALARS = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
+# Work (iterations times body operations, the estimate below) per thread below which sharing a
+# loop costs more than it saves (runtime.threads splits a loop in parts of at least this much):
+# waking a worker and waiting for it took some tens of microseconds on a 2-core virtual machine,
+# where a loop of this much work takes about as long.
+GRAIN = 1 << 21
+# A load or store counts as this many operations in the work estimate: a loop of few arithmetic
+# operations is bound by memory traffic, which costs more per element than what LLVM vectorizes.
+_MEMORY_COST = 8
+NOALIAS = "dg.noalias"  # a loop function's pointer arguments that alias no other (mark_noalias)
+IDENTITY = "parallel-1"  # part of the disk cache key (runtime.cpu.pipeline_identity)
+
+
+def _descriptor(t: "ir.MemRefType") -> str:
+    """The LLVM struct a ranked memref of this type becomes (finalize-memref-to-llvm)."""
+    r = t.rank
+    return "!llvm.struct<(ptr, ptr, i64)>" if r == 0 else \
+        f"!llvm.struct<(ptr, ptr, i64, array<{r} x i64>, array<{r} x i64>)>"
+
+
+def _field(t: "ir.Type") -> str | None:
+    """The context struct's field for a value of MLIR type `t`, or None if it cannot travel."""
+    t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+    if isinstance(t, ir.MemRefType):
+        return _descriptor(t)
+    if isinstance(t, ir.IndexType):
+        return "i64"
+    s = str(t)
+    return s if s in _SCALARS else None
+
+
+def _nest(loop) -> list:
+    """The loop and every operation under it."""
+    out = [loop]
+    for region in loop.regions:
+        for block in region.blocks:
+            out += operations_under(block)
+    return out
+
+
+def _defined_inside(nest: list) -> set:
+    """The values the loop's region defines (results of ops in it, block arguments)."""
+    inside: set = set()
+    for op in nest:
+        if op != nest[0]:
+            inside.update(op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    return inside
+
+
+def _parallelizable(nest: list) -> bool:
+    return not any(op.name in _SERIAL_OPS or (op.name == "memref.get_global" and
+                                              ir.FlatSymbolRefAttr(op.attributes["name"]).value == STATE)
+                   for op in nest)
+
+
+def _outermost_loops(m) -> list:
+    """The scf.parallel ops of the module's functions that no other scf.parallel contains."""
+    found = []
+
+    def visit(block):
+        for op in block.operations:
+            op = op.operation
+            if op.name == "scf.parallel":
+                found.append(op)
+                continue
+            for region in op.regions:
+                for b in region.blocks:
+                    visit(b)
+
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            visit(op.regions[0].blocks[0])
+    return found
+
+
+def _used_from_outside(nest: list, inside: set, dims: int) -> list:
+    """The values from outside the loop that it or its body uses, in order of first use (not the
+    first axis' bounds: the body gets those as they are split)."""
+    seen, order = set(), []
+    first = {0, dims, 2 * dims}
+    for op in nest:
+        for i, v in enumerate(op.operands):
+            if op == nest[0] and i in first:
+                continue
+            if v not in inside and v not in seen:
+                seen.add(v)
+                order.append(v)
+    return order
+
+
+def _is_constant(v) -> bool:
+    owner = _owner(v)
+    return owner is not None and owner.name in ("arith.constant", "llvm.mlir.constant")
+
+
+def _inner_bounds(nest: list, inside: set) -> list:
+    """(lower, upper, step) values of the loops in the body whose bounds are set before the loop."""
+    out = []
+    for op in nest[1:]:
+        if op.name == "scf.for":
+            triples = [tuple(list(op.operands)[:3])]
+        elif op.name == "scf.parallel":
+            operands = list(op.operands)
+            d = len(op.regions[0].blocks[0].arguments)
+            triples = [(operands[i], operands[d + i], operands[2 * d + i]) for i in range(d)]
+        else:
+            continue
+        out += [t for t in triples if all(b not in inside for b in t)]
+    return out
+
+
+def _trips(lb: str, ub: str, st: str, out: str) -> list:
+    """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb)."""
+    return [f"{out}_d = arith.subi {ub}, {lb} : index",
+            f"{out}_c = arith.ceildivsi {out}_d, {st} : index",
+            f"{out}_n = arith.maxsi {out}_c, %zero : index",
+            f"{out}_i = arith.index_cast {out}_n : index to i64",
+            f"{out} = arith.sitofp {out}_i : i64 to f64"]
+
+
+def _root(v):
+    """Where the memory a memref value views comes from: its allocation op, "argument" (a
+    function's), "global", or None when not known here (a loop's or a branch's result)."""
+    owner = _owner(v)
+    while owner is not None and owner.name in _VIEWS:
+        v = owner.operands[0]
+        owner = _owner(v)
+    if owner is None:
+        block = v.owner  # v is a block's argument
+        parent = getattr(block.owner, "operation", block.owner) if isinstance(block, ir.Block) else None
+        return "argument" if parent is not None and parent.name == "func.func" else None
+    if owner.name in ("memref.alloc", "memref.alloca"):
+        return owner
+    return "global" if owner.name == "memref.get_global" else None
+
+
+def _noalias(passed: list, fields: list) -> list:
+    """Which passed memrefs view memory allocated here that no other passed memref can view:
+    LLVM may take those as not aliasing the others (and vectorize without checks at run time)."""
+    roots = [_root(v) if f.startswith("!llvm.struct") else "scalar" for v, f in zip(passed, fields)]
+    if any(r is None for r in roots):
+        return [False] * len(roots)
+    return [not isinstance(r, str) and sum(1 for o in roots if not isinstance(o, str) and o == r) == 1
+            for r in roots]
+
+
+def _texts(name: str, fields: list, types: list, noalias: list, inner: int, ops: int) -> str:
+    """IR of the loop's functions: `{name}_loop` (iterations [lo, hi) of the first axis, on the
+    passed values, then the axis' lower bound, upper bound and step; the loop is cloned into it
+    later), `{name}` (what the pool calls: the values from the context, then `{name}_loop`) and
+    `{name}_launch` (packs the context, estimates the work, calls the pool)."""
+    k = len(fields)
+    fields, types = fields + ["i64"] * 3, types + ["index"] * 3
+    ctx = "!llvm.struct<(" + ", ".join(fields) + ")>"
+    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
+    at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
+    for i, (f, t) in enumerate(zip(fields, types)):
+        if f.startswith("!llvm.struct"):
+            if i < k and noalias[i]:
+                flat.append(at + 1)  # the aligned pointer (the allocated one is for freeing)
+            at += 3 + 2 * ir.MemRefType(ir.Type.parse(t)).rank
+        else:
+            at += 1
+    attrs = f" attributes {{{NOALIAS} = array<i64: {', '.join(map(str, flat))}>}}" if flat else ""
+    loop = [f"func.func private @{name}_loop(%lo: index, %hi: index, {params}){attrs} {{",
+            f"  %x = arith.muli %lo, %a{k + 2} : index",
+            f"  %nlb = arith.addi %a{k}, %x : index",
+            f"  %y = arith.muli %hi, %a{k + 2} : index",
+            f"  %z = arith.addi %a{k}, %y : index",
+            f"  %nub = arith.minsi %z, %a{k + 1} : index",
+            "  return", "}"]
+
+    unpack, values = [], []
+    for i, (f, t) in enumerate(zip(fields, types)):
+        unpack += [f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}",
+                   f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
+        if f.startswith("!llvm.struct"):
+            unpack.append(f"%v{i} = builtin.unrealized_conversion_cast %f{i} : {f} to {t}")
+        elif t == "index":
+            unpack.append(f"%v{i} = arith.index_cast %f{i} : i64 to index")
+        values.append(unpack[-1].split(" = ")[0])
+    unpack += ["%lo_i = arith.index_cast %lo : i64 to index",
+               "%hi_i = arith.index_cast %hi : i64 to index",
+               f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values)}) : (index, index, {', '.join(types)}) -> ()",
+               "return"]
+
+    launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
+    launch = ["%one = llvm.mlir.constant(1 : i64) : i64",
+              "%zero = arith.constant 0 : index",
+              f"%ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr"]
+    for i, (f, t) in enumerate(zip(fields, types)):
+        launch.append(f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
+        v = f"%a{i}"
+        if f.startswith("!llvm.struct"):
+            launch.append(f"%d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
+            v = f"%d{i}"
+        elif t == "index":
+            launch.append(f"%d{i} = arith.index_cast %a{i} : index to i64")
+            v = f"%d{i}"
+        launch.append(f"llvm.store {v}, %p{i} : {f}, !llvm.ptr")
+    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n")
+    launch.append(f"%w = arith.constant {float(ops)} : f64")
+    work = "%w"
+    for i in range(inner):
+        launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}")
+        launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
+        work = f"%w{i}"
+    launch += [f"%wn = arith.mulf {work}, %n : f64",
+               "%cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
+               "%wc = arith.minimumf %wn, %cap : f64",
+               "%work = arith.fptosi %wc : f64 to i64",
+               f"%fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
+               "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
+               f"llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
+               "return"]
+    return ("\n".join(loop) + "\n"
+            f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
+            f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
+
+
+def _outline(m, loop, name: str) -> bool:
+    """Move one scf.parallel into functions of its own (see the module's doc); False if a value
+    it uses cannot travel in the context, or the loop is known to be too small to share."""
+    nest = _nest(loop)
+    dims = len(loop.regions[0].blocks[0].arguments)
+    inside = _defined_inside(nest)
+    outside = _used_from_outside(nest, inside, dims)
+    constants = [v for v in outside if _is_constant(v)]
+    passed = [v for v in outside if not _is_constant(v)]
+    fields = [_field(v.type) for v in passed]
+    if any(f is None for f in fields):
+        return False
+    operands = list(loop.operands)
+    first = [operands[0], operands[dims], operands[2 * dims]]
+    inner = [(operands[i], operands[dims + i], operands[2 * dims + i]) for i in range(1, dims)]
+    inner += _inner_bounds(nest, inside)
+    cost = sum(_MEMORY_COST if op.name in ("memref.load", "memref.store") else 1 for op in nest)
+    known = [tuple(_constant(b) for b in bounds) for bounds in [first, *inner]]
+    if all(None not in k for k in known):  # sizes known now: a loop too small to share stays put
+        work = cost
+        for lb, ub, st in known:
+            work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
+        if work < 2 * GRAIN:
+            return False
+    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), len(inner), cost)
+
+    helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
+    funcs = [op.operation for op in helper.body.operations][1:]
+    for f in funcs:
+        f.detach_from_parent()
+        m.body.append(f)
+    block = funcs[0].regions[0].blocks[0]
+    args = list(block.arguments)
+    ops = [op.operation for op in block.operations]
+    value = dict(zip(passed, args[2:]))
+    start = ir.InsertionPoint.at_block_begin(block)
+    for c in constants:
+        value[c] = _owner(c).clone(ip=start).results[0]
+    clone = loop.clone(ip=ir.InsertionPoint(ops[-1]))
+    for op in _nest(clone):
+        for i, v in enumerate(op.operands):
+            if v in value:
+                op.operands[i] = value[v]
+    step = first[2]  # a constant step stays one, so that LLVM can vectorize the loop
+    clone.operands[0] = ops[1].results[0]  # %nlb
+    clone.operands[dims] = ops[4].results[0]  # %nub
+    clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
+
+    ir.Operation.create("func.call", results=[], operands=passed + first + [b for bounds in inner for b in bounds],
+                        attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")},
+                        loc=loop.location, ip=ir.InsertionPoint(loop))
+    loop.erase()
+    return True
+
+
+def mark_noalias(m) -> None:
+    """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
+    the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument)."""
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "llvm.func" and NOALIAS in op.attributes:
+            marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
+            n = len(op.regions[0].blocks[0].arguments)
+            none, alias = ir.DictAttr.get({}), ir.DictAttr.get({"llvm.noalias": ir.UnitAttr.get()})
+            op.attributes["arg_attrs"] = ir.ArrayAttr.get([alias if i in marked else none for i in range(n)])
+            del op.attributes[NOALIAS]
+
+
+def outline_parallel_loops(m) -> int:
+    """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
+    passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
+    taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
+             if "sym_name" in op.operation.attributes}
+    count = 0
+    for loop in _outermost_loops(m):
+        if not _parallelizable(_nest(loop)):
+            continue
+        name = f"__dg_par_{count}"
+        while name in taken:
+            name += "_"
+        if _outline(m, loop, name):
+            count += 1
+    if count:
+        append_parsed(m, RUNTIME_DECL)
+    return count

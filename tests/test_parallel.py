@@ -1,0 +1,207 @@
+"""Large loops of compiled CPU code run on several threads (lowering/parallel.py, runtime/threads.py).
+
+The pool's size is fixed when a process first compiles, so each check runs in a child process
+with DG_NUM_THREADS set: 3 threads, more than CI's two cores, so that the split is exercised on
+any machine. Results are compared with the interpreter's and with the same program run on one
+thread; the pool's count of split loops shows that the work was shared.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from dg.dialects.mlir import ir  # noqa: F401  (the bindings must import before the child runs)
+
+
+def _run(script: str, threads: int, tmp_path, **env) -> str:
+    full = {**os.environ, "DG_NUM_THREADS": str(threads), "DG_CACHE_DIR": str(tmp_path / "cache"), **env}
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=full, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+POOL = """
+import ctypes, os, threading
+from dg.runtime import threads
+fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+pf = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+    threads.symbols()["dg_parallel_for"])
+assert threads.workers() == 2, threads.workers()
+
+def parts(n, work):
+    seen = []
+    body = fn_t(lambda ctx, lo, hi: seen.append((lo, hi, threading.get_ident())))
+    pf(body, None, n, work)
+    covered = sorted(i for lo, hi, _ in seen for i in range(lo, hi))
+    assert covered == list(range(n)), (n, work, seen)
+    return seen
+
+big = 1 << 40
+for n in (0, 1, 2, 3, 7, 100, 1001):
+    p = parts(n, big)
+    assert len(p) == min(3, max(n, 1)), (n, p)
+    assert len({t for _, _, t in p}) == len(p)  # each part on a thread of its own
+assert len(parts(1000, threads.GRAIN)) == 1  # too little work to wake a worker
+assert len(parts(1000, 2 * threads.GRAIN)) == 2
+before = threads.splits()
+for i in range(300):  # workers must not miss a loop or run one twice
+    parts(64, big)
+assert threads.splits() == before + 300
+
+errors = []
+def caller():  # two Python threads at once: one shares the pool, the other runs alone
+    try:
+        for i in range(200):
+            parts(50, big)
+    except AssertionError as e:
+        errors.append(e)
+ts = [threading.Thread(target=caller) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert not errors, errors
+
+pid = os.fork()
+if pid == 0:  # a forked child gets workers of its own
+    try:
+        assert len(parts(100, big)) == 3
+        os._exit(0)
+    except BaseException:
+        os._exit(1)
+_, status = os.waitpid(pid, 0)
+assert status == 0
+print("pool ok")
+"""
+
+
+def test_pool_runs_each_iteration_once(tmp_path):
+    assert "pool ok" in _run(POOL, 3, tmp_path)
+
+
+PROGRAMS = """
+import numpy as np, dg
+from dg.runtime import threads
+
+SRC = '''
+def chain(a: f32[N], b: f32[N]) -> f32[N]:
+    return tanh(exp(a) * b + 1.0) / (1.0 + a * a)
+
+def rows(x: f32[N, M]) -> f32[N]:
+    return sum(x * x, axis=1)
+
+def cols(x: f32[N, M]) -> f32[M]:
+    return max(x, axis=0)
+
+def views(a: f32[N], b: f32[M]) -> f32[P, Q]:
+    return transpose(a[:, None] * b[None, :])[1:, ::2]
+
+def mm(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
+    return a @ b
+
+def ints(n: i64) -> i64[N]:
+    return (arange(n) % 7) * arange(n)
+
+def bmm(a: f32[B, N, K], b: f32[B, K, M]) -> f32[B, N, M]:
+    return softmax(a @ b, axis=-1)
+
+def scaled(x: f32[N, M], s: f32, k: i64) -> f32[N, M]:
+    for i in range(k):
+        x = x * s + 1.0
+    return x
+
+def loss(x: f32[N, M], w: f32[M]) -> f32:
+    return sum(tanh(x * w))
+
+def step(x: f32[N, M], w: f32[M]):
+    return value_and_grad(loss, wrt=1)(x, w)
+'''
+comp = dg.loads(SRC, mode="compiled", filename="par.dg")
+interp = dg.loads(SRC, mode="interp", filename="par.dg")
+rng = np.random.default_rng(0)
+a = rng.standard_normal(1 << 20).astype(np.float32)
+b = rng.standard_normal(1 << 20).astype(np.float32)
+x = rng.standard_normal((700, 900)).astype(np.float32)
+cases = [("chain", (a, b)), ("rows", (x,)), ("views", (a[:900], b[:700])),
+         ("mm", (x[:300, :400], x[300:700, 500:])), ("ints", (np.int64(600000),)),
+         ("scaled", (x, np.float32(0.5), np.int64(3))), ("step", (x, x[0])),
+         ("bmm", (a[:4 * 100 * 200].reshape(4, 100, 200), b[:4 * 200 * 300].reshape(4, 200, 300)))]
+before = threads.splits()
+for name, args in cases:
+    got, want = getattr(comp, name)(*args), getattr(interp, name)(*args)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-4 * max(1.0, float(np.abs(w).max())), err_msg=name)
+    np.save(f"{name}.npy", np.concatenate([np.ravel(g).astype(np.float64) for g in (got if isinstance(got, tuple) else (got,))]))
+print("split", threads.splits() - before)
+small = threads.splits()
+comp.chain(a[:1000], b[:1000]); comp.rows(x[:10]); comp.step(x[:4], x[0])
+print("small", threads.splits() - small)
+"""
+
+
+@pytest.mark.slow
+def test_compiled_loops_split_over_threads(tmp_path):
+    """Element-wise ops, row and column reductions, strided views, matmul loops (without BLAS,
+    batched too), integers, loops and a gradient: the same results on three threads as in the interpreter and
+    as on one thread, with the large loops split and the small ones not."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "three").mkdir()
+    three = _run(f"import os; os.chdir({str(tmp_path / 'three')!r})\n" + PROGRAMS, 3, tmp_path, DG_BLAS="0")
+    one = _run(f"import os; os.chdir({str(tmp_path / 'one')!r})\n" + PROGRAMS, 1, tmp_path, DG_BLAS="0")
+    split = int(three.split("split ")[1].split()[0])
+    assert split >= 10, three
+    assert "split 0" in one and "small 0" in one
+    assert "small 0" in three, three
+    for f in sorted(os.listdir(tmp_path / "three")):
+        # the same code on other bounds: a vector loop's remainder may round differently
+        np.testing.assert_allclose(np.load(tmp_path / "three" / f), np.load(tmp_path / "one" / f),
+                                   rtol=1e-6, atol=1e-30, err_msg=f)
+
+
+def _generic(src: str, src_t: str, dst: str, dst_t: str) -> str:
+    return (f"linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
+            f"iterator_types = [\"parallel\"]}} ins({src} : {src_t}) outs({dst} : {dst_t}) {{\n"
+            "^bb0(%x: f32, %y: f32):\n  %e = math.exp %x : f32\n  linalg.yield %e : f32\n}\n")
+
+
+NOALIAS_CASES = {
+    # the output is fresh memory, the input an argument: the output aliases nothing
+    "fresh": ("func.func @f(%b: memref<?xf32>) -> memref<?xf32> {\n"
+              "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
+              "%a = memref.alloc(%n) : memref<?xf32>\n"
+              + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>") + "return %a : memref<?xf32>\n}", 1),
+    # two views of one allocation: neither may be taken as not aliasing the other
+    "views": ("func.func @f(%n: index) -> memref<?xf32> {\n"
+              "%c1 = arith.constant 1 : index\n%m = arith.subi %n, %c1 : index\n"
+              "%a = memref.alloc(%n) : memref<?xf32>\n"
+              "%v = memref.subview %a[1] [%m] [1] : memref<?xf32> to memref<?xf32, strided<[1], offset: 1>>\n"
+              "%w = memref.subview %a[0] [%m] [1] : memref<?xf32> to memref<?xf32, strided<[1]>>\n"
+              + _generic("%w", "memref<?xf32, strided<[1]>>", "%v", "memref<?xf32, strided<[1], offset: 1>>")
+              + "return %a : memref<?xf32>\n}", 0),
+    # an input that is one allocation or the other, chosen at run time: nothing is known
+    "branch": ("func.func @f(%b: memref<?xf32>, %c: i1) -> memref<?xf32> {\n"
+               "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
+               "%a = memref.alloc(%n) : memref<?xf32>\n"
+               "%s = scf.if %c -> memref<?xf32> {\n  scf.yield %a : memref<?xf32>\n} else {\n"
+               "  scf.yield %b : memref<?xf32>\n}\n"
+               + _generic("%s", "memref<?xf32>", "%a", "memref<?xf32>") + "return %a : memref<?xf32>\n}", 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOALIAS_CASES))
+def test_noalias_only_where_nothing_else_views_the_memory(case):
+    from dg.dialects.dialect import shared_context
+    from dg.lowering import parallel
+
+    text, marked = NOALIAS_CASES[case]
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert parallel.outline_parallel_loops(m) == 1
+        loops = [op.operation for op in m.body.operations
+                 if ir.StringAttr(op.operation.attributes["sym_name"]).value.endswith("_loop")]
+        assert len(loops) == 1
+        attrs = loops[0].attributes
+        got = len(ir.DenseI64ArrayAttr(attrs[parallel.NOALIAS])) if parallel.NOALIAS in attrs else 0
+        assert got == marked, str(m)
