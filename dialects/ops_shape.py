@@ -15,6 +15,10 @@ DYN = -2
 
 
 NEGATIVE_SIZE = "a size given at run time is negative"
+# More elements than any memory holds: checked before the sizes are multiplied into a byte count
+# that would wrap around in compiled code (and allocate too little).
+MAX_ELEMENTS = 1 << 50
+TOO_LARGE = "the sizes given at run time make more than 2**50 elements"
 
 
 def _shape_from(attr_shape, dims):
@@ -24,7 +28,31 @@ def _shape_from(attr_shape, dims):
         out.append(int(dims.pop(0)) if s == DYN else int(s))
         if s == DYN and out[-1] < 0:  # (NumPy would take a -1 in a reshape for "the rest")
             raise ValueError(NEGATIVE_SIZE)
+    _check_count(out)
     return out
+
+
+def _check_count(shape) -> None:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_ELEMENTS:
+        raise ValueError(TOO_LARGE)
+
+
+def _bounded(b, sizes: list) -> list:
+    """Index sizes given at run time, all 0 (after a located failure) when together they make
+    more than MAX_ELEMENTS elements (counted in f64, which does not wrap around)."""
+    from dg.lowering.builder import fail_if
+
+    count = b.const(1.0, "f64")
+    for s in sizes:
+        i = b.unary("arith.index_cast", s, "index to i64")
+        count = b.binary("arith.mulf", count, b.unary("arith.sitofp", i, "i64 to f64"), "f64")
+    too = b.cmp("ogt", count, b.const(float(MAX_ELEMENTS), "f64"), "f64")
+    fail_if(b, too, TOO_LARGE)
+    zero = b.const(0, "index")
+    return [b.select(too, zero, s, "index") for s in sizes]
 
 
 def _type_shape(attr_shape):
@@ -393,6 +421,7 @@ def _arange_rule(types, size=DYN, dtype="i64"):
 def _arange(start, stop, step, size=DYN, dtype="i64"):
     if step == 0:
         raise ValueError("arange: step cannot be zero")
+    _check_count([max(0, -((int(start) - int(stop)) // int(step)))])
     return np.arange(start, stop, step).astype(np_dtype(dtype))
 
 
@@ -409,6 +438,7 @@ def _eye_rule(types, size=DYN, dtype=np.float32):
 
 
 def _eye(n, size=DYN, dtype=np.float32):
+    _check_count([max(0, int(n))] * 2)
     return np.eye(int(n), dtype=np_dtype(dtype))
 
 
@@ -534,7 +564,7 @@ def _sizes_from(b, op, attr_shape, dyn_operands):
             out.append(i)
         else:
             out.append(b.const(s, "index"))
-    return out
+    return _bounded(b, out) if DYN in attr_shape else out
 
 
 def _lower_undef(b, op):
@@ -946,6 +976,7 @@ def _lower_arange(b, op):
     n = b.binary("arith.maxsi", b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "i64"), safe, "i64"), zero, "i64")
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    ni, = _bounded(b, [ni])
     e = b.empty(out_t, [ni])
     ety = signless(elt(out_t))
 
@@ -972,6 +1003,7 @@ def _lower_eye(b, op):
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
     ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
+    ni, _ = _bounded(b, [ni, ni])
     e = b.empty(out_t, [ni, ni])
     ety = signless(elt(out_t))
     one, zero = b.const(1.0 if ety[0] in "fb" else 1, ety), b.const(0.0 if ety[0] in "fb" else 0, ety)

@@ -32,8 +32,9 @@ from .sizes import _constant, _owner
 RUNTIME = "dg_parallel_for"
 RUNTIME_DECL = f"llvm.func @{RUNTIME}(!llvm.ptr, !llvm.ptr, i64, i64)"
 # Operations a body running on another thread must not contain: calls (into Python, into dg
-# functions that check and count stack) and MLIR's `memrefCopy` (a call into Python).
-_SERIAL_OPS = {"func.call", "func.call_indirect", "llvm.call", "memref.copy"}
+# functions that check and count stack), MLIR's `memrefCopy` (a call into Python) and heap
+# allocations (a failed one jumps back to the calling thread's entry: lowering.alloc_guard).
+_SERIAL_OPS = {"func.call", "func.call_indirect", "llvm.call", "memref.copy", "memref.alloc", "memref.realloc"}
 _VIEWS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
           "memref.collapse_shape", "memref.transpose", "memref.view"}
 _SCALARS = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}

@@ -31,7 +31,7 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgRuntimeError, loc_from_mlir
 
-from dg.lowering import blas, copies, gemm_updates, parallel, sizes
+from dg.lowering import alloc_guard, blas, copies, gemm_updates, parallel, sizes
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache, threads
@@ -288,6 +288,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             _internal(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
             parallel.mark_noalias(m)
+            lowered.alloc_sites = alloc_guard.guard(m)
             for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
                 if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
                     op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)
@@ -333,7 +334,7 @@ def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[di
             blob = f.read()
     finally:
         os.unlink(path)
-    meta = {"signatures": sigs, "checks": [list(c) for c in lowered.checks],
+    meta = {"signatures": sigs, "checks": [list(c) for c in lowered.checks], "alloc_sites": lowered.alloc_sites,
             "host_calls": [[k, list(p)] for k, p in lowered.host_calls]}
     return meta, blob
 
@@ -357,6 +358,7 @@ class CpuProgram:
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
         self.checks = [tuple(c) for c in meta["checks"]]
+        self.alloc_sites = meta["alloc_sites"]
         self.host_calls = [(k, _host_payload(k, p)) for k, p in meta["host_calls"]]
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
@@ -417,9 +419,8 @@ class CpuProgram:
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
-            addr = self._jit.get_function_address("_mlir_ciface_" + symbol)
-            nres = 1 if outs else 0
-            fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (nres + len(ins)))(addr)
+            addr = self._jit.get_function_address(alloc_guard.GUARDED + symbol)
+            fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
             e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
                                              [t.rank for t in ins], outs)
         return e
@@ -427,7 +428,7 @@ class CpuProgram:
     def call(self, symbol: str, arrays: list):
         e = self._function(symbol)
         bufs = e.pool.pop() if e.pool else e.buffers()
-        descs, res, args, res_at = bufs
+        descs, res, argv = bufs
         keep, words, inputs = [], [], set()
         for a, dt in zip(arrays, e.dtypes):
             try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
@@ -459,16 +460,17 @@ class CpuProgram:
                 state[2] = budget
             stack.append(self)
             try:
-                if e.results:
-                    e.fn(res_at, *args)
-                else:
-                    e.fn(*args)
+                no_memory = e.fn(argv)
             finally:
                 stack.pop()
                 if state is not None:
                     failed = state[0] - 1 if state[0] else None
                     if saved is not None:
                         state[0], state[1], state[2] = saved
+        if no_memory:  # the results were never written; what the call had allocated is lost
+            e.pool.append(bufs)
+            raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
+                                 loc_from_mlir(self.alloc_sites[no_memory - 1]))
         out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)
         e.pool.append(bufs)
         if failed is not None:
@@ -526,7 +528,10 @@ class _Entry:
         self.pool: list = []
 
     def buffers(self) -> tuple:
+        """(argument descriptors, results struct, the entry's argument pointers: the results
+        struct's, if any, then each argument descriptor's)."""
         descs = (ctypes.c_int64 * self.in_words)()
         res = (ctypes.c_int64 * self.out_words)()
         base = ctypes.addressof(descs)
-        return descs, res, [base + o for o in self.offsets], ctypes.addressof(res)
+        pointers = ([ctypes.addressof(res)] if self.results else []) + [base + o for o in self.offsets]
+        return descs, res, (ctypes.c_void_p * max(1, len(pointers)))(*pointers)

@@ -153,6 +153,12 @@ def mixed_grad(a: f32[?], b: f32[2], c: f32[?, 2]):
 def sized(x: f32[?], n: i64):
     return broadcast_to(x, [n, 2]), zeros([n]), reshape(x, [n, -1])
 
+def huge(n: i64) -> f32[A, B]:
+    return zeros([n, 2]) + 1.0
+
+def counted(n: i64, k: i64):
+    return arange(n) + 1, eye(k)
+
 def stepped(x: f32[?], v: f32[?], a: i64, b: i64, c: i64):
     y = x * 1.0
     y[a:b:c] = v
@@ -441,6 +447,26 @@ def test_negative_sizes_given_at_run_time_raise(m):
     with pytest.raises(dg.DgRuntimeError) as ei:
         m.sized(x, -1)
     assert _line("sized") in str(ei.value) and "negative" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("n,k", [(2**61, 2), (2**62, 2), (3, 2**31), (3, 2**62)])
+def test_sizes_given_at_run_time_that_count_past_2_50_elements_raise(m, n, k):
+    """In compiled code their byte count would wrap around, and too little be allocated."""
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.huge(n) if k == 2 else m.counted(3, k)
+    assert _line("huge" if k == 2 else "counted") in str(ei.value) and "2**50" in str(ei.value), str(ei.value)
+    check(m.huge(3), np.ones((3, 2), F32))  # the next call runs as usual
+    got = m.counted(4, 2)
+    check(got[0], np.arange(4) + 1)
+    check(got[1], np.eye(2, dtype=F32))
+
+
+def test_a_value_too_large_for_memory_raises(m):
+    """1 PiB: more than the address space of a 4-level page table, and than any memory."""
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.huge(2**47)
+    assert _line("huge") in str(ei.value) and "memory" in str(ei.value).lower(), str(ei.value)
+    check(m.huge(5), np.ones((5, 2), F32))
 
 
 @pytest.mark.parametrize("a,b,c", [(5, 0, -2), (-1, -8, -1), (0, 7, 2), (6, 1, -3), (3, 3, -1), (10, -10, -4)])

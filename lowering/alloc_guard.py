@@ -1,0 +1,125 @@
+"""A failed allocation in compiled CPU code ends the call with a located error, not a crash.
+
+Expects: a module lowered to the LLVM dialect (MLIR's memref lowering calls
+`malloc`), with C entry points `_mlir_ciface_F`. Guarantees: `guard(module)`
+numbers every `malloc` call (the number is stored before the call) and
+routes it through `dg_rt_malloc`, which jumps (`longjmp`) back to the entry
+guard with that number when `malloc` returns no memory for a size that is
+not 0; and adds for each entry point `dg_guarded_F(argv) -> i32`,
+which calls `_mlir_ciface_F` with the pointers in `argv` under `setjmp`. It
+returns 0, or the number of the failed allocation site plus one; `guard`
+returns the sites' MLIR locations, so that the executor can raise a
+`DgRuntimeError` at the `.dg` line of the value that did not fit. The jump
+target is one per module, saved and restored around each guarded call (a
+call made from a callback inside another nests); the executor runs one call
+of a program at a time. Memory the call had allocated before the failure is
+not freed. Parallel loop bodies allocate nothing (`lowering.parallel`), so
+the jump never leaves another thread.
+"""
+from __future__ import annotations
+
+from dg.dialects.dialect import append_parsed, operations_under
+from dg.dialects.mlir import ir
+
+MALLOC = "dg_rt_malloc"
+GUARDED = "dg_guarded_"
+_JUMP = "dg_jump_target"
+_SITE = "dg_alloc_site"  # the number of the allocation being made
+
+# jmp_buf is 200 bytes on x86-64 glibc and 312 on AArch64: 512 bytes, 16-aligned, hold either.
+_RUNTIME = f"""
+llvm.mlir.global internal @{_JUMP}() {{addr_space = 0 : i32}} : !llvm.ptr {{
+  %z = llvm.mlir.zero : !llvm.ptr
+  llvm.return %z : !llvm.ptr
+}}
+llvm.func @_setjmp(!llvm.ptr) -> i32 attributes {{passthrough = ["returns_twice"]}}
+llvm.func @longjmp(!llvm.ptr, i32) attributes {{passthrough = ["noreturn"]}}
+llvm.mlir.global internal @{_SITE}(0 : i32) {{addr_space = 0 : i32}} : i32
+llvm.func internal @{MALLOC}(%n: i64) -> !llvm.ptr {{
+  %p = llvm.call @malloc(%n) : (i64) -> !llvm.ptr
+  %z = llvm.mlir.zero : !llvm.ptr
+  %none = llvm.icmp "eq" %p, %z : !llvm.ptr
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %some = llvm.icmp "ne" %n, %c0 : i64
+  %failed = llvm.and %none, %some : i1
+  llvm.cond_br %failed, ^fail, ^ok
+^ok:
+  llvm.return %p : !llvm.ptr
+^fail:
+  %g = llvm.mlir.addressof @{_JUMP} : !llvm.ptr
+  %buf = llvm.load %g : !llvm.ptr -> !llvm.ptr
+  %s = llvm.mlir.addressof @{_SITE} : !llvm.ptr
+  %site = llvm.load %s : !llvm.ptr -> i32
+  %one = llvm.mlir.constant(1 : i32) : i32
+  %code = llvm.add %site, %one : i32
+  llvm.call @longjmp(%buf, %code) : (!llvm.ptr, i32) -> ()
+  llvm.unreachable
+}}
+"""
+
+
+def _guarded(name: str, nargs: int) -> str:
+    loads = []
+    for i in range(nargs):
+        loads += [f"  %p{i} = llvm.getelementptr %argv[{i}] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr",
+                  f"  %a{i} = llvm.load %p{i} : !llvm.ptr -> !llvm.ptr"]
+    args = ", ".join(f"%a{i}" for i in range(nargs))
+    types = ", ".join(["!llvm.ptr"] * nargs)
+    return "\n".join([
+        f"llvm.func @{GUARDED}{name}(%argv: !llvm.ptr) -> i32 {{",
+        "  %one = llvm.mlir.constant(1 : i64) : i64",
+        "  %buf = llvm.alloca %one x !llvm.array<64 x i64> {alignment = 16 : i64} : (i64) -> !llvm.ptr",
+        f"  %g = llvm.mlir.addressof @{_JUMP} : !llvm.ptr",
+        "  %outer = llvm.load %g : !llvm.ptr -> !llvm.ptr",
+        "  llvm.store %buf, %g : !llvm.ptr, !llvm.ptr",
+        "  %r = llvm.call @_setjmp(%buf) : (!llvm.ptr) -> i32",
+        "  %c0 = llvm.mlir.constant(0 : i32) : i32",
+        '  %first = llvm.icmp "eq" %r, %c0 : i32',
+        "  llvm.cond_br %first, ^call, ^out(%r : i32)",
+        "^call:",
+        *loads,
+        f"  llvm.call @_mlir_ciface_{name}({args}) : ({types}) -> ()",
+        "  llvm.br ^out(%c0 : i32)",
+        "^out(%res: i32):",
+        "  llvm.store %outer, %g : !llvm.ptr, !llvm.ptr",
+        "  llvm.return %res : i32",
+        "}"])
+
+
+def guard(m) -> list[str]:
+    """Guard the module's allocations and entry points (see the module's doc); the allocation
+    sites' locations, in the order of their numbers."""
+    sites: list[str] = []
+    entries = []
+    existing = set()
+    i32, ptr = ir.IntegerType.get_signless(32), ir.Type.parse("!llvm.ptr")
+    for op in m.body.operations:
+        op = op.operation
+        if op.name != "llvm.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        existing.add(name)
+        if not len(op.regions[0].blocks):
+            continue
+        if name.startswith("_mlir_ciface_"):
+            entries.append((name[len("_mlir_ciface_"):], len(op.regions[0].blocks[0].arguments)))
+        for block in op.regions[0].blocks:
+            for call in list(operations_under(block)):
+                if call.name != "llvm.call" or "callee" not in call.attributes or \
+                        ir.FlatSymbolRefAttr(call.attributes["callee"]).value != "malloc":
+                    continue
+                with call.location, ir.InsertionPoint(call):  # the site's number, then the call
+                    site = ir.Operation.create("llvm.mlir.constant", results=[i32],
+                                               attributes={"value": ir.IntegerAttr.get(i32, len(sites))})
+                    at = ir.Operation.create("llvm.mlir.addressof", results=[ptr],
+                                             attributes={"global_name": ir.FlatSymbolRefAttr.get(_SITE)})
+                    ir.Operation.create("llvm.store", operands=[site.result, at.result])
+                call.attributes["callee"] = ir.FlatSymbolRefAttr.get(MALLOC)
+                sites.append(str(call.location))
+    # The text declares what it calls, for it to parse on its own; the module keeps its own.
+    declared = ["llvm.func @malloc(i64) -> !llvm.ptr"] + [
+        f"llvm.func @_mlir_ciface_{n}({', '.join(['!llvm.ptr'] * k)})" for n, k in entries]
+    append_parsed(m, "\n".join([*declared, _RUNTIME, *(_guarded(n, k) for n, k in entries)]),
+                  lambda op: not (op.name == "llvm.func" and not len(op.regions[0].blocks)
+                                  and ir.StringAttr(op.attributes["sym_name"]).value in existing))
+    return sites

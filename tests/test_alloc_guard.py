@@ -1,0 +1,38 @@
+"""Every heap allocation of compiled CPU code goes through the guard (lowering/alloc_guard.py).
+
+A `malloc` called directly would hand back NULL for a value too large for memory, and the code
+would write through it; the e2e tests (test_shapes.py) check the located error that the guarded
+allocation gives instead. This checks that no allocation is left unguarded.
+"""
+import re
+
+import numpy as np
+
+import dg
+from dg.lowering import alloc_guard
+
+SRC = """
+def grow(x: f32[N], k: i64) -> f32[M]:
+    for i in range(k):
+        x = concat([x, x * 2.0], axis=0)
+    return x
+
+def loss(w: f32[N, K], x: f32[B, N]) -> f32:
+    return sum(tanh(x @ w))
+
+def step(w: f32[N, K], x: f32[B, N]):
+    return value_and_grad(loss)(w, x)
+"""
+
+
+def test_every_malloc_goes_through_the_guard():
+    m = dg.loads(SRC, mode="compiled", filename="guard.dg")
+    for fn, args in (("grow", (np.ones(3, np.float32), np.int64(2))),
+                     ("step", (np.ones((4, 5), np.float32), np.ones((2, 4), np.float32)))):
+        text = getattr(m, fn).ir("llvm", args=args)
+        functions = re.split(r"\n  llvm\.func ", text)
+        calls = [f.split("(")[0] for f in functions if "llvm.call @malloc(" in f]
+        assert calls == [f"internal @{alloc_guard.MALLOC}"], calls
+        assert text.count(f"llvm.call @{alloc_guard.MALLOC}(") >= 2
+        assert f"@{alloc_guard.GUARDED}{fn}(" in text
+        getattr(m, fn)(*args)
