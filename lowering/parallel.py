@@ -90,7 +90,9 @@ def _defined_inside(nest: list) -> set:
 
 
 def _parallelizable(nest: list) -> bool:
-    return not any(op.name in _SERIAL_OPS or (op.name == "memref.get_global" and
+    """Whether the loop may run on other threads: it reduces nothing into results of its own,
+    and calls, allocates and records nothing (_SERIAL_OPS)."""
+    return not len(nest[0].results) and not any(op.name in _SERIAL_OPS or (op.name == "memref.get_global" and
                                               ir.FlatSymbolRefAttr(op.attributes["name"]).value == STATE)
                    for op in nest)
 
