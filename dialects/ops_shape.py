@@ -18,7 +18,7 @@ NEGATIVE_SIZE = "a size given at run time is negative"
 # More elements than any memory holds: checked before the sizes are multiplied into a byte count
 # that would wrap around in compiled code (and allocate too little).
 MAX_ELEMENTS = 1 << 50
-TOO_LARGE = "the sizes given at run time make more than 2**50 elements"
+TOO_LARGE = "the sizes make more than 2**50 elements"
 
 
 def _shape_from(attr_shape, dims):
@@ -720,6 +720,9 @@ def _lower_reshape(b, op):
             sizes.append(None)
         else:
             sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
+    if DYN in shape:  # together too (their product must not wrap around and match x's count)
+        given = iter(_bounded(b, [s for s in sizes if s is not None]))
+        sizes = [None if s is None else next(given) for s in sizes]
     total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
     if infer_at is not None:
         known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
@@ -974,6 +977,12 @@ def _lower_arange(b, op):
     one = b.const(1, "i64")
     safe = b.select(isz, one, step, "i64")
     n = b.binary("arith.maxsi", b.binary("arith.ceildivsi", b.binary("arith.subi", stop, start, "i64"), safe, "i64"), zero, "i64")
+    # stop - start wraps around in i64 for far apart ends: their count in f64 is checked too
+    f = [b.unary("arith.sitofp", v, "i64 to f64") for v in (stop, start, safe)]
+    count = b.binary("arith.divf", b.binary("arith.subf", f[0], f[1], "f64"), f[2], "f64")
+    too = b.cmp("ogt", count, b.const(float(MAX_ELEMENTS), "f64"), "f64")
+    fail_if(b, too, TOO_LARGE)
+    n = b.select(too, zero, n, "i64")
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
     ni, = _bounded(b, [ni])

@@ -3,9 +3,9 @@
 Expects: a module lowered to the LLVM dialect (MLIR's memref lowering calls
 `malloc`), with C entry points `_mlir_ciface_F`. Guarantees: `guard(module)`
 numbers every `malloc` call (the number is stored before the call) and
-routes it through `dg_rt_malloc`, which jumps (`longjmp`) back to the entry
+routes it through `dg.rt_malloc`, which jumps (`longjmp`) back to the entry
 guard with that number when `malloc` returns no memory for a size that is
-not 0; and adds for each entry point `dg_guarded_F(argv) -> i32`,
+not 0; and adds for each entry point `dg.guarded.F(argv) -> i32`,
 which calls `_mlir_ciface_F` with the pointers in `argv` under `setjmp`. It
 returns 0, or the number of the failed allocation site plus one; `guard`
 returns the sites' MLIR locations, so that the executor can raise a
@@ -21,21 +21,26 @@ from __future__ import annotations
 from dg.dialects.dialect import append_parsed, operations_under
 from dg.dialects.mlir import ir
 
-MALLOC = "dg_rt_malloc"
-GUARDED = "dg_guarded_"
-_JUMP = "dg_jump_target"
-_SITE = "dg_alloc_site"  # the number of the allocation being made
+# Names with a dot, which no dg function can have (the C library's setjmp and longjmp too: the
+# executor registers them under these names).
+MALLOC = "dg.rt_malloc"
+GUARDED = "dg.guarded."
+_JUMP = "dg.jump_target"
+_SITE = "dg.alloc_site"
+SETJMP, LONGJMP = "dg.setjmp", "dg.longjmp"  # the number of the allocation being made
 
+# dg.rt_malloc is not inlined: LLVM takes a malloc whose result is only compared with NULL (the
+# checks of check_counts) as succeeding, and would drop it.
 # jmp_buf is 200 bytes on x86-64 glibc and 312 on AArch64: 512 bytes, 16-aligned, hold either.
 _RUNTIME = f"""
 llvm.mlir.global internal @{_JUMP}() {{addr_space = 0 : i32}} : !llvm.ptr {{
   %z = llvm.mlir.zero : !llvm.ptr
   llvm.return %z : !llvm.ptr
 }}
-llvm.func @_setjmp(!llvm.ptr) -> i32 attributes {{passthrough = ["returns_twice"]}}
-llvm.func @longjmp(!llvm.ptr, i32) attributes {{passthrough = ["noreturn"]}}
+llvm.func @{SETJMP}(!llvm.ptr) -> i32 attributes {{passthrough = ["returns_twice"]}}
+llvm.func @{LONGJMP}(!llvm.ptr, i32) attributes {{passthrough = ["noreturn"]}}
 llvm.mlir.global internal @{_SITE}(0 : i32) {{addr_space = 0 : i32}} : i32
-llvm.func internal @{MALLOC}(%n: i64) -> !llvm.ptr {{
+llvm.func internal @{MALLOC}(%n: i64) -> !llvm.ptr attributes {{passthrough = ["noinline"]}} {{
   %p = llvm.call @malloc(%n) : (i64) -> !llvm.ptr
   %z = llvm.mlir.zero : !llvm.ptr
   %none = llvm.icmp "eq" %p, %z : !llvm.ptr
@@ -52,7 +57,7 @@ llvm.func internal @{MALLOC}(%n: i64) -> !llvm.ptr {{
   %site = llvm.load %s : !llvm.ptr -> i32
   %one = llvm.mlir.constant(1 : i32) : i32
   %code = llvm.add %site, %one : i32
-  llvm.call @longjmp(%buf, %code) : (!llvm.ptr, i32) -> ()
+  llvm.call @{LONGJMP}(%buf, %code) : (!llvm.ptr, i32) -> ()
   llvm.unreachable
 }}
 """
@@ -72,7 +77,7 @@ def _guarded(name: str, nargs: int) -> str:
         f"  %g = llvm.mlir.addressof @{_JUMP} : !llvm.ptr",
         "  %outer = llvm.load %g : !llvm.ptr -> !llvm.ptr",
         "  llvm.store %buf, %g : !llvm.ptr, !llvm.ptr",
-        "  %r = llvm.call @_setjmp(%buf) : (!llvm.ptr) -> i32",
+        f"  %r = llvm.call @{SETJMP}(%buf) : (!llvm.ptr) -> i32",
         "  %c0 = llvm.mlir.constant(0 : i32) : i32",
         '  %first = llvm.icmp "eq" %r, %c0 : i32',
         "  llvm.cond_br %first, ^call, ^out(%r : i32)",
@@ -84,6 +89,60 @@ def _guarded(name: str, nargs: int) -> str:
         "  llvm.store %outer, %g : !llvm.ptr, !llvm.ptr",
         "  llvm.return %res : i32",
         "}"])
+
+
+def _create(name: str, results=(), operands=(), **attributes):
+    return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes)
+
+
+def check_counts(m) -> None:
+    """Before the lowering to LLVM (which multiplies an allocation's sizes into a byte count that
+    can wrap around and allocate too little): in front of each `memref.alloc` whose elements may
+    number more than MAX_ELEMENTS, a `malloc` of more bytes than any address space has, made when
+    they do. It fails, and the guard reports it at the allocation's site. A count known to be too
+    large makes the `malloc` unconditional."""
+    from dg.dialects.ops_shape import MAX_ELEMENTS
+
+    f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
+    ptr = ir.Type.parse("!llvm.ptr")
+    found = False
+    for op in m.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not len(op.regions[0].blocks):
+            continue
+        for alloc in [o for o in operations_under(op.regions[0].blocks[0]) if o.name == "memref.alloc"]:
+            t = ir.MemRefType(alloc.results[0].type)
+            static = 1
+            for d in t.shape:
+                static *= d if d != ir.ShapedType.get_dynamic_size() else 1
+            sizes = list(alloc.operands)[:len([d for d in t.shape if d == ir.ShapedType.get_dynamic_size()])]
+            if not sizes and static <= MAX_ELEMENTS:
+                continue
+            found = True
+            with alloc.location, ir.InsertionPoint(alloc):
+                if sizes:
+                    count = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
+                    for s in sizes:
+                        i = _create("arith.index_cast", [i64], [s]).result
+                        f = _create("arith.sitofp", [f64], [i]).result
+                        count = _create("arith.mulf", [f64], [count, f]).result
+                    most = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
+                    too = _create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
+                    branch = ir.Operation.create("scf.if", operands=[too], regions=2)
+                    block = branch.regions[0].blocks.append()
+                    at = ir.InsertionPoint(block)
+                else:
+                    at = ir.InsertionPoint(alloc)
+            with alloc.location, at:
+                huge = _create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
+                _create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
+                        operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]), op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
+                if sizes:
+                    _create("scf.yield")
+    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
+             if "sym_name" in op.operation.attributes}
+    if found and "malloc" not in names:
+        append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
 
 def guard(m) -> list[str]:
@@ -123,3 +182,12 @@ def guard(m) -> list[str]:
                   lambda op: not (op.name == "llvm.func" and not len(op.regions[0].blocks)
                                   and ir.StringAttr(op.attributes["sym_name"]).value in existing))
     return sites
+
+
+def symbols() -> dict:
+    """The C library's `_setjmp` and `longjmp` under the names guarded code calls them by."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    return {SETJMP: ctypes.cast(libc._setjmp, ctypes.c_void_p).value,
+            LONGJMP: ctypes.cast(libc.longjmp, ctypes.c_void_p).value}

@@ -11,7 +11,7 @@ caller's stack, which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants
 are made again inside). A memref on memory the caller allocated, which no
 other memref of the loop can view, is marked `noalias` for LLVM (after the
 lowering to LLVM: `mark_noalias`), as it would know inside the caller. In the loop's place, a
-call hands the function to the runtime's thread pool (`dg_parallel_for`,
+call hands the function to the runtime's thread pool (`dg.parallel_for`,
 `runtime.threads`) with the number of first-axis iterations and an
 estimate of the work: the iterations of the loop and of the loops inside
 it whose bounds are known before it starts, times the operations of its
@@ -29,7 +29,7 @@ from dg.dialects.mlir import ir, passmanager
 from .builder import STATE
 from .sizes import _constant, _owner
 
-RUNTIME = "dg_parallel_for"
+RUNTIME = "dg.parallel_for"  # a dotted name: no dg function can have it
 RUNTIME_DECL = f"llvm.func @{RUNTIME}(!llvm.ptr, !llvm.ptr, i64, i64)"
 # Operations a body running on another thread must not contain: calls (into Python, into dg
 # functions that check and count stack), MLIR's `memrefCopy` (a call into Python) and heap
@@ -98,7 +98,9 @@ def _parallelizable(nest: list) -> bool:
 
 
 def _outermost_loops(m) -> list:
-    """The scf.parallel ops of the module's functions that no other scf.parallel contains."""
+    """The scf.parallel ops of the module's functions that no other loop contains. (One inside a
+    loop would be launched on each of its iterations: a reduction along the first axis launches
+    a loop over a row each time, and deciding whether to share it took as long as the row.)"""
     found = []
 
     def visit(block):
@@ -106,6 +108,8 @@ def _outermost_loops(m) -> list:
             op = op.operation
             if op.name == "scf.parallel":
                 found.append(op)
+                continue
+            if op.name in ("scf.for", "scf.while"):
                 continue
             for region in op.regions:
                 for b in region.blocks:
@@ -154,10 +158,12 @@ def _inner_bounds(nest: list, inside: set) -> list:
     return out
 
 
-def _trips(lb: str, ub: str, st: str, out: str) -> list:
-    """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb)."""
+def _trips(lb: str, ub: str, st: str, out: str, unit: bool) -> list:
+    """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb); no
+    division for a `unit` step (a launch may run once per row of a reduction)."""
     return [f"{out}_d = arith.subi {ub}, {lb} : index",
-            f"{out}_c = arith.ceildivsi {out}_d, {st} : index",
+            f"{out}_c = arith.ceildivsi {out}_d, {st} : index" if not unit else
+            f"{out}_c = arith.addi {out}_d, %zero : index",
             f"{out}_n = arith.maxsi {out}_c, %zero : index",
             f"{out}_i = arith.index_cast {out}_n : index to i64",
             f"{out} = arith.sitofp {out}_i : i64 to f64"]
@@ -189,12 +195,13 @@ def _noalias(passed: list, fields: list) -> list:
             for r in roots]
 
 
-def _texts(name: str, fields: list, types: list, noalias: list, inner: int, ops: int) -> str:
+def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int) -> str:
     """IR of the loop's functions: `{name}_loop` (iterations [lo, hi) of the first axis, on the
     passed values, then the axis' lower bound, upper bound and step; the loop is cloned into it
     later), `{name}` (what the pool calls: the values from the context, then `{name}_loop`) and
     `{name}_launch` (packs the context, estimates the work, calls the pool)."""
     k = len(fields)
+    inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
     ctx = "!llvm.struct<(" + ", ".join(fields) + ")>"
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
@@ -230,37 +237,43 @@ def _texts(name: str, fields: list, types: list, noalias: list, inner: int, ops:
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
-    launch = ["%one = llvm.mlir.constant(1 : i64) : i64",
-              "%zero = arith.constant 0 : index",
-              f"%ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr"]
-    for i, (f, t) in enumerate(zip(fields, types)):
-        launch.append(f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
-        v = f"%a{i}"
-        if f.startswith("!llvm.struct"):
-            launch.append(f"%d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
-            v = f"%d{i}"
-        elif t == "index":
-            launch.append(f"%d{i} = arith.index_cast %a{i} : index to i64")
-            v = f"%d{i}"
-        launch.append(f"llvm.store {v}, %p{i} : {f}, !llvm.ptr")
-    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n")
+    inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
+    launch = ["%zero = arith.constant 0 : index"] + _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
     launch.append(f"%w = arith.constant {float(ops)} : f64")
     work = "%w"
     for i in range(inner):
-        launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}")
+        launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}", units[i + 1])
         launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
         work = f"%w{i}"
+    # Too little work to share: false, and the caller runs the loop where it was (a reduction
+    # along the first axis does this for each row), else the context and the pool, and true.
     launch += [f"%wn = arith.mulf {work}, %n : f64",
-               "%cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
-               "%wc = arith.minimumf %wn, %cap : f64",
-               "%work = arith.fptosi %wc : f64 to i64",
-               f"%fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
-               "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
-               f"llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
-               "return"]
+               f"%least = arith.constant {float(2 * GRAIN)} : f64",
+               "%share = arith.cmpf oge, %wn, %least : f64",
+               "scf.if %share {",
+               "  %one = llvm.mlir.constant(1 : i64) : i64",
+               f"  %ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr"]
+    for i, (f, t) in enumerate(zip(fields, types)):
+        launch.append(f"  %p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
+        v = f"%a{i}"
+        if f.startswith("!llvm.struct"):
+            launch.append(f"  %d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
+            v = f"%d{i}"
+        elif t == "index":
+            launch.append(f"  %d{i} = arith.index_cast %a{i} : index to i64")
+            v = f"%d{i}"
+        launch.append(f"  llvm.store {v}, %p{i} : {f}, !llvm.ptr")
+    launch += ["  %cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
+               "  %wc = arith.minimumf %wn, %cap : f64",
+               "  %work = arith.fptosi %wc : f64 to i64",
+               f"  %fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
+               "  %fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
+               f"  llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
+               "}",
+               "return %share : i1"]
     return ("\n".join(loop) + "\n"
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
-            f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
+            f"func.func private @{name}_launch({', '.join(launch_params)}) -> i1 {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
 def _outline(m, loop, name: str) -> bool:
@@ -287,7 +300,8 @@ def _outline(m, loop, name: str) -> bool:
             work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
         if work < 2 * GRAIN:
             return False
-    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), len(inner), cost)
+    units = [_constant(bounds[2]) == 1 for bounds in [first, *inner]]
+    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, cost)
 
     helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
     funcs = [op.operation for op in helper.body.operations][1:]
@@ -311,10 +325,18 @@ def _outline(m, loop, name: str) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    ir.Operation.create("func.call", results=[], operands=passed + first + [b for bounds in inner for b in bounds],
-                        attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")},
-                        loc=loop.location, ip=ir.InsertionPoint(loop))
-    loop.erase()
+    # In the loop's place: `scf.if` not `{name}_launch(...)` { the loop }.
+    i1 = ir.IntegerType.get_signless(1)
+    with loop.location, ir.InsertionPoint(loop):
+        shared = ir.Operation.create("func.call", results=[i1], operands=passed + first + [b for bounds in inner for b in bounds],
+                                     attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")})
+        true = ir.Operation.create("arith.constant", results=[i1], attributes={"value": ir.IntegerAttr.get(i1, 1)})
+        alone = ir.Operation.create("arith.xori", results=[i1], operands=[shared.result, true.result])
+        branch = ir.Operation.create("scf.if", operands=[alone.result], regions=2)
+    then = branch.regions[0].blocks.append()
+    with loop.location, ir.InsertionPoint(then):
+        ir.Operation.create("scf.yield")
+    loop.move_before(then.operations[0])
     return True
 
 

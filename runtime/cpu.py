@@ -207,6 +207,7 @@ class _Runtime:
         for name, addr in lib.addresses if lib else ():
             cls.symbols[name] = addr
         cls.symbols.update(threads.symbols())
+        cls.symbols.update(alloc_guard.symbols())
         for name, addr in cls.symbols.items():
             llvm.add_symbol(name, addr)
         return cls.symbols
@@ -286,12 +287,14 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             copies.strided_copies_as_loops(m)
             parallel.outline_parallel_loops(m)
             _internal(m)
+            alloc_guard.check_counts(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
             parallel.mark_noalias(m)
             lowered.alloc_sites = alloc_guard.guard(m)
             for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
                 if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
-                    op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)
+                    if "passthrough" not in op.operation.attributes:  # (alloc_guard sets its own)
+                        op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m
@@ -469,6 +472,9 @@ class CpuProgram:
                         state[0], state[1], state[2] = saved
         if no_memory:  # the results were never written; what the call had allocated is lost
             e.pool.append(bufs)
+            if failed is not None:  # a check that failed before (its stand-in may be what did not fit)
+                loc, message = self.checks[failed]
+                raise DgRuntimeError(message, loc_from_mlir(loc))
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  loc_from_mlir(self.alloc_sites[no_memory - 1]))
         out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)

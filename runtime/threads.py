@@ -1,6 +1,6 @@
 """The worker threads that compiled CPU code splits its large loops over.
 
-Expects: compiled code calls `dg_parallel_for(fn, ctx, n, work)` for a loop
+Expects: compiled code calls `dg.parallel_for(fn, ctx, n, work)` for a loop
 of `n` independent iterations (`lowering.parallel` outlines the loop into
 `fn(ctx, lo, hi)`, which runs iterations [lo, hi)); `work` is an estimate
 of the loop's cost (its iterations times the operations in its body).
@@ -13,14 +13,16 @@ threads that never touch Python, waiting on a condition variable between
 loops. One loop runs on the pool at a time; a loop that finds the pool busy
 (another Python thread's call) runs on its own thread. `DG_NUM_THREADS`
 sets the number of threads (the calling one included); the default is the
-CPUs this process may run on. A forked child starts a pool of its own.
+CPUs this process may run on. A child forked through Python starts a pool of
+its own; one forked otherwise runs its loops on one thread.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
-from dg.lowering.parallel import GRAIN
+from dg.lowering.parallel import GRAIN, RUNTIME
 
 
 _IR = r"""
@@ -35,6 +37,7 @@ _IR = r"""
 @pending = internal global i64 0
 @busy = internal global i32 0
 @workers = internal global i64 0
+@owner = internal global i32 0 ; the process the workers belong to (a fork's child has none)
 @splits = global i64 0
 
 declare i32 @pthread_mutex_init(ptr, ptr)
@@ -46,6 +49,7 @@ declare i32 @pthread_cond_broadcast(ptr)
 declare i32 @pthread_cond_signal(ptr)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
+declare i32 @getpid()
 
 ; iterations [n * k / parts, n * (k + 1) / parts) of a loop of n
 define internal void @run_part(ptr %fn, ptr %ctx, i64 %n, i64 %k, i64 %parts) {
@@ -107,6 +111,8 @@ entry:
   store i64 0, ptr @pending
   store i32 0, ptr @busy
   store i64 0, ptr @workers
+  %pid = call i32 @getpid()
+  store i32 %pid, ptr @owner
   br label %head
 head:
   %made = phi i64 [ 0, %entry ], [ %next, %made_one ]
@@ -128,7 +134,7 @@ out:
   ret i64 %w
 }
 
-define void @dg_parallel_for(ptr %fn, ptr %ctx, i64 %n, i64 %work) {
+define void @"dg.parallel_for"(ptr %fn, ptr %ctx, i64 %n, i64 %work) {
 entry:
   %w = load i64, ptr @workers
   %threads = add i64 %w, 1
@@ -136,7 +142,12 @@ entry:
   %p0 = call i64 @llvm.umin.i64(i64 %threads, i64 %by_work)
   %parts = call i64 @llvm.umin.i64(i64 %p0, i64 %n)
   %split = icmp ugt i64 %parts, 1
-  br i1 %split, label %claim, label %alone
+  br i1 %split, label %mine, label %alone
+mine:
+  %pid = call i32 @getpid()
+  %owner = load i32, ptr @owner
+  %here = icmp eq i32 %pid, %owner
+  br i1 %here, label %claim, label %alone
 claim:
   %old = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
   %won = extractvalue { i32, i1 } %old, 1
@@ -180,6 +191,7 @@ declare i64 @llvm.umin.i64(i64, i64)
 """
 
 _pool: dict = {}
+_starting = threading.Lock()
 
 
 def count() -> int:
@@ -197,24 +209,30 @@ def count() -> int:
 
 
 def symbols() -> dict:
-    """{"dg_parallel_for": address}: the pool, compiled and started the first time."""
-    if not _pool:
-        import llvmlite.binding as llvm
+    """{"dg.parallel_for": address}: the pool, compiled and started the first time."""
+    with _starting:  # two threads compiling their first programs at once start one pool
+        if not _pool:
+            _start()
+    return {RUNTIME: _pool["addr"]}
 
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        module = llvm.parse_assembly(_IR.replace("GRAIN", str(GRAIN)))
-        module.verify()
-        target = llvm.Target.from_default_triple().create_target_machine(opt=2)
-        jit = llvm.create_mcjit_compiler(module, target)
-        jit.finalize_object()
-        start = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("dg_pool_start"))
-        _pool.update(jit=jit, start=start, addr=jit.get_function_address("dg_parallel_for"),
-                     splits=jit.get_global_value_address("splits"))
-        _pool["workers"] = start(count() - 1)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_restart)
-    return {"dg_parallel_for": _pool["addr"]}
+
+def _start() -> None:
+    """Compile the pool, start its workers, and have a child forked through Python start its own."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = llvm.parse_assembly(_IR.replace("GRAIN", str(GRAIN)))
+    module.verify()
+    target = llvm.Target.from_default_triple().create_target_machine(opt=2)
+    jit = llvm.create_mcjit_compiler(module, target)
+    jit.finalize_object()
+    start = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("dg_pool_start"))
+    _pool.update(jit=jit, start=start, addr=jit.get_function_address(RUNTIME),
+                 splits=jit.get_global_value_address("splits"))
+    _pool["workers"] = start(count() - 1)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_restart)
 
 
 def splits() -> int:

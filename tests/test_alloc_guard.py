@@ -36,3 +36,10 @@ def test_every_malloc_goes_through_the_guard():
         assert text.count(f"llvm.call @{alloc_guard.MALLOC}(") >= 2
         assert f"@{alloc_guard.GUARDED}{fn}(" in text
         getattr(m, fn)(*args)
+
+
+def test_dg_functions_may_have_the_names_of_the_c_library_calls_the_guard_makes():
+    m = dg.loads("def longjmp(x: f32[N]) -> f32[N]:\n    return x * 2.0\n\n"
+                 "def setjmp(x: f32[N]) -> f32[N]:\n    return longjmp(x) + 1.0\n",
+                 mode="compiled", filename="names.dg")
+    np.testing.assert_allclose(m.setjmp(np.ones(3, np.float32)), np.full(3, 3.0, np.float32))

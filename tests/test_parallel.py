@@ -29,7 +29,7 @@ import ctypes, os, threading
 from dg.runtime import threads
 fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 pf = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
-    threads.symbols()["dg_parallel_for"])
+    threads.symbols()["dg.parallel_for"])
 assert threads.workers() == 2, threads.workers()
 
 def parts(n, work):
@@ -72,6 +72,24 @@ if pid == 0:  # a forked child gets workers of its own
     except BaseException:
         os._exit(1)
 _, status = os.waitpid(pid, 0)
+assert status == 0
+
+import time
+pid = ctypes.CDLL(None).fork()  # not through Python: no at-fork hook starts a pool
+if pid == 0:
+    try:
+        assert len(parts(100, big)) == 1  # the parent's workers are not here: the loop runs alone
+        os._exit(0)
+    except BaseException:
+        os._exit(1)
+for _ in range(400):
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    raise AssertionError("the child forked from C hangs")
 assert status == 0
 print("pool ok")
 """

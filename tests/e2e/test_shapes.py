@@ -159,6 +159,23 @@ def huge(n: i64) -> f32[A, B]:
 def counted(n: i64, k: i64):
     return arange(n) + 1, eye(k)
 
+def wrapped(x: f32[?], n: i64, m: i64) -> f32:
+    return sum(reshape(x, [n, m]))
+
+def hidden(n: i64, m: i64) -> f32[A, B]:
+    return sum(zeros([0, n, m]), axis=0)
+
+def spread(a: i64, b: i64) -> i64[A]:
+    return arange(a, b)
+
+def literal() -> f32:
+    return sum(zeros([274177, 67280421310721]) + 1.0)
+
+def first_failure(n: i64, m: i64):
+    a = zeros([n])
+    b = zeros([m, 2]) + 1.0
+    return a, b
+
 def stepped(x: f32[?], v: f32[?], a: i64, b: i64, c: i64):
     y = x * 1.0
     y[a:b:c] = v
@@ -459,6 +476,27 @@ def test_sizes_given_at_run_time_that_count_past_2_50_elements_raise(m, n, k):
     got = m.counted(4, 2)
     check(got[0], np.arange(4) + 1)
     check(got[1], np.eye(2, dtype=F32))
+
+
+# 274177 * 67280421310721 is 2**64 + 1: a product that wraps around to 1 in i64
+@pytest.mark.parametrize("fn,args", [("wrapped", (np.ones(1, F32), 274177, 67280421310721)),
+                                     ("hidden", (274177, 67280421310721)), ("spread", (-2**62, 2**62)),
+                                     ("literal", ())])
+def test_element_counts_that_wrap_around_raise(m, fn, args):
+    """Not an allocation or a view too small for the loops over it (a crash in compiled code)."""
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        getattr(m, fn)(*args)
+    assert _line(fn) in str(ei.value), str(ei.value)
+    check(m.wrapped(np.arange(6, dtype=F32), 2, 3), np.float32(15))
+    check(m.spread(2, 5), np.arange(2, 5))
+
+
+@pytest.mark.parametrize("n", [-1, 2**51])
+def test_a_failed_check_comes_before_a_later_value_too_large_for_memory(m, n):
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.first_failure(n, 2**47)
+    message = str(ei.value)  # the line of `a = zeros([n])`, not of b, which does not fit in memory
+    assert _line("first_failure") in message and ("negative" in message or "2**50" in message), message
 
 
 def test_a_value_too_large_for_memory_raises(m):
