@@ -97,48 +97,46 @@ def _create(name: str, results=(), operands=(), **attributes):
 
 def check_counts(m) -> None:
     """Before the lowering to LLVM (which multiplies an allocation's sizes into a byte count that
-    can wrap around and allocate too little): in front of each `memref.alloc` whose elements may
-    number more than MAX_ELEMENTS, a `malloc` of more bytes than any address space has, made when
-    they do. It fails, and the guard reports it at the allocation's site. A count known to be too
-    large makes the `malloc` unconditional."""
+    can wrap around and allocate too little): a `memref.alloc` whose elements may number more
+    than MAX_ELEMENTS gets sizes, when they do, whose product is 2**59 elements, more bytes than
+    any address space has (with no branch: selects of its sizes). Its `malloc` fails, and the
+    guard reports it at the allocation's site. One whose static sizes make too many elements gets
+    an unconditional `malloc` of 2**62 bytes in front of it."""
     from dg.dialects.ops_shape import MAX_ELEMENTS
 
     f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
-    ptr = ir.Type.parse("!llvm.ptr")
+    index, ptr = ir.IndexType.get(), ir.Type.parse("!llvm.ptr")
+    dynamic = ir.ShapedType.get_dynamic_size()
     found = False
     for op in m.body.operations:
         op = op.operation
         if op.name != "func.func" or not len(op.regions[0].blocks):
             continue
         for alloc in [o for o in operations_under(op.regions[0].blocks[0]) if o.name == "memref.alloc"]:
-            t = ir.MemRefType(alloc.results[0].type)
+            shape = ir.MemRefType(alloc.results[0].type).shape
             static = 1
-            for d in t.shape:
-                static *= d if d != ir.ShapedType.get_dynamic_size() else 1
-            sizes = list(alloc.operands)[:len([d for d in t.shape if d == ir.ShapedType.get_dynamic_size()])]
-            if not sizes and static <= MAX_ELEMENTS:
-                continue
-            found = True
-            with alloc.location, ir.InsertionPoint(alloc):
-                if sizes:
+            for d in shape:
+                static *= d if d != dynamic else 1
+            sizes = list(alloc.operands)[:shape.count(dynamic)]
+            if static > MAX_ELEMENTS:
+                found = True
+                with alloc.location, ir.InsertionPoint(alloc):
+                    huge = _create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
+                    _create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
+                            operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]),
+                            op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
+            elif sizes and static > 0:  # (a static 0 makes no elements)
+                with alloc.location, ir.InsertionPoint(alloc):
                     count = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
                     for s in sizes:
                         i = _create("arith.index_cast", [i64], [s]).result
-                        f = _create("arith.sitofp", [f64], [i]).result
-                        count = _create("arith.mulf", [f64], [count, f]).result
+                        count = _create("arith.mulf", [f64], [count, _create("arith.sitofp", [f64], [i]).result]).result
                     most = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
                     too = _create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
-                    branch = ir.Operation.create("scf.if", operands=[too], regions=2)
-                    block = branch.regions[0].blocks.append()
-                    at = ir.InsertionPoint(block)
-                else:
-                    at = ir.InsertionPoint(alloc)
-            with alloc.location, at:
-                huge = _create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
-                _create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
-                        operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]), op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
-                if sizes:
-                    _create("scf.yield")
+                    for k, s in enumerate(sizes):
+                        v = (1 << 59) // static if k == 0 else 1
+                        c = _create("arith.constant", [index], value=ir.IntegerAttr.get(index, v)).result
+                        alloc.operands[k] = _create("arith.select", [index], [too, c, s]).result
     names = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
              if "sym_name" in op.operation.attributes}
     if found and "malloc" not in names:

@@ -245,12 +245,14 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
         launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}", units[i + 1])
         launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
         work = f"%w{i}"
-    # Too little work to share: false, and the caller runs the loop where it was (a reduction
-    # along the first axis does this for each row), else the context and the pool, and true.
+    # Too little work to share: the loop function straight away, without a context or the pool.
     launch += [f"%wn = arith.mulf {work}, %n : f64",
                f"%least = arith.constant {float(2 * GRAIN)} : f64",
-               "%share = arith.cmpf oge, %wn, %least : f64",
-               "scf.if %share {",
+               "%small = arith.cmpf olt, %wn, %least : f64",
+               "scf.if %small {",
+               f"  func.call @{name}_loop(%zero, %n_n, {', '.join(f'%a{i}' for i in range(len(types)))}) : "
+               f"(index, index, {', '.join(types)}) -> ()",
+               "} else {",
                "  %one = llvm.mlir.constant(1 : i64) : i64",
                f"  %ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr"]
     for i, (f, t) in enumerate(zip(fields, types)):
@@ -270,10 +272,10 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "  %fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
                f"  llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
                "}",
-               "return %share : i1"]
+               "return"]
     return ("\n".join(loop) + "\n"
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
-            f"func.func private @{name}_launch({', '.join(launch_params)}) -> i1 {{\n  " + "\n  ".join(launch) + "\n}\n")
+            f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
 def _outline(m, loop, name: str) -> bool:
@@ -325,26 +327,24 @@ def _outline(m, loop, name: str) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    # In the loop's place: `scf.if` not `{name}_launch(...)` { the loop }.
-    i1 = ir.IntegerType.get_signless(1)
-    with loop.location, ir.InsertionPoint(loop):
-        shared = ir.Operation.create("func.call", results=[i1], operands=passed + first + [b for bounds in inner for b in bounds],
-                                     attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")})
-        true = ir.Operation.create("arith.constant", results=[i1], attributes={"value": ir.IntegerAttr.get(i1, 1)})
-        alone = ir.Operation.create("arith.xori", results=[i1], operands=[shared.result, true.result])
-        branch = ir.Operation.create("scf.if", operands=[alone.result], regions=2)
-    then = branch.regions[0].blocks.append()
-    with loop.location, ir.InsertionPoint(then):
-        ir.Operation.create("scf.yield")
-    loop.move_before(then.operations[0])
+    ir.Operation.create("func.call", results=[], operands=passed + first + [b for bounds in inner for b in bounds],
+                        attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")},
+                        loc=loop.location, ip=ir.InsertionPoint(loop))
+    loop.erase()
     return True
 
 
 def mark_noalias(m) -> None:
     """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
-    the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument)."""
+    the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument), and
+    the loop functions `noinline`: the pool's entry and the launch (for a loop too small to
+    share) both call one, and a copy of the loop in each doubled its machine code."""
+    noinline = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
     for op in m.body.operations:
         op = op.operation
+        if op.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value.endswith("_loop") and \
+                ir.StringAttr(op.attributes["sym_name"]).value.startswith("__dg_par_"):
+            op.attributes["passthrough"] = noinline
         if op.name == "llvm.func" and NOALIAS in op.attributes:
             marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
             n = len(op.regions[0].blocks[0].arguments)

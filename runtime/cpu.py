@@ -293,8 +293,9 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             lowered.alloc_sites = alloc_guard.guard(m)
             for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
                 if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
-                    if "passthrough" not in op.operation.attributes:  # (alloc_guard sets its own)
-                        op.operation.attributes["passthrough"] = ir.Attribute.parse(FUNCTION_ATTRIBUTES)
+                    attrs = op.operation.attributes
+                    own = list(ir.ArrayAttr(attrs["passthrough"])) if "passthrough" in attrs else []  # noinline
+                    attrs["passthrough"] = ir.ArrayAttr.get(list(ir.ArrayAttr(ir.Attribute.parse(FUNCTION_ATTRIBUTES))) + own)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m
