@@ -985,7 +985,6 @@ def _lower_arange(b, op):
     n = b.select(too, zero, n, "i64")
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
-    ni, = _bounded(b, [ni])
     e = b.empty(out_t, [ni])
     ety = signless(elt(out_t))
 

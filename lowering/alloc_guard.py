@@ -26,8 +26,8 @@ from dg.dialects.mlir import ir
 MALLOC = "dg.rt_malloc"
 GUARDED = "dg.guarded."
 _JUMP = "dg.jump_target"
-_SITE = "dg.alloc_site"
-SETJMP, LONGJMP = "dg.setjmp", "dg.longjmp"  # the number of the allocation being made
+_SITE = "dg.alloc_site"  # the number of the allocation being made
+SETJMP, LONGJMP = "dg.setjmp", "dg.longjmp"
 
 # dg.rt_malloc is not inlined: LLVM takes a malloc whose result is only compared with NULL (the
 # checks of check_counts) as succeeding, and would drop it.

@@ -10,7 +10,7 @@ values the body uses from outside travel in a context struct on the
 caller's stack, which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants
 are made again inside). A memref on memory the caller allocated, which no
 other memref of the loop can view, is marked `noalias` for LLVM (after the
-lowering to LLVM: `mark_noalias`), as it would know inside the caller. In the loop's place, a
+lowering to LLVM: `mark_loop_functions`), as it would know inside the caller. In the loop's place, a
 call hands the function to the runtime's thread pool (`dg.parallel_for`,
 `runtime.threads`) with the number of first-axis iterations and an
 estimate of the work: the iterations of the loop and of the loops inside
@@ -46,7 +46,7 @@ GRAIN = 1 << 21
 # A load or store counts as this many operations in the work estimate: a loop of few arithmetic
 # operations is bound by memory traffic, which costs more per element than what LLVM vectorizes.
 _MEMORY_COST = 8
-NOALIAS = "dg.noalias"  # a loop function's pointer arguments that alias no other (mark_noalias)
+NOALIAS = "dg.noalias"  # a loop function's pointer arguments that alias no other (mark_loop_functions)
 IDENTITY = "parallel-1"  # part of the disk cache key (runtime.cpu.pipeline_identity)
 
 
@@ -160,7 +160,7 @@ def _inner_bounds(nest: list, inside: set) -> list:
 
 def _trips(lb: str, ub: str, st: str, out: str, unit: bool) -> list:
     """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb); no
-    division for a `unit` step (a launch may run once per row of a reduction)."""
+    division for a `unit` step."""
     return [f"{out}_d = arith.subi {ub}, {lb} : index",
             f"{out}_c = arith.ceildivsi {out}_d, {st} : index" if not unit else
             f"{out}_c = arith.addi {out}_d, %zero : index",
@@ -237,7 +237,6 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
-    inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     launch = ["%zero = arith.constant 0 : index"] + _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
     launch.append(f"%w = arith.constant {float(ops)} : f64")
     work = "%w"
@@ -334,7 +333,7 @@ def _outline(m, loop, name: str) -> bool:
     return True
 
 
-def mark_noalias(m) -> None:
+def mark_loop_functions(m) -> None:
     """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
     the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument), and
     the loop functions `noinline`: the pool's entry and the launch (for a loop too small to

@@ -289,13 +289,14 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             _internal(m)
             alloc_guard.check_counts(m)
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
-            parallel.mark_noalias(m)
+            parallel.mark_loop_functions(m)
             lowered.alloc_sites = alloc_guard.guard(m)
-            for op in m.body.operations:  # LLVM's function attributes (`passthrough`)
+            common = list(ir.ArrayAttr(ir.Attribute.parse(FUNCTION_ATTRIBUTES)))
+            for op in m.body.operations:  # LLVM's function attributes (`passthrough`), and a function's own
                 if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
                     attrs = op.operation.attributes
                     own = list(ir.ArrayAttr(attrs["passthrough"])) if "passthrough" in attrs else []  # noinline
-                    attrs["passthrough"] = ir.ArrayAttr.get(list(ir.ArrayAttr(ir.Attribute.parse(FUNCTION_ATTRIBUTES))) + own)
+                    attrs["passthrough"] = ir.ArrayAttr.get(common + own)
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m
@@ -473,13 +474,12 @@ class CpuProgram:
                         state[0], state[1], state[2] = saved
         if no_memory:  # the results were never written; what the call had allocated is lost
             e.pool.append(bufs)
-            if failed is not None:  # a check that failed before (its stand-in may be what did not fit)
-                loc, message = self.checks[failed]
-                raise DgRuntimeError(message, loc_from_mlir(loc))
-            raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
-                                 loc_from_mlir(self.alloc_sites[no_memory - 1]))
-        out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)
-        e.pool.append(bufs)
+            if failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
+                raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
+                                     loc_from_mlir(self.alloc_sites[no_memory - 1]))
+        else:
+            out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)
+            e.pool.append(bufs)
         if failed is not None:
             loc, message = self.checks[failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))
