@@ -218,8 +218,10 @@ def pipeline_identity() -> str:
     return f"{SIMPLIFY}\0{BUFFERIZE}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
 
 
-def bufferized(dg_module: "ir.Module"):
-    """(ToLinalg result, module after BUFFERIZE): where the CPU and GPU lowerings part."""
+def bufferized(dg_module: "ir.Module", entry: str | None = None):
+    """(ToLinalg result, module after BUFFERIZE): where the CPU and GPU lowerings part. With
+    `entry`, only that function is public, and only what it reaches is lowered further (the
+    inliner drops the functions it inlined everywhere)."""
     from dg.lowering.to_linalg import to_linalg
 
     lowered = to_linalg(dg_module)
@@ -229,6 +231,8 @@ def bufferized(dg_module: "ir.Module"):
         except Exception as e:
             raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
         try:
+            if entry is not None:
+                _only_entry(m, entry)
             passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
             if sizes.share_argument_dims(m):
                 passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
@@ -276,11 +280,9 @@ def _internal(m) -> None:
 def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
     """(ToLinalg result, LLVM-dialect module) for a dg module; with `entry`, only that function is
     callable and only what it reaches is compiled."""
-    lowered, m = bufferized(dg_module)
+    lowered, m = bufferized(dg_module, entry)
     with shared_context():
         try:
-            if entry is not None:
-                _only_entry(m, entry)
             _define_runtime_functions(m)
             blas.route_matmuls(m)
             gemm_updates.fuse_gemm_updates(m)
