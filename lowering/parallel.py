@@ -196,10 +196,12 @@ def _noalias(passed: list, fields: list) -> list:
 
 
 def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int) -> str:
-    """IR of the loop's functions: `{name}_loop` (iterations [lo, hi) of the first axis, on the
-    passed values, then the axis' lower bound, upper bound and step; the loop is cloned into it
-    later), `{name}` (what the pool calls: the values from the context, then `{name}_loop`) and
-    `{name}_launch` (packs the context, estimates the work, calls the pool)."""
+    """IR of the loop's functions and of its launch: `{name}_loop` (iterations [lo, hi) of the
+    first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
+    is cloned into it later), `{name}` (what the pool calls: the values from the context, then
+    `{name}_loop`, which LLVM inlines into it) and `{name}_launch`, whose body takes the loop's
+    place: it packs the context, estimates the work and calls the pool (which runs a loop too
+    small to share on the calling thread)."""
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
@@ -237,44 +239,46 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
-    launch = ["%zero = arith.constant 0 : index"] + _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
+    # the context's memory first (it moves to the caller's entry block: one slot however often the
+    # launch runs)
+    launch = ["%one = llvm.mlir.constant(1 : i64) : i64",
+              f"%ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr",
+              "%zero = arith.constant 0 : index"]
+    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
     launch.append(f"%w = arith.constant {float(ops)} : f64")
     work = "%w"
     for i in range(inner):
         launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}", units[i + 1])
         launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
         work = f"%w{i}"
-    # Too little work to share: the loop function straight away, without a context or the pool.
-    launch += [f"%wn = arith.mulf {work}, %n : f64",
-               f"%least = arith.constant {float(2 * GRAIN)} : f64",
-               "%small = arith.cmpf olt, %wn, %least : f64",
-               "scf.if %small {",
-               f"  func.call @{name}_loop(%zero, %n_n, {', '.join(f'%a{i}' for i in range(len(types)))}) : "
-               f"(index, index, {', '.join(types)}) -> ()",
-               "} else {",
-               "  %one = llvm.mlir.constant(1 : i64) : i64",
-               f"  %ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr"]
     for i, (f, t) in enumerate(zip(fields, types)):
-        launch.append(f"  %p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
+        launch.append(f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
         v = f"%a{i}"
         if f.startswith("!llvm.struct"):
-            launch.append(f"  %d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
+            launch.append(f"%d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
             v = f"%d{i}"
         elif t == "index":
-            launch.append(f"  %d{i} = arith.index_cast %a{i} : index to i64")
+            launch.append(f"%d{i} = arith.index_cast %a{i} : index to i64")
             v = f"%d{i}"
-        launch.append(f"  llvm.store {v}, %p{i} : {f}, !llvm.ptr")
-    launch += ["  %cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
-               "  %wc = arith.minimumf %wn, %cap : f64",
-               "  %work = arith.fptosi %wc : f64 to i64",
-               f"  %fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
-               "  %fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
-               f"  llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
-               "}",
+        launch.append(f"llvm.store {v}, %p{i} : {f}, !llvm.ptr")
+    launch += [f"%wn = arith.mulf {work}, %n : f64",
+               "%cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
+               "%wc = arith.minimumf %wn, %cap : f64",
+               "%work = arith.fptosi %wc : f64 to i64",
+               f"%fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
+               "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
+               f"llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
                "return"]
     return ("\n".join(loop) + "\n"
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
+
+
+def _function_of(op):
+    """The func.func an operation is in."""
+    while op.name != "func.func":
+        op = op.parent
+    return op
 
 
 def _outline(m, loop, name: str) -> bool:
@@ -306,7 +310,7 @@ def _outline(m, loop, name: str) -> bool:
 
     helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
     funcs = [op.operation for op in helper.body.operations][1:]
-    for f in funcs:
+    for f in funcs[:2]:
         f.detach_from_parent()
         m.body.append(f)
     block = funcs[0].regions[0].blocks[0]
@@ -326,9 +330,18 @@ def _outline(m, loop, name: str) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    ir.Operation.create("func.call", results=[], operands=passed + first + [b for bounds in inner for b in bounds],
-                        attributes={"callee": ir.FlatSymbolRefAttr.get(f"{name}_launch")},
-                        loc=loop.location, ip=ir.InsertionPoint(loop))
+    # The launch's body in the loop's place, on the loop's operands; its context slot at the top
+    # of the function.
+    launch = funcs[2].regions[0].blocks[0]
+    for arg, v in zip(launch.arguments, passed + first + [b for bounds in inner for b in bounds]):
+        arg.replace_all_uses_with(v)
+    body = [op.operation for op in launch.operations]
+    entry = _function_of(loop).regions[0].blocks[0]
+    top = entry.operations[0].operation
+    for op in body[:2]:
+        op.move_before(top)
+    for op in body[2:-1]:
+        op.move_before(loop)
     loop.erase()
     return True
 
@@ -336,14 +349,14 @@ def _outline(m, loop, name: str) -> bool:
 def mark_loop_functions(m) -> None:
     """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
     the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument), and
-    the loop functions `noinline`: the pool's entry and the launch (for a loop too small to
-    share) both call one, and a copy of the loop in each doubled its machine code."""
-    noinline = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
+    the loop functions `alwaysinline`: the pool's entry is a loop's one caller, and inlined there
+    the loop keeps what `noalias` says as scoped alias metadata."""
+    inline = ir.ArrayAttr.get([ir.StringAttr.get("alwaysinline")])
     for op in m.body.operations:
         op = op.operation
         if op.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value.endswith("_loop") and \
                 ir.StringAttr(op.attributes["sym_name"]).value.startswith("__dg_par_"):
-            op.attributes["passthrough"] = noinline
+            op.attributes["passthrough"] = inline
         if op.name == "llvm.func" and NOALIAS in op.attributes:
             marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
             n = len(op.regions[0].blocks[0].arguments)

@@ -135,6 +135,16 @@ def loss(x: f32[N, M], w: f32[M]) -> f32:
 
 def step(x: f32[N, M], w: f32[M]):
     return value_and_grad(loss, wrt=1)(x, w)
+
+def branchy(x: f32[N, M], s: f32) -> f32[N, M]:
+    if s > 0.0:
+        return exp(x) * s
+    return x * x
+
+def rec(x: f32[N], k: i64) -> f32[N]:
+    if k <= 0:
+        return x
+    return rec(tanh(x) + 1.0, k - 1) * 0.5
 '''
 comp = dg.loads(SRC, mode="compiled", filename="par.dg")
 interp = dg.loads(SRC, mode="interp", filename="par.dg")
@@ -145,6 +155,7 @@ x = rng.standard_normal((700, 900)).astype(np.float32)
 cases = [("chain", (a, b)), ("rows", (x,)), ("views", (a[:900], b[:700])),
          ("mm", (x[:300, :400], x[300:700, 500:])), ("ints", (np.int64(600000),)),
          ("scaled", (x, np.float32(0.5), np.int64(3))), ("step", (x, x[0])),
+         ("branchy", (x, np.float32(2.0))), ("rec", (a, np.int64(3))),
          ("bmm", (a[:4 * 100 * 200].reshape(4, 100, 200), b[:4 * 200 * 300].reshape(4, 200, 300)))]
 before = threads.splits()
 for name, args in cases:
@@ -223,3 +234,57 @@ def test_noalias_only_where_nothing_else_views_the_memory(case):
         attrs = loops[0].attributes
         got = len(ir.DenseI64ArrayAttr(attrs[parallel.NOALIAS])) if parallel.NOALIAS in attrs else 0
         assert got == marked, str(m)
+
+
+def _outlined(text: str):
+    from dg.dialects.dialect import shared_context
+    from dg.lowering import parallel
+
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert parallel.outline_parallel_loops(m) == 1
+    return m, {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in m.body.operations}
+
+
+def test_the_launch_takes_the_loops_place():
+    """One loop function and the pool's entry; in the caller, in the loop's place, the context
+    and a call of the pool (which runs a small loop on the calling thread), and the context's
+    slot at the top of the function, even for a loop inside a branch (one slot however often
+    the branch runs)."""
+    from dg.dialects.dialect import operations_under
+
+    text = ("func.func @f(%b: memref<?xf32>, %c: i1) -> memref<?xf32> {\n"
+            "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
+            "%a = memref.alloc(%n) : memref<?xf32>\n"
+            "scf.if %c {\n" + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>") + "}\n"
+            "return %a : memref<?xf32>\n}")
+    m, funcs = _outlined(text)
+    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_loop", "dg.parallel_for", "f"], str(m)
+    f = funcs["f"]
+    entry = f.regions[0].blocks[0]
+    assert [op.operation.name for op in entry.operations][:2] == ["llvm.mlir.constant", "llvm.alloca"], str(f)
+    (branch,) = [op for op in operations_under(entry) if op.name == "scf.if"]
+    inside = [op.name for op in operations_under(branch.regions[0].blocks[0])]
+    assert "scf.parallel" not in inside and "llvm.alloca" not in inside, str(f)
+    assert inside.count("llvm.store") == 5 and inside.count("llvm.call") == 1, str(f)  # 2 memrefs, lb, ub, step
+    assert not any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
+    assert any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]))
+
+
+def test_loop_functions_are_inlined_into_the_pools_entry():
+    """After the lowering to LLVM the loop function is `alwaysinline` (its one caller is the
+    pool's entry) and keeps its `noalias` arguments."""
+    from dg.dialects.dialect import shared_context
+    from dg.dialects.mlir import passmanager
+    from dg.lowering import parallel
+    from dg.runtime import cpu
+
+    m, _ = _outlined(NOALIAS_CASES["fresh"][0])
+    with shared_context():
+        passmanager.PassManager.parse(cpu.TO_LLVM).run(m.operation)
+        parallel.mark_loop_functions(m)
+    funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in m.body.operations}
+    loop = funcs["__dg_par_0_loop"].attributes
+    assert [str(a) for a in ir.ArrayAttr(loop["passthrough"])] == ['"alwaysinline"']
+    assert sum("llvm.noalias" in str(a) for a in ir.ArrayAttr(loop["arg_attrs"])) == 1
+    assert "passthrough" not in funcs["__dg_par_0"].attributes
