@@ -67,6 +67,16 @@ class Spec:
     text: str = ""
 
 
+# Symbols that the lowering and the runtime define in the same module: MLIR's allocation and
+# copy functions, and dg's runtime functions and globals (`dg_state`, `dg_rt_fail`, `dg_blas_sgemm`,
+# the C interfaces `_mlir_ciface_*`, ...). A dg function with one of these names gets another symbol.
+_RESERVED = frozenset({"malloc", "free", "aligned_alloc", "memrefCopy"})
+
+
+def _reserved(name: str) -> bool:
+    return name in _RESERVED or name.startswith(("dg_", "_mlir_"))
+
+
 class ModuleEmitter:
     """Emits the specializations reachable from one entry call into one module."""
 
@@ -91,7 +101,7 @@ class ModuleEmitter:
 
     # ------------------------------------------------------------ specializations
     def symbol_for(self, name: str) -> str:
-        if name not in self.symbols:
+        if name not in self.symbols and not _reserved(name):
             self.symbols.add(name)
             return name
         for i in itertools.count(1):

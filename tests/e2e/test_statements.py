@@ -6,7 +6,7 @@ import pytest
 
 import dg
 
-from .util import PROGRAMS, check, load_prog, randn
+from .util import PROGRAMS, check, load_prog, load_src, randn
 
 
 @pytest.fixture
@@ -440,3 +440,41 @@ def test_calls_with_keywords_and_tuples(m):
     x = randn(5, seed=25)
     z = (x * 2.0 + 1.0) * 0.5 - 1.0
     check(m.calls(x), np.sum(z, dtype=F32) + np.max(z), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- names
+RUNTIME_NAMES = """
+def malloc(x: f32[N]) -> f32[N]:
+    return exp(x) + 1.0
+
+def memrefCopy(x: f32[N], k: i64) -> f32[?]:
+    if k <= 0:
+        return x[::2]
+    return memrefCopy(x * 2.0, k - 1)
+
+def dg_state(x: f32[N]) -> f32[N]:
+    return malloc(x) * 2.0
+
+def dg_rt_fail(x: f32[N]) -> f32:
+    assert sum(x) > 0.0, "positive"
+    return sum(memrefCopy(x, 2))
+
+def _mlir_ciface_free(x: f32[N]) -> f32[N]:
+    return dg_state(x) + dg_rt_fail(x)
+
+def top(x: f32[N]) -> f32[N]:
+    return _mlir_ciface_free(x)
+"""
+
+
+def test_functions_may_have_the_names_the_runtime_uses(mode):
+    """The allocator, MLIR's copy function, dg's state word, check and C interfaces: a dg function
+    of such a name is a function like any other, called from Python and from dg."""
+    m = load_src(RUNTIME_NAMES, mode)
+    x = np.linspace(0.5, 2.0, 8).astype(np.float32)
+    check(m.malloc(x), np.exp(x) + 1.0)
+    check(m.memrefCopy(x, I64(2)), (x * 4.0)[::2])
+    check(m.dg_rt_fail(x), np.float32(np.sum((x * 4.0)[::2])))
+    check(m.top(x), (np.exp(x) + 1.0) * 2.0 + np.sum((x * 4.0)[::2]))
+    with pytest.raises(dg.DgRuntimeError, match="positive"):
+        m.dg_rt_fail(-x)
