@@ -97,8 +97,8 @@ def _parallelizable(nest: list) -> bool:
                    for op in nest)
 
 
-def _outermost_loops(m) -> list:
-    """The scf.parallel ops of the module's functions that no other loop contains. (One inside a
+def outermost(m, name: str) -> list:
+    """The `name` ops of the module's functions that no loop contains. (A parallel loop inside a
     loop would be launched on each of its iterations: a reduction along the first axis launches
     a loop over a row each time, and deciding whether to share it took as long as the row.)"""
     found = []
@@ -106,10 +106,10 @@ def _outermost_loops(m) -> list:
     def visit(block):
         for op in block.operations:
             op = op.operation
-            if op.name == "scf.parallel":
+            if op.name == name:
                 found.append(op)
                 continue
-            if op.name in ("scf.for", "scf.while"):
+            if op.name in ("scf.for", "scf.while", "scf.parallel"):
                 continue
             for region in op.regions:
                 for b in region.blocks:
@@ -143,8 +143,17 @@ def _is_constant(v) -> bool:
 
 
 def _inner_bounds(nest: list, inside: set) -> list:
-    """(lower, upper, step) values of the loops in the body whose bounds are set before the loop."""
-    out = []
+    """(lower, upper, step) values of the loops in the body whose bounds are set before the loop
+    (a constant made inside it is made again before it)."""
+    out, made = [], {}
+
+    def before(b):
+        if b not in inside:
+            return b
+        if b not in made:
+            made[b] = _owner(b).clone(ip=ir.InsertionPoint(nest[0])).results[0]
+        return made[b]
+
     for op in nest[1:]:
         if op.name == "scf.for":
             triples = [tuple(list(op.operands)[:3])]
@@ -154,7 +163,7 @@ def _inner_bounds(nest: list, inside: set) -> list:
             triples = [(operands[i], operands[d + i], operands[2 * d + i]) for i in range(d)]
         else:
             continue
-        out += [t for t in triples if all(b not in inside for b in t)]
+        out += [tuple(before(b) for b in t) for t in triples if all(b not in inside or _is_constant(b) for b in t)]
     return out
 
 
@@ -371,7 +380,7 @@ def outline_parallel_loops(m) -> int:
     taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
              if "sym_name" in op.operation.attributes}
     count = 0
-    for loop in _outermost_loops(m):
+    for loop in outermost(m, "scf.parallel"):
         if not _parallelizable(_nest(loop)):
             continue
         name = f"__dg_par_{count}"

@@ -31,7 +31,7 @@ from dg.dialects.mlir import ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgRuntimeError, loc_from_mlir
 
-from dg.lowering import alloc_guard, blas, copies, gemm_updates, parallel, sizes
+from dg.lowering import alloc_guard, blas, copies, gemm_updates, parallel, reductions, sizes
 from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
 
 from . import cache, threads
@@ -215,7 +215,7 @@ class _Runtime:
 
 def pipeline_identity() -> str:
     """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{SIMPLIFY}\0{BUFFERIZE}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
+    return f"{SIMPLIFY}\0{BUFFERIZE}\0{reductions.IDENTITY}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
 
 
 def bufferized(dg_module: "ir.Module", entry: str | None = None):
@@ -287,6 +287,8 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             blas.route_matmuls(m)
             gemm_updates.fuse_gemm_updates(m)
             copies.strided_copies_as_loops(m)
+            reductions.reassociate(m)
+            reductions.split_leading_reductions(m)
             parallel.outline_parallel_loops(m)
             _internal(m)
             alloc_guard.check_counts(m)

@@ -141,6 +141,13 @@ def branchy(x: f32[N, M], s: f32) -> f32[N, M]:
         return exp(x) * s
     return x * x
 
+def colsum(x: f32[N, M]) -> f32[M]:
+    return sum(x * 2.0, axis=0)
+
+def reduce_all(x: f32[N, M], n: i64):
+    a = arange(n) % 1000
+    return sum(x), min(x), prod(1.0 + f64(x) * 1e-6), sum(a), max(a * 3 - n)
+
 def rec(x: f32[N], k: i64) -> f32[N]:
     if k <= 0:
         return x
@@ -155,7 +162,7 @@ x = rng.standard_normal((700, 900)).astype(np.float32)
 cases = [("chain", (a, b)), ("rows", (x,)), ("views", (a[:900], b[:700])),
          ("mm", (x[:300, :400], x[300:700, 500:])), ("ints", (np.int64(600000),)),
          ("scaled", (x, np.float32(0.5), np.int64(3))), ("step", (x, x[0])),
-         ("branchy", (x, np.float32(2.0))), ("rec", (a, np.int64(3))),
+         ("branchy", (x, np.float32(2.0))), ("colsum", (x[:699],)), ("reduce_all", (x[:699], np.int64(4099999))), ("rec", (a, np.int64(3))),
          ("bmm", (a[:4 * 100 * 200].reshape(4, 100, 200), b[:4 * 200 * 300].reshape(4, 200, 300)))]
 before = threads.splits()
 for name, args in cases:
@@ -164,8 +171,12 @@ for name, args in cases:
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-4 * max(1.0, float(np.abs(w).max())), err_msg=name)
     np.save(f"{name}.npy", np.concatenate([np.ravel(g).astype(np.float64) for g in (got if isinstance(got, tuple) else (got,))]))
 print("split", threads.splits() - before)
+before = threads.splits()
+comp.colsum(x); comp.reduce_all(x, np.int64(4099999))
+print("reductions", threads.splits() - before)
 small = threads.splits()
-comp.chain(a[:1000], b[:1000]); comp.rows(x[:10]); comp.step(x[:4], x[0])
+comp.chain(a[:1000], b[:1000]); comp.rows(x[:10]); comp.step(x[:4], x[0]); comp.colsum(x[:300, :10])
+comp.reduce_all(x[:100, :10], np.int64(1000))
 print("small", threads.splits() - small)
 """
 
@@ -183,6 +194,7 @@ def test_compiled_loops_split_over_threads(tmp_path):
     assert split >= 10, three
     assert "split 0" in one and "small 0" in one
     assert "small 0" in three, three
+    assert int(three.split("reductions ")[1].split()[0]) >= 5, three  # along the first axis, to a scalar
     for f in sorted(os.listdir(tmp_path / "three")):
         # the same code on other bounds: a vector loop's remainder may round differently
         np.testing.assert_allclose(np.load(tmp_path / "three" / f), np.load(tmp_path / "one" / f),

@@ -1,0 +1,93 @@
+"""Reductions along leading axes split into chunks threads can share (lowering/reductions.py).
+
+Results on threads against the interpreter's are in tests/test_parallel.py; here, which
+reductions are split and what the split is made of."""
+import pytest
+
+from dg.dialects.mlir import ir
+
+
+def _generic(iterators: str, maps: str, ins: str, outs: str, body: str, elt: str = "f32") -> str:
+    return (f"linalg.generic {{indexing_maps = [{maps}], iterator_types = [{iterators}]}} ins({ins}) outs({outs}) {{\n"
+            f"^bb0(%a: {elt}, %b: {elt}):\n{body}\n}}\n")
+
+
+COLS = "affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>"
+ALL = "affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>"
+CASES = {
+    # name: (function, whether it is split)
+    "column sum": ("func.func @f(%x: memref<?x?xf32>, %o: memref<?xf32>) {\n"
+                   + _generic('"reduction", "parallel"', COLS, "%x : memref<?x?xf32>", "%o : memref<?xf32>",
+                              "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32") + "return\n}", True),
+    "scalar max of integers": ("func.func @f(%x: memref<?xi64>, %o: memref<i64>) {\n"
+                               + _generic('"reduction"', ALL, "%x : memref<?xi64>", "%o : memref<i64>",
+                                          "%y = arith.maxsi %b, %a : i64\nlinalg.yield %y : i64", "i64")
+                               + "return\n}", True),
+    "strided rows, static columns": ("func.func @f(%x: memref<?x8xf64, strided<[16, 2], offset: ?>>, %o: memref<8xf64>) {\n"
+                                     + _generic('"reduction", "parallel"', COLS,
+                                                "%x : memref<?x8xf64, strided<[16, 2], offset: ?>>",
+                                                "%o : memref<8xf64>",
+                                                "%y = arith.mulf %a, %b : f64\nlinalg.yield %y : f64", "f64")
+                                     + "return\n}", True),
+    # a combination with no identity to start the chunks from
+    "difference": ("func.func @f(%x: memref<?xf32>, %o: memref<f32>) {\n"
+                   + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
+                              "%y = arith.subf %b, %a : f32\nlinalg.yield %y : f32") + "return\n}", False),
+    # the output read twice
+    "square of the sum": ("func.func @f(%x: memref<?xf32>, %o: memref<f32>) {\n"
+                          + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
+                                     "%s = arith.mulf %b, %b : f32\n%y = arith.addf %s, %a : f32\nlinalg.yield %y : f32")
+                          + "return\n}", False),
+    # too few rows, all sizes known
+    "small": ("func.func @f(%x: memref<100x300xf32>, %o: memref<300xf32>) {\n"
+              + _generic('"reduction", "parallel"', COLS, "%x : memref<100x300xf32>", "%o : memref<300xf32>",
+                         "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32") + "return\n}", False),
+    # a parallel first loop: the outer loop is shared as it is
+    "row sum": ("func.func @f(%x: memref<?x?xf32>, %o: memref<?xf32>) {\n"
+                + _generic('"parallel", "reduction"', "affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>",
+                           "%x : memref<?x?xf32>", "%o : memref<?xf32>",
+                           "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32") + "return\n}", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_which_reductions_are_split(case):
+    from dg.dialects.dialect import operations_under, shared_context
+    from dg.lowering import reductions
+
+    text, split = CASES[case]
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert reductions.split_leading_reductions(m) == int(split)
+        assert m.operation.verify()
+        names = [op.name for op in operations_under(m.body)]
+    if split:
+        # a chunk's reduction in the shared loop, the rows left over, the partial results combined
+        assert names.count("linalg.generic") == 3 and names.count("scf.parallel") == 1, str(m)
+        assert names.count("memref.alloc") == 1 and names.count("memref.dealloc") == 1, str(m)
+        loop = next(op for op in operations_under(m.body) if op.name == "scf.parallel")
+        inside = [op.name for op in operations_under(loop.regions[0].blocks[0])]
+        assert inside.count("linalg.generic") == 1 and "memref.alloc" not in inside, str(m)
+    else:
+        assert names.count("linalg.generic") == 1 and "scf.parallel" not in names, str(m)
+
+
+def test_float_sums_may_be_reordered():
+    """Sums and products of reductions get `reassoc` (LLVM vectorizes them); a max does not need it,
+    and an element-wise add is not a reduction."""
+    from dg.dialects.dialect import operations_under, shared_context
+    from dg.lowering import reductions
+
+    ew = _generic('"parallel"', "affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>", "%x : memref<?xf32>",
+                  "%e : memref<?xf32>", "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32")
+    text = ("func.func @f(%x: memref<?xf32>, %o: memref<f32>, %p: memref<f32>, %e: memref<?xf32>) {\n"
+            + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
+                       "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32")
+            + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%p : memref<f32>",
+                       "%y = arith.maximumf %a, %b : f32\nlinalg.yield %y : f32") + ew + "return\n}")
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert reductions.reassociate(m) == 1
+        flags = [str(op.attributes["fastmath"]) for op in operations_under(m.body)
+                 if op.name in ("arith.addf", "arith.maximumf")]
+    assert flags == ["#arith.fastmath<reassoc>", "#arith.fastmath<none>", "#arith.fastmath<none>"]
