@@ -248,8 +248,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
-    # the context's memory first (it moves to the caller's entry block: one slot however often the
-    # launch runs)
+    # the context's memory first (the function's shared slot takes its place: _share_slots)
     launch = ["%one = llvm.mlir.constant(1 : i64) : i64",
               f"%ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr",
               "%zero = arith.constant 0 : index"]
@@ -290,7 +289,7 @@ def _function_of(op):
     return op
 
 
-def _outline(m, loop, name: str) -> bool:
+def _outline(m, loop, name: str, slots: dict) -> bool:
     """Move one scf.parallel into functions of its own (see the module's doc); False if a value
     it uses cannot travel in the context, or the loop is known to be too small to share."""
     nest = _nest(loop)
@@ -339,20 +338,38 @@ def _outline(m, loop, name: str) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    # The launch's body in the loop's place, on the loop's operands; its context slot at the top
-    # of the function.
+    # The launch's body in the loop's place, on the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
     for arg, v in zip(launch.arguments, passed + first + [b for bounds in inner for b in bounds]):
         arg.replace_all_uses_with(v)
     body = [op.operation for op in launch.operations]
-    entry = _function_of(loop).regions[0].blocks[0]
-    top = entry.operations[0].operation
-    for op in body[:2]:
-        op.move_before(top)
-    for op in body[2:-1]:
+    for op in body[:-1]:
         op.move_before(loop)
+    words = 3 + sum(3 + 2 * _typed(v.type).rank if isinstance(_typed(v.type), ir.MemRefType) else 1 for v in passed)
+    slots.setdefault(_function_of(loop), []).append((body[0], body[1], words))
     loop.erase()
     return True
+
+
+def _typed(t):
+    return t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+
+
+def _share_slots(slots: dict) -> None:
+    """One context slot per function, at the top of its entry block, as large as its largest
+    context (8 bytes a field or a descriptor's word, at most), for all its launches: they run one
+    after the other, and a slot each made every frame of a recursive function larger."""
+    for function, made in slots.items():
+        words = max(w for _, _, w in made)
+        top = function.regions[0].blocks[0].operations[0].operation
+        one = made[0][0].clone(ip=ir.InsertionPoint(top))
+        slot = made[0][1].clone(ip=ir.InsertionPoint(top))
+        slot.operands[0] = one.results[0]
+        slot.attributes["elem_type"] = ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{words} x i64>"))
+        for constant, alloca, _ in made:
+            alloca.results[0].replace_all_uses_with(slot.results[0])
+            alloca.erase()
+            constant.erase()
 
 
 def mark_loop_functions(m) -> None:
@@ -379,15 +396,16 @@ def outline_parallel_loops(m) -> int:
     passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
     taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
              if "sym_name" in op.operation.attributes}
-    count = 0
+    count, slots = 0, {}
     for loop in outermost(m, "scf.parallel"):
         if not _parallelizable(_nest(loop)):
             continue
         name = f"__dg_par_{count}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, name):
+        if _outline(m, loop, name, slots):
             count += 1
+    _share_slots(slots)
     if count:
         append_parsed(m, RUNTIME_DECL)
     return count

@@ -300,3 +300,25 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
     assert [str(a) for a in ir.ArrayAttr(loop["passthrough"])] == ['"alwaysinline"']
     assert sum("llvm.noalias" in str(a) for a in ir.ArrayAttr(loop["arg_attrs"])) == 1
     assert "passthrough" not in funcs["__dg_par_0"].attributes
+
+
+def test_a_functions_launches_share_one_context_slot():
+    """Two loops, one slot for their contexts (as large as the larger: two descriptors of five words
+    and three bounds), so that a recursive function's frames do not grow by a slot per loop."""
+    from dg.dialects.dialect import operations_under, shared_context
+    from dg.lowering import parallel
+
+    text = ("func.func @f(%b: memref<?xf32>) -> memref<?xf32> {\n"
+            "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
+            "%a = memref.alloc(%n) : memref<?xf32>\n%r = memref.alloc(%n) : memref<?xf32>\n"
+            + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>")
+            + _generic("%a", "memref<?xf32>", "%r", "memref<?xf32>") + "return %r : memref<?xf32>\n}")
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert parallel.outline_parallel_loops(m) == 2
+        f = next(op.operation for op in m.body.operations
+                 if ir.StringAttr(op.operation.attributes["sym_name"]).value == "f")
+        slots = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "llvm.alloca"]
+        assert len(slots) == 1, str(f)
+        assert str(ir.TypeAttr(slots[0].attributes["elem_type"]).value) == "!llvm.array<13 x i64>"
+        assert m.operation.verify()
