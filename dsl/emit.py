@@ -67,14 +67,12 @@ class Spec:
     text: str = ""
 
 
-# Symbols that the lowering and the runtime define in the same module: MLIR's allocation and
-# copy functions, and dg's runtime functions and globals (`dg_state`, `dg_rt_fail`, `dg_blas_sgemm`,
-# the C interfaces `_mlir_ciface_*`, ...). A dg function with one of these names gets another symbol.
-_RESERVED = frozenset({"malloc", "free", "aligned_alloc", "memrefCopy"})
-
-
-def _reserved(name: str) -> bool:
-    return name in _RESERVED or name.startswith(("dg_", "_mlir_"))
+# The runtime's functions and globals live in a dg function's module from its lowering on
+# (`dg_state`, `dg_rt_fail`, `dg_rt_host_f32`, ...): a dg function named so gets another symbol.
+# (Names the later stages add, C library names among them, cannot clash: the CPU lowering gives
+# every dg function a dotted symbol, runtime.cpu.LINKED.)
+def _unreserved(name: str) -> str:
+    return "_" + name if name.startswith("dg_") else name
 
 
 class ModuleEmitter:
@@ -101,7 +99,8 @@ class ModuleEmitter:
 
     # ------------------------------------------------------------ specializations
     def symbol_for(self, name: str) -> str:
-        if name not in self.symbols and not _reserved(name):
+        name = _unreserved(name)
+        if name not in self.symbols:
             self.symbols.add(name)
             return name
         for i in itertools.count(1):

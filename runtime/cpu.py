@@ -243,6 +243,21 @@ def bufferized(dg_module: "ir.Module", entry: str | None = None):
     return lowered, m
 
 
+LINKED = "dg.fn."  # what compiled code calls a dg function `f`: `dg.fn.f` (see _link_names)
+
+
+def _link_names(m) -> None:
+    """Give the module's dg functions (those with bodies, before the runtime's get theirs) dotted
+    symbols, which no C library, MLIR or runtime function can have: a dg function named `memcpy`,
+    `sinf` or `malloc` would otherwise be what LLVM's and MLIR's own calls of those reach."""
+    for op in list(m.body.operations):
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            old = ir.StringAttr(op.attributes["sym_name"]).value
+            ir.SymbolTable.replace_all_symbol_uses(old, LINKED + old, m.operation)
+            op.attributes["sym_name"] = ir.StringAttr.get(LINKED + old)
+
+
 def _define_runtime_functions(m) -> None:
     """Give the functions the lowering declared for the CPU their bodies: the stack pointer, and
     `dg_rt_fail`, which records a failed check in the state word the executor reads."""
@@ -283,6 +298,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
     lowered, m = bufferized(dg_module, entry)
     with shared_context():
         try:
+            _link_names(m)
             _define_runtime_functions(m)
             blas.route_matmuls(m)
             gemm_updates.fuse_gemm_updates(m)
@@ -334,7 +350,7 @@ def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[di
         engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
-    engine.raw_lookup("_mlir_ciface_" + next(iter(sigs)))  # code generation happens on the first lookup
+    engine.raw_lookup("_mlir_ciface_" + LINKED + next(iter(sigs)))  # code generation happens on the first lookup
     fd, path = tempfile.mkstemp(suffix=".o")
     os.close(fd)
     try:
@@ -428,7 +444,7 @@ class CpuProgram:
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
-            addr = self._jit.get_function_address(alloc_guard.GUARDED + symbol)
+            addr = self._jit.get_function_address(alloc_guard.GUARDED + LINKED + symbol)
             fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
             e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
                                              [t.rank for t in ins], outs)

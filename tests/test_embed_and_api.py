@@ -84,7 +84,7 @@ def test_compiled_subset_matches_interp():
         for u, v in zip(a.f(x, w, 3), b.f(x, w, 3)):
             np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
     assert "linalg.matmul" in b.f.ir("linalg")
-    assert "llvm.func @f" in b.f.ir("llvm")
+    assert "llvm.func @dg.fn.f(" in b.f.ir("llvm")
 
 
 def test_ir_stages():

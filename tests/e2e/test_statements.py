@@ -464,12 +464,41 @@ def _mlir_ciface_free(x: f32[N]) -> f32[N]:
 
 def top(x: f32[N]) -> f32[N]:
     return _mlir_ciface_free(x)
+
+def memcpy(x: f32[N]) -> f32[N]:
+    return x
+
+def sinf(x: f32[N]) -> f32[N]:
+    return sin(x) + 1.0
+
+def powf(x: f32[N]) -> f32[N]:
+    return x ** x
+
+def __dg_par_0_loop(x: f32[N], k: i64) -> f32[N]:
+    if k <= 0:
+        return exp(x) * 2.0
+    return __dg_par_0_loop(x, k - 1)
+
+def par(x: f32[N]) -> f32[N]:
+    return __dg_par_0_loop(x, 1)
+
+def _mlir_ciface_f(x: f32[N], k: i64) -> f32[N]:
+    if k <= 0:
+        return x
+    return _mlir_ciface_f(x, k - 1) * 0.5
+
+def f_1(x: f32[N], k: i64) -> f32[N]:
+    return _mlir_ciface_f(x, k) + 1.0
+
+def f_2(x: f32[N], k: i64) -> f32[N]:
+    return _mlir_ciface_f(x, k) + 2.0
 """
 
 
 def test_functions_may_have_the_names_the_runtime_uses(mode):
-    """The allocator, MLIR's copy function, dg's state word, check and C interfaces: a dg function
-    of such a name is a function like any other, called from Python and from dg."""
+    """The allocator, MLIR's copy function, dg's state word, check and C interfaces, C library
+    functions: a dg function of such a name is a function like any other, called from Python and
+    from dg."""
     m = load_src(RUNTIME_NAMES, mode)
     x = np.linspace(0.5, 2.0, 8).astype(np.float32)
     check(m.malloc(x), np.exp(x) + 1.0)
@@ -478,3 +507,11 @@ def test_functions_may_have_the_names_the_runtime_uses(mode):
     check(m.top(x), (np.exp(x) + 1.0) * 2.0 + np.sum((x * 4.0)[::2]))
     with pytest.raises(dg.DgRuntimeError, match="positive"):
         m.dg_rt_fail(-x)
+    # names of the C library's functions, which LLVM's own calls (memcpy, sinf, powf) reach
+    check(m.memcpy(x), x)
+    check(m.sinf(x), np.sin(x) + 1.0)
+    check(m.powf(x), x ** x)
+    # a name the compiler gives its own functions; a name made by adding a number
+    check(m.par(x), np.exp(x) * 2.0)
+    check(m.f_1(x, I64(2)), x * 0.25 + 1.0)
+    check(m.f_2(x, I64(3)), x * 0.125 + 2.0)
