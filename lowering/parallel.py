@@ -143,16 +143,23 @@ def _is_constant(v) -> bool:
 
 
 def _inner_bounds(nest: list, inside: set) -> list:
-    """(lower, upper, step) values of the loops in the body whose bounds are set before the loop
-    (a constant made inside it is made again before it)."""
+    """(lower, upper, step) values of the loops in the body whose bounds are set before the loop,
+    or are known to be at most such values."""
     out, made = [], {}
 
-    def before(b):
+    def bound(b, upper=False):
+        """b, or a value before the loop that stands for it in the estimate: a constant made again,
+        for an upper bound the operand of a min that is set before the loop; None if none."""
         if b not in inside:
             return b
-        if b not in made:
-            made[b] = _owner(b).clone(ip=ir.InsertionPoint(nest[0])).results[0]
-        return made[b]
+        owner = _owner(b)
+        if _is_constant(b):
+            if b not in made:
+                made[b] = owner.clone(ip=ir.InsertionPoint(nest[0])).results[0]
+            return made[b]
+        if upper and owner is not None and owner.name in ("arith.minsi", "arith.minui"):
+            return next((v for v in (bound(o, True) for o in owner.operands) if v is not None), None)
+        return None
 
     for op in nest[1:]:
         if op.name == "scf.for":
@@ -163,7 +170,10 @@ def _inner_bounds(nest: list, inside: set) -> list:
             triples = [(operands[i], operands[d + i], operands[2 * d + i]) for i in range(d)]
         else:
             continue
-        out += [tuple(before(b) for b in t) for t in triples if all(b not in inside or _is_constant(b) for b in t)]
+        for t in triples:
+            t = (bound(t[0]), bound(t[1], True), bound(t[2]))
+            if all(b is not None for b in t):
+                out.append(t)
     return out
 
 
@@ -289,10 +299,10 @@ def _function_of(op):
     return op
 
 
-def _outline(m, loop, name: str, slots: dict) -> bool:
+def _outline(m, loop, nest: list, name: str, slots: dict) -> bool:
     """Move one scf.parallel into functions of its own (see the module's doc); False if a value
-    it uses cannot travel in the context, or the loop is known to be too small to share."""
-    nest = _nest(loop)
+    it uses cannot travel in the context, or the loop is known to be too small to share. `nest`:
+    the loop and the operations under it."""
     dims = len(loop.regions[0].blocks[0].arguments)
     inside = _defined_inside(nest)
     outside = _used_from_outside(nest, inside, dims)
@@ -398,12 +408,13 @@ def outline_parallel_loops(m) -> int:
              if "sym_name" in op.operation.attributes}
     count, slots = 0, {}
     for loop in outermost(m, "scf.parallel"):
-        if not _parallelizable(_nest(loop)):
+        nest = _nest(loop)
+        if not _parallelizable(nest):
             continue
         name = f"__dg_par_{count}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, name, slots):
+        if _outline(m, loop, nest, name, slots):
             count += 1
     _share_slots(slots)
     if count:

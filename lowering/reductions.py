@@ -10,7 +10,6 @@ multiply, max, min) and whose body does not read its indices, as
 - `CHUNKS` partial results (at most; fewer for few rows), each the reduction of its own block of
   rows, in an outer `scf.parallel` that `lowering.parallel` outlines (each block is reduced as
   one thread would, so the results do not depend on the number of threads);
-- the rows left over (fewer than the number of chunks) reduced into the output;
 - the partial results combined into the output, in order.
 
 A reduction whose sizes are all known and small stays as it is.
@@ -144,13 +143,12 @@ def _split(generic) -> bool:
         lines.append(f"%n = arith.constant {n} : index")
         n = "%n"
     out_sizes = [size(len(operands) - 1, a) for a in range(out_t.rank)]
-    # chunks: min(CHUNKS, rows / ROWS_PER_CHUNK), at least 1; each `q` rows; the rest after them
+    # chunks: min(CHUNKS, rows / ROWS_PER_CHUNK), at least 1; each `q` rows, the last what is left
+    # (at least one row, as a chunk has more rows than there are chunks)
     lines += [f"%want = arith.divui {n}, %per : index",
               "%fewer = arith.minui %want, %most : index",
               "%chunks = arith.maxui %fewer, %c1 : index",
-              f"%q = arith.divui {n}, %chunks : index",
-              "%full = arith.muli %q, %chunks : index",
-              f"%left = arith.subi {n}, %full : index"]
+              f"%q = arith.ceildivui {n}, %chunks : index"]
     elt = str(out_t.element_type)
     part_t = ir.MemRefType.get([dynamic] + list(out_t.shape), out_t.element_type)
     dyn_out = [s for s, d in zip(out_sizes, out_t.shape) if d == dynamic]
@@ -175,17 +173,16 @@ def _split(generic) -> bool:
             ins.append(i)
         return body, ins
 
-    chunk_views, _ = rows_of("%lo", "%q", "v")
+    chunk_views, _ = rows_of("%lo", "%sz", "v")
     part_strides, _ = part_t.get_strides_and_offset()
     row_t = ir.MemRefType.get(list(out_t.shape), out_t.element_type,
                               ir.StridedLayoutAttr.get(dynamic, part_strides[1:]))
     zeros = ", ".join(["0"] * out_t.rank)
     row = (f"%row = memref.subview %part[%c{', ' + zeros if zeros else ''}] "
            f"[1{''.join(', ' + s for s in out_sizes)}] [{', '.join(['1'] * (out_t.rank + 1))}] : {part_t} to {row_t}")
-    lines += ["scf.parallel (%c) = (%c0) to (%chunks) step (%c1) {", "  %lo = arith.muli %c, %q : index"]
+    lines += ["scf.parallel (%c) = (%c0) to (%chunks) step (%c1) {", "  %lo = arith.muli %c, %q : index",
+              f"  %rest = arith.subi {n}, %lo : index", "  %sz = arith.minsi %q, %rest : index"]
     lines += ["  " + x for x in chunk_views] + ["  " + row, "  scf.reduce", "}"]
-    rest_views, _ = rows_of("%full", "%left", "r")
-    lines += rest_views
     # the partial results into the output: out = combine(part[c], out), chunk by chunk
     rank = out_t.rank
     ds = ", ".join(f"d{i + 1}" for i in range(rank))
@@ -203,26 +200,15 @@ def _split(generic) -> bool:
     block = helper.body.operations[0].regions[0].blocks[0]
     for arg, v in zip(block.arguments, operands):
         arg.replace_all_uses_with(v)
-    ops = [op.operation for op in block.operations]
-    loop = next(op for op in ops if op.name == "scf.parallel")
-    rest_at = ops[ops.index(loop) + 1 + len(rest_views)]  # the combining generic
-
-    def copy(ip, views, out=None):
-        """A copy of the reduction at `ip`, on the subviews `views` of the inputs that have rows."""
-        c = generic.clone(ip=ip)
-        views = iter(views)
-        for i, a in enumerate(axes):
-            if a is not None:
-                c.operands[i] = next(views)
-        if out is not None:
-            c.operands[len(operands) - 1] = out
-
-    # in the loop, on a chunk's rows, into its partial result; after it, on the rows left over,
-    # into the output
+    loop = next(op.operation for op in block.operations if op.operation.name == "scf.parallel")
+    # in the loop, a copy of the reduction on a chunk's rows, into its partial result
     loop_ops = [op.operation for op in loop.regions[0].blocks[0].operations]
-    subs = [op.results[0] for op in loop_ops if op.name == "memref.subview"]
-    copy(ir.InsertionPoint(loop_ops[-1]), subs[:-1], subs[-1])
-    copy(ir.InsertionPoint(rest_at), [op.results[0] for op in ops[ops.index(loop) + 1:ops.index(rest_at)]])
+    subs = iter([op.results[0] for op in loop_ops if op.name == "memref.subview"])
+    chunk = generic.clone(ip=ir.InsertionPoint(loop_ops[-1]))
+    for i, a in enumerate(axes):
+        if a is not None:
+            chunk.operands[i] = next(subs)
+    chunk.operands[len(operands) - 1] = next(subs)  # %row
     for op in [op.operation for op in block.operations][:-1]:
         op.move_before(generic)
     generic.erase()
