@@ -3,6 +3,9 @@
 Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
+import sys
+import types
+
 try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
     from mlir.dialects import irdl, func, scf, arith  # type: ignore
@@ -19,6 +22,13 @@ except ImportError:
     from torch_mlir.execution_engine import ExecutionEngine  # type: ignore
 
     SOURCE = "torch_mlir"
+
+# The bindings look for the Python module of each dialect whose ops they wrap
+# (`<package>.dialects.<namespace>`) and, when there is none, try the import again for every op:
+# dg's ops have no generated classes, so an empty module stands in for them (a compile made a
+# hundred failed imports, 10% of its time in the passes).
+_DG_OPS = f"{SOURCE}.dialects.dg"
+sys.modules.setdefault(_DG_OPS, types.ModuleType(_DG_OPS))
 
 try:
     from importlib.metadata import version as _version

@@ -32,3 +32,29 @@ def test_only_what_the_entry_reaches_is_bufferized():
     defined = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in b.body.operations
                if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
     assert defined == ["step"], str(b)
+
+
+def test_no_import_is_tried_again_and_again(monkeypatch):
+    """Wrapping dg's ops in the bindings does not look for a missing Python module each time."""
+    import builtins
+
+    from dg.runtime import cpu
+    from dg.runtime.modes import parse_verified, run_text
+
+    m = dg.loads(SRC, mode="compiled", filename="imports.dg")
+    x = np.ones(8, np.float32)
+    m.step(x, x)
+    text = run_text(m.step._last)
+    failed = []
+    real = builtins.__import__
+
+    def tracking(name, *args, **kwargs):
+        try:
+            return real(name, *args, **kwargs)
+        except ImportError:
+            failed.append(name)
+            raise
+
+    monkeypatch.setattr(builtins, "__import__", tracking)
+    cpu.lower_to_llvm(parse_verified(text), "step")
+    assert len(failed) <= 2, failed
