@@ -104,6 +104,12 @@ def append_parsed(module, text: str, keep=None) -> None:
             module.body.append(op)
 
 
+def downcast(x):
+    """An MLIR type, attribute or affine expression as its most specific Python class (the
+    bindings give the general one where they cannot tell)."""
+    return x.maybe_downcast() if hasattr(x, "maybe_downcast") else x
+
+
 def operations_under(block):
     """Every operation under a block, depth first, read from the blocks' own lists (ops found
     by `walk` must not be erased or moved afterwards; these may be)."""

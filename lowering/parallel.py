@@ -7,15 +7,18 @@ parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
 values the body uses from outside travel in a context struct on the
-caller's stack, which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants
-are made again inside). A memref on memory the caller allocated, which no
-other memref of the loop can view, is marked `noalias` for LLVM (after the
-lowering to LLVM: `mark_loop_functions`), as it would know inside the caller. In the loop's place, a
-call hands the function to the runtime's thread pool (`dg.parallel_for`,
-`runtime.threads`) with the number of first-axis iterations and an
-estimate of the work: the iterations of the loop and of the loops inside
-it whose bounds are known before it starts, times the operations of its
-body (a load or store counting as several). The pool decides at run time
+caller's stack (one slot a function, for all its loops), which
+`@__dg_par_K(ctx, lo, hi)` unpacks for it (constants are made again
+inside; LLVM inlines the loop function there). A memref on memory the
+caller allocated, which no other memref of the loop can view, is marked
+`noalias` for LLVM (after the lowering to LLVM: `mark_loop_functions`), as
+it would know inside the caller. In the loop's place, the context is
+packed and a call hands `@__dg_par_K` to the runtime's thread pool
+(`dg.parallel_for`, `runtime.threads`) with the number of first-axis
+iterations and an estimate of the work: the iterations of the loop and of
+the loops inside it whose bounds are known before it starts (or bounded
+by such a value), times the operations of its body (a load or store
+counting as several). The pool decides at run time
 how many threads to use; a small loop runs on the calling thread. A loop
 whose bounds are constants and whose work is too small to share is left
 in place. Other `scf.parallel` loops stay sequential
@@ -23,7 +26,7 @@ in place. Other `scf.parallel` loops stay sequential
 """
 from __future__ import annotations
 
-from dg.dialects.dialect import append_parsed, operations_under
+from dg.dialects.dialect import append_parsed, downcast, operations_under
 from dg.dialects.mlir import ir, passmanager
 
 from .builder import STATE
@@ -59,7 +62,7 @@ def _descriptor(t: "ir.MemRefType") -> str:
 
 def _field(t: "ir.Type") -> str | None:
     """The context struct's field for a value of MLIR type `t`, or None if it cannot travel."""
-    t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+    t = downcast(t)
     if isinstance(t, ir.MemRefType):
         return _descriptor(t)
     if isinstance(t, ir.IndexType):
@@ -355,14 +358,10 @@ def _outline(m, loop, nest: list, name: str, slots: dict) -> bool:
     body = [op.operation for op in launch.operations]
     for op in body[:-1]:
         op.move_before(loop)
-    words = 3 + sum(3 + 2 * _typed(v.type).rank if isinstance(_typed(v.type), ir.MemRefType) else 1 for v in passed)
+    words = 3 + sum(3 + 2 * downcast(v.type).rank if isinstance(downcast(v.type), ir.MemRefType) else 1 for v in passed)
     slots.setdefault(_function_of(loop), []).append((body[0], body[1], words))
     loop.erase()
     return True
-
-
-def _typed(t):
-    return t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
 
 
 def _share_slots(slots: dict) -> None:

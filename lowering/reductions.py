@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from dg.dialects.dialect import downcast
 from dg.dialects.mlir import ir
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
@@ -43,6 +44,11 @@ def _identity(op: str, elt: str) -> str | None:
     return None
 
 
+# the ops a reduction may combine into its output with (they have an identity: _identity)
+_OPS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf",
+        "arith.addi", "arith.muli", "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi"}
+
+
 def _combiner(generic) -> str | None:
     """The operation the body combines each element into the output with (the output's block
     argument used once, by the op that makes the yielded value), or None."""
@@ -59,18 +65,10 @@ def _combiner(generic) -> str | None:
     return made.name if uses == 1 and acc in list(made.operands) else None
 
 
-_OPS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf",
-        "arith.addi", "arith.muli", "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi"}
-
-
-def _typed(t):
-    return t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
-
-
 def _axis_of(expr, d: int):
     """The way an indexing map's result uses loop dim d: "is" (it is d), "uses" (an expression
     of d) or None."""
-    expr = _typed(expr)
+    expr = downcast(expr)
     if isinstance(expr, ir.AffineDimExpr):
         return "is" if expr.position == d else None
     return "uses" if re.search(rf"\bd{d}\b", str(expr)) else None
@@ -86,7 +84,7 @@ def _split(generic) -> bool:
     if segments[1] != 1 or len(generic.results):
         return False
     combine = _combiner(generic)
-    types = [_typed(v.type) for v in operands]
+    types = [downcast(v.type) for v in operands]
     if combine is None or not all(isinstance(t, ir.MemRefType) for t in types):
         return False
     out_t = types[-1]
@@ -144,7 +142,7 @@ def _split(generic) -> bool:
         n = "%n"
     out_sizes = [size(len(operands) - 1, a) for a in range(out_t.rank)]
     # chunks: min(CHUNKS, rows / ROWS_PER_CHUNK), at least 1; each `q` rows, the last what is left
-    # (at least one row, as a chunk has more rows than there are chunks)
+    # (some rows: q >= ROWS_PER_CHUNK > chunks when there are several)
     lines += [f"%want = arith.divui {n}, %per : index",
               "%fewer = arith.minui %want, %most : index",
               "%chunks = arith.maxui %fewer, %c1 : index",
@@ -156,24 +154,17 @@ def _split(generic) -> bool:
               f"%id = arith.constant {identity} : {elt}",
               f"linalg.fill ins(%id : {elt}) outs(%part : {part_t})"]
 
-    def rows_of(start: str, count: str, tag: str) -> tuple:
-        """Subviews of the inputs on rows [start, start + count) (IR lines, the inputs to use)."""
-        body, ins = [], []
-        for i, (t, a) in enumerate(zip(types[:-1], axes)):
-            if a is None:
-                ins.append(None)
-                continue
-            offsets = [start if ax == a else "0" for ax in range(t.rank)]
-            sizes = [count if ax == a else size(i, ax) for ax in range(t.rank)]
-            strides, _ = t.get_strides_and_offset()
-            view = ir.MemRefType.get([dynamic if ax == a else d for ax, d in enumerate(t.shape)], t.element_type,
-                                     ir.StridedLayoutAttr.get(dynamic, strides))
-            body.append(f"%{tag}{i} = memref.subview %a{i}[{', '.join(offsets)}] [{', '.join(sizes)}] "
-                        f"[{', '.join(['1'] * t.rank)}] : {t} to {view}")
-            ins.append(i)
-        return body, ins
-
-    chunk_views, _ = rows_of("%lo", "%sz", "v")
+    chunk_views = []  # the inputs that have rows, on a chunk's rows [lo, lo + sz)
+    for i, (t, a) in enumerate(zip(types[:-1], axes)):
+        if a is None:
+            continue
+        offsets = ["%lo" if ax == a else "0" for ax in range(t.rank)]
+        sizes = ["%sz" if ax == a else size(i, ax) for ax in range(t.rank)]
+        strides, _ = t.get_strides_and_offset()
+        view = ir.MemRefType.get([dynamic if ax == a else d for ax, d in enumerate(t.shape)], t.element_type,
+                                 ir.StridedLayoutAttr.get(dynamic, strides))
+        chunk_views.append(f"%v{i} = memref.subview %a{i}[{', '.join(offsets)}] [{', '.join(sizes)}] "
+                           f"[{', '.join(['1'] * t.rank)}] : {t} to {view}")
     part_strides, _ = part_t.get_strides_and_offset()
     row_t = ir.MemRefType.get(list(out_t.shape), out_t.element_type,
                               ir.StridedLayoutAttr.get(dynamic, part_strides[1:]))
