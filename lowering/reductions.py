@@ -5,7 +5,7 @@ loop is a reduction (a sum over the batch, `sum(x, axis=0)`; a reduction to a sc
 a loop over the rows with the parallel loop, if any, inside it: a loop inside a loop, which
 `lowering.parallel` does not share. Guarantees: `split_leading_reductions(module)` rewrites each
 such generic that no loop contains, whose one output is combined with one operation (add,
-multiply, max, min) and whose body does not read its indices, as
+max, min; an integer multiply) and whose body does not read its indices, as
 
 - `CHUNKS` partial results (at most; fewer for few rows), each the reduction of its own block of
   rows, in an outer `scf.parallel` that `lowering.parallel` outlines (each block is reduced as
@@ -35,7 +35,7 @@ _INT_MAX = {"i32": (2**31 - 1, -2**31), "i64": (2**63 - 1, -2**63)}
 def _identity(op: str, elt: str) -> str | None:
     """The constant `op` leaves a value unchanged with, as IR text, or None."""
     if elt in _INF:
-        return {"arith.addf": "0.0", "arith.mulf": "1.0",
+        return {"arith.addf": "0.0",
                 "arith.maximumf": _INF[elt][1], "arith.maxnumf": _INF[elt][1],
                 "arith.minimumf": _INF[elt][0], "arith.minnumf": _INF[elt][0]}.get(op)
     if elt in _INT_MAX:
@@ -44,8 +44,10 @@ def _identity(op: str, elt: str) -> str | None:
     return None
 
 
-# the ops a reduction may combine into its output with (they have an identity: _identity)
-_OPS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf",
+# the ops a reduction may combine into its output with (they have an identity: _identity). Not a
+# float product: split in parts, one part's product may overflow to inf where another's underflows
+# to 0, and inf * 0 is NaN where the product in order was 0 or inf.
+_OPS = {"arith.addf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf",
         "arith.addi", "arith.muli", "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi"}
 
 
@@ -207,16 +209,16 @@ def _split(generic) -> bool:
 
 
 def reassociate(m) -> int:
-    """Let LLVM reorder float sums and products of reductions (`fastmath<reassoc>` on the op that
-    combines into the output), so that it can vectorize them: one add after the other is bound
-    by the add's latency (a float sum of a million elements took four cycles each), and partial
-    sums in vector lanes round less than the one running sum did. How many ops."""
+    """Let LLVM reorder the float sums of reductions (`fastmath<reassoc>` on the add that combines
+    into the output), so that it can vectorize them: one add after the other is bound by the
+    add's latency (a float sum of a million elements took four cycles each), and partial sums in
+    vector lanes round less than the one running sum did. (Not products: see _OPS.) How many ops."""
     count = 0
     flag = ir.Attribute.parse("#arith.fastmath<reassoc>")
     for op in _generics(m):
         if not any("reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
             continue
-        if _combiner(op) in ("arith.addf", "arith.mulf"):
+        if _combiner(op) == "arith.addf":
             block = op.regions[0].blocks[0]
             made = list(block.operations)[-1].operands[0].owner
             getattr(made, "operation", made).attributes["fastmath"] = flag

@@ -27,8 +27,12 @@ CASES = {
                                      + _generic('"reduction", "parallel"', COLS,
                                                 "%x : memref<?x8xf64, strided<[16, 2], offset: ?>>",
                                                 "%o : memref<8xf64>",
-                                                "%y = arith.mulf %a, %b : f64\nlinalg.yield %y : f64", "f64")
+                                                "%y = arith.maximumf %a, %b : f64\nlinalg.yield %y : f64", "f64")
                                      + "return\n}", True),
+    # a float product: parts that overflow and underflow would make inf * 0
+    "float product": ("func.func @f(%x: memref<?xf32>, %o: memref<f32>) {\n"
+                      + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
+                                 "%y = arith.mulf %a, %b : f32\nlinalg.yield %y : f32") + "return\n}", False),
     # a combination with no identity to start the chunks from
     "difference": ("func.func @f(%x: memref<?xf32>, %o: memref<f32>) {\n"
                    + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
@@ -73,21 +77,49 @@ def test_which_reductions_are_split(case):
 
 
 def test_float_sums_may_be_reordered():
-    """Sums and products of reductions get `reassoc` (LLVM vectorizes them); a max does not need it,
-    and an element-wise add is not a reduction."""
+    """Sums of reductions get `reassoc` (LLVM vectorizes them); a max does not need it, a product
+    keeps its order (inf * 0 where it was 0 or inf), and an element-wise add is not a reduction."""
     from dg.dialects.dialect import operations_under, shared_context
     from dg.lowering import reductions
 
     ew = _generic('"parallel"', "affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>", "%x : memref<?xf32>",
                   "%e : memref<?xf32>", "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32")
-    text = ("func.func @f(%x: memref<?xf32>, %o: memref<f32>, %p: memref<f32>, %e: memref<?xf32>) {\n"
+    text = ("func.func @f(%x: memref<?xf32>, %o: memref<f32>, %p: memref<f32>, %q: memref<f32>, %e: memref<?xf32>) {\n"
             + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%o : memref<f32>",
                        "%y = arith.addf %a, %b : f32\nlinalg.yield %y : f32")
             + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%p : memref<f32>",
-                       "%y = arith.maximumf %a, %b : f32\nlinalg.yield %y : f32") + ew + "return\n}")
+                       "%y = arith.maximumf %a, %b : f32\nlinalg.yield %y : f32")
+            + _generic('"reduction"', ALL, "%x : memref<?xf32>", "%q : memref<f32>",
+                       "%y = arith.mulf %a, %b : f32\nlinalg.yield %y : f32") + ew + "return\n}")
     with shared_context():
         m = ir.Module.parse(text)
         assert reductions.reassociate(m) == 1
         flags = [str(op.attributes["fastmath"]) for op in operations_under(m.body)
-                 if op.name in ("arith.addf", "arith.maximumf")]
-    assert flags == ["#arith.fastmath<reassoc>", "#arith.fastmath<none>", "#arith.fastmath<none>"]
+                 if op.name in ("arith.addf", "arith.maximumf", "arith.mulf")]
+    assert flags == ["#arith.fastmath<reassoc>", "#arith.fastmath<none>", "#arith.fastmath<none>",
+                     "#arith.fastmath<none>"]
+
+
+PRODUCTS = """
+def p(x: f32[?]) -> f32:
+    return prod(x)
+
+def p0(x: f32[?, ?]) -> f32[?]:
+    return prod(x, axis=0)
+"""
+
+
+def test_products_keep_their_order():
+    """A product whose running value underflows to 0 before it could overflow (or the other way)
+    is what the interpreter gives: parts or vector lanes would multiply inf by 0."""
+    import numpy as np
+
+    import dg
+
+    comp = dg.loads(PRODUCTS, mode="compiled", filename="prod.dg")
+    interp = dg.loads(PRODUCTS, mode="interp", filename="prod.dg")
+    inf_first = np.full(256, 0.1, np.float32)
+    inf_first[0] = np.inf
+    for x in (np.array([0.25] * 128 + [4.0] * 128, np.float32), np.tile(np.float32([0.25, 4.0]), 2048), inf_first):
+        np.testing.assert_array_equal(comp.p(x), interp.p(x))
+        np.testing.assert_array_equal(comp.p0(x[:, None]), interp.p0(x[:, None]))
