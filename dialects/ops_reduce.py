@@ -144,6 +144,27 @@ def count_of(b, x, xt, axes, ety):
     return b.unary("arith.sitofp", i64, f"i64 to {ety}")
 
 
+def _int_limits(ety: str) -> tuple:
+    """The smallest and largest signed integers of `ety` (i8 ... i64)."""
+    bits = int(ety[1:])
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def fail_if_empty(b, x, xt, axes, message: str) -> None:
+    """NumPy's error when the reduced axes hold no element: a max, a min and their indices have
+    no value to start from (the output may still be empty: a (0, 0) array reduced along axis 0)."""
+    from dg.lowering.builder import fail_if
+
+    if all(isinstance(xt.shape[i], int) and xt.shape[i] > 0 for i in axes):
+        return
+    n = b.const(1, "index")
+    for i in axes:
+        n = b.binary("arith.muli", n, b.dim(x, xt, i), "index")
+    empty = b.fresh("x")
+    b.emit(f"{empty} = arith.cmpi eq, {n}, {b.const(0, 'index')} : index")
+    fail_if(b, empty, message)
+
+
 def _lower_reduce(kind):
     def lower(b, op):
         from dg.lowering.builder import elt, signless
@@ -153,6 +174,9 @@ def _lower_reduce(kind):
         axes, keep = tuple(op.attrs.get("axes", ())), op.attrs.get("keepdims", False)
         ety = signless(elt(xt))
         isf = ety.startswith("f") or ety == "bf16"
+        if kind in ("max", "min"):
+            fail_if_empty(b, x, xt, axes, "ValueError: zero-size array to reduction operation "
+                                          f"{'maximum' if kind == 'max' else 'minimum'} which has no identity")
         if kind in ("sum", "mean"):
             init = b.const(0.0 if isf else 0, ety)
             comb = lambda bb, a, o: bb.binary("arith.addf" if isf else "arith.addi", a, o, ety)
@@ -163,10 +187,10 @@ def _lower_reduce(kind):
             init = b.const(kind == "min", "i1")
             comb = lambda bb, a, o: bb.binary("arith.ori" if kind == "max" else "arith.andi", a, o, "i1")
         elif kind == "max":
-            init = b.const(float("-inf"), ety) if isf else b.const(-(2 ** 63) if ety == "i64" else -(2 ** 31), ety)
+            init = b.const(float("-inf"), ety) if isf else b.const(_int_limits(ety)[0], ety)
             comb = lambda bb, a, o: bb.binary("arith.maximumf" if isf else "arith.maxsi", a, o, ety)
         else:
-            init = b.const(float("inf"), ety) if isf else b.const(2 ** 63 - 1 if ety == "i64" else 2 ** 31 - 1, ety)
+            init = b.const(float("inf"), ety) if isf else b.const(_int_limits(ety)[1], ety)
             comb = lambda bb, a, o: bb.binary("arith.minimumf" if isf else "arith.minsi", a, o, ety)
         r = reduce_generic(b, x, xt, axes, keep, out_t, init, comb)
         if kind != "mean":
@@ -290,9 +314,10 @@ def _lower_arg(is_max):
 
         it = TensorType("i64", kt.shape)
         sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
+        fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
         worst = float("-inf") if is_max else float("inf")
         if not isf:
-            worst = -(2 ** 63) if is_max else 2 ** 63 - 1
+            worst = _int_limits(ety)[0 if is_max else 1]
         vinit = b.fill(vt, sizes, b.const(worst, ety))
         iinit = b.fill(it, sizes, b.const(-1, "i64"))
         in_map = ", ".join(f"d{i}" for i in range(R))

@@ -4,6 +4,8 @@ import math
 import numpy as np
 import pytest
 
+import dg
+
 from .util import check, load_src, randn
 
 F32, F64, F16, I32, I64, B = np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_
@@ -46,6 +48,12 @@ def r_arg(x):
 
 def r_int(x: i64[?, ?]):
     return sum(x), sum(x, axis=0), max(x, axis=1), min(x), prod(x, axis=1), argmax(x, axis=1)
+
+def r_i32(x: i32[?, ?]):
+    return max(x, axis=1), min(x), argmax(x, axis=0), argmin(x)
+
+def r_none(x: f32[?, ?]):
+    return max(x, axis=0), min(x, axis=0), argmax(x, axis=0), argmin(x, axis=0)
 
 def r_bool(x: f32[?]):
     return sum(x > 0.0), max(x > 0.0), min(x > 0.0)
@@ -251,6 +259,34 @@ def test_int_and_bool_reductions(m):
     check(s, I64(2))  # summing bools counts them, as NumPy does
     check(mx, B(True))
     check(mn, B(False))
+
+
+def test_i32_reductions(m):
+    x = np.array([[3, -2**31, 4], [2**31 - 1, 5, -9]], np.int32)
+    got = m.r_i32(x)
+    wants = [x.max(axis=1), x.min(), x.argmax(axis=0), x.argmin()]
+    for g, w, dt in zip(got, wants, [np.int32, np.int32, I64, I64]):
+        check(g, np.asarray(w).astype(dt))
+
+
+def test_max_min_and_their_indices_of_nothing_raise(m):
+    """NumPy's errors when a reduced axis is empty (these have no value to start from), located;
+    an empty result of a non-empty reduced axis is fine."""
+    got = m.r_none(np.zeros((3, 0), F32))
+    for g, dt in zip(got, [F32, F32, I64, I64]):
+        check(g, np.zeros(0, dt))
+    with pytest.raises(dg.DgRuntimeError, match=r":\d+:\d+: error: ValueError: zero-size array to reduction "
+                                                r"operation maximum which has no identity"):
+        m.r_none(np.zeros((0, 3), F32))
+
+
+@pytest.mark.parametrize("name, message", [("min", "zero-size array to reduction operation minimum"),
+                                           ("argmax", "attempt to get argmax of an empty sequence"),
+                                           ("argmin", "attempt to get argmin of an empty sequence")])
+def test_each_of_nothing_raises(mode, name, message):
+    f = load_src(f"def f(x: f32[?]):\n    return {name}(x)\n", mode)
+    with pytest.raises(dg.DgRuntimeError, match=message):
+        f.f(np.zeros(0, F32))
 
 
 def test_mean_of_ints_is_float(m):
