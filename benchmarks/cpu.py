@@ -8,6 +8,9 @@ Workloads (float32):
              batch 32: loss and gradients                   calls/s
   chain      tanh(exp(a) * b + 1) / (1 + a * a), 4M floats  GB/s
              (the bytes of a, b and the result over the time)
+  reduce     sum(x * x) of 4M floats, and sum(y, axis=0) of
+             4096 x 1024 floats (a sum over the batch)         GB/s
+             (the bytes read over the time)
   compile    first call of mlp_step with an empty cache     s
 Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
 autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
@@ -47,6 +50,12 @@ def mlp_step(w1: f32[784, 256], b1: f32[256], w2: f32[256, 256], b2: f32[256], w
              x: f32[B, 784], y: i64[B], lr: f32):
     l, (g1, gb1, g2, gb2, g3, gb3) = value_and_grad(mlp_loss, wrt=(0, 1, 2, 3, 4, 5))(w1, b1, w2, b2, w3, b3, x, y)
     return l, w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2, w3 - lr * g3, b3 - lr * gb3
+
+def total(x: f32[N]) -> f32:
+    return sum(x * x)
+
+def colsum(y: f32[N, M]) -> f32[M]:
+    return sum(y, axis=0)
 
 def chain(a: f32[N], b: f32[N]) -> f32[N]:
     return tanh(exp(a) * b + 1.0) / (1.0 + a * a)
@@ -267,6 +276,32 @@ def bench_chain(mods, peers, n, repeats):
     return {k: gb / t for k, t in medians(fns, repeats).items()}
 
 
+def bench_reduce(mods, peers, n, rows, cols, repeats):
+    """GB/s of a sum to a scalar and of a sum along the first axis, side by side: {name: {peer: GB/s}}."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = {}
+    for name, arg, ref, gb in (("total", x, lambda a: np.sum(a * a), 4 * n / 1e9),
+                               ("colsum", y, lambda a: a.sum(axis=0), 4 * rows * cols / 1e9)):
+        fns = {"numpy": lambda a=arg, ref=ref: ref(a)}
+        for mode, m in mods.items():
+            np.testing.assert_allclose(getattr(m, name)(arg), ref(arg), rtol=1e-3, atol=1e-3)
+            fns[f"dg_{mode}"] = lambda m=m, a=arg: getattr(m, name)(a)
+        if "torch" in peers:
+            torch = peers["torch"]
+            t = torch.from_numpy(arg)
+            fns["torch_eager"] = (lambda t=t: torch.sum(t * t)) if name == "total" else (lambda t=t: torch.sum(t, 0))
+        if "jax" in peers:
+            jax = peers["jax"]
+            jnp = jax.numpy
+            f = jax.jit((lambda a: jnp.sum(a * a)) if name == "total" else (lambda a: jnp.sum(a, axis=0)))
+            ja = jnp.asarray(arg)
+            fns["jax_jit"] = lambda f=f, ja=ja: f(ja).block_until_ready()
+        out[name] = {k: gb / t for k, t in medians(fns, repeats).items()}
+    return out
+
+
 def bench_compile(batch, repeats: int = 3):
     """First call of mlp_step: a cold compile (empty cache), then a new module that finds the
     cache; the median of `repeats` of each."""
@@ -320,18 +355,21 @@ def main(argv=None) -> dict:
     res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
     res["rnn_fwd_bwd_per_s"] = bench_rnn(mods, peers, repeats, T=5 if a.quick else 50)
     res["chain_gb_per_s"] = bench_chain(mods, peers, 1 << 12 if a.quick else 1 << 22, repeats)
+    res["reduce_gb_per_s"] = bench_reduce(mods, peers, *((1 << 12, 64, 32) if a.quick else (1 << 22, 4096, 1024)),
+                                          repeats)
     res["ratios"] = {
         "sgemm": {k: ratios(v, "dg_compiled") for k, v in res["sgemm_gflops"].items()},
         "mlp_step": ratios(res["mlp_step_per_s"], "dg_compiled"),
         "rnn": ratios(res["rnn_fwd_bwd_per_s"], "dg_compiled"),
         "chain": ratios(res["chain_gb_per_s"], "dg_compiled"),
+        "reduce": {k: ratios(v, "dg_compiled") for k, v in res["reduce_gb_per_s"].items()},
     }
     print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs")
     print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s (the process's first: "
           f"{res['compile']['first_cold_s']:.2f} s), from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
     for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s"),
-                          ("chain_gb_per_s", "GB/s")):
-        rows = res[section] if section == "sgemm_gflops" else {"": res[section]}
+                          ("chain_gb_per_s", "GB/s"), ("reduce_gb_per_s", "GB/s")):
+        rows = res[section] if section in ("sgemm_gflops", "reduce_gb_per_s") else {"": res[section]}
         for name, row in rows.items():
             figures = ", ".join(f"{k} {v:.3g}" for k, v in row.items() if isinstance(v, float))
             print(f"{section} {name} ({unit}, median): {figures}")
