@@ -150,7 +150,7 @@ def _int_limits(ety: str) -> tuple:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
-def fail_if_empty(b, x, xt, axes, message: str) -> None:
+def _fail_if_empty(b, x, xt, axes, message: str) -> None:
     """NumPy's error when the reduced axes hold no element: a max, a min and their indices have
     no value to start from (the output may still be empty: a (0, 0) array reduced along axis 0)."""
     from dg.lowering.builder import fail_if
@@ -175,7 +175,7 @@ def _lower_reduce(kind):
         ety = signless(elt(xt))
         isf = ety.startswith("f") or ety == "bf16"
         if kind in ("max", "min"):
-            fail_if_empty(b, x, xt, axes, "ValueError: zero-size array to reduction operation "
+            _fail_if_empty(b, x, xt, axes, "ValueError: zero-size array to reduction operation "
                                           f"{'maximum' if kind == 'max' else 'minimum'} which has no identity")
         if kind in ("sum", "mean"):
             init = b.const(0.0 if isf else 0, ety)
@@ -314,7 +314,7 @@ def _lower_arg(is_max):
 
         it = TensorType("i64", kt.shape)
         sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
-        fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
+        _fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
         worst = float("-inf") if is_max else float("inf")
         if not isf:
             worst = _int_limits(ety)[0 if is_max else 1]
