@@ -60,6 +60,13 @@ def _descriptor(t: "ir.MemRefType") -> str:
         f"!llvm.struct<(ptr, ptr, i64, array<{r} x i64>, array<{r} x i64>)>"
 
 
+def _words(t: "ir.Type") -> int:
+    """The 8-byte words a value of type `t` takes as a function argument after func-to-llvm, and
+    at most in the context struct: a memref's descriptor fields, else one."""
+    t = downcast(t)
+    return 3 + 2 * t.rank if isinstance(t, ir.MemRefType) else 1
+
+
 def _field(t: "ir.Type") -> str | None:
     """The context struct's field for a value of MLIR type `t`, or None if it cannot travel."""
     t = downcast(t)
@@ -222,21 +229,18 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
     is cloned into it later), `{name}` (what the pool calls: the values from the context, then
     `{name}_loop`, which LLVM inlines into it) and `{name}_launch`, whose body takes the loop's
-    place: it packs the context, estimates the work and calls the pool (which runs a loop too
-    small to share on the calling thread)."""
+    place: it packs the context into the slot it is given, estimates the work and calls the pool
+    (which runs a loop too small to share on the calling thread)."""
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
     ctx = "!llvm.struct<(" + ", ".join(fields) + ")>"
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
-    for i, (f, t) in enumerate(zip(fields, types)):
-        if f.startswith("!llvm.struct"):
-            if i < k and noalias[i]:
-                flat.append(at + 1)  # the aligned pointer (the allocated one is for freeing)
-            at += 3 + 2 * ir.MemRefType(ir.Type.parse(t)).rank
-        else:
-            at += 1
+    for i, t in enumerate(types):
+        if i < k and noalias[i]:
+            flat.append(at + 1)  # the aligned pointer (the allocated one is for freeing)
+        at += _words(ir.Type.parse(t))
     attrs = f" attributes {{{NOALIAS} = array<i64: {', '.join(map(str, flat))}>}}" if flat else ""
     loop = [f"func.func private @{name}_loop(%lo: index, %hi: index, {params}){attrs} {{",
             f"  %x = arith.muli %lo, %a{k + 2} : index",
@@ -260,11 +264,9 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values)}) : (index, index, {', '.join(types)}) -> ()",
                "return"]
 
-    launch_params = [f"%a{i}: {t}" for i, t in enumerate(types)] + [f"%b{i}: index" for i in range(3 * inner)]
-    # the context's memory first (the function's shared slot takes its place: _share_slots)
-    launch = ["%one = llvm.mlir.constant(1 : i64) : i64",
-              f"%ctx = llvm.alloca %one x {ctx} : (i64) -> !llvm.ptr",
-              "%zero = arith.constant 0 : index"]
+    launch_params = (["%ctx: !llvm.ptr"] + [f"%a{i}: {t}" for i, t in enumerate(types)]
+                     + [f"%b{i}: index" for i in range(3 * inner)])
+    launch = ["%zero = arith.constant 0 : index"]
     launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
     launch.append(f"%w = arith.constant {float(ops)} : f64")
     work = "%w"
@@ -351,34 +353,36 @@ def _outline(m, loop, nest: list, name: str, slots: dict) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    # The launch's body in the loop's place, on the loop's operands.
+    # The launch's body in the loop's place, on the function's context slot and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
-    for arg, v in zip(launch.arguments, passed + first + [b for bounds in inner for b in bounds]):
+    slot = _slot(slots, _function_of(loop), 3 + sum(_words(v.type) for v in passed))
+    for arg, v in zip(launch.arguments, [slot] + passed + first + [b for bounds in inner for b in bounds]):
         arg.replace_all_uses_with(v)
-    body = [op.operation for op in launch.operations]
-    for op in body[:-1]:
+    for op in [op.operation for op in launch.operations][:-1]:
         op.move_before(loop)
-    words = 3 + sum(3 + 2 * downcast(v.type).rank if isinstance(downcast(v.type), ir.MemRefType) else 1 for v in passed)
-    slots.setdefault(_function_of(loop), []).append((body[0], body[1], words))
     loop.erase()
     return True
 
 
-def _share_slots(slots: dict) -> None:
-    """One context slot per function, at the top of its entry block, as large as its largest
-    context (8 bytes a field or a descriptor's word, at most), for all its launches: they run one
-    after the other, and a slot each made every frame of a recursive function larger."""
-    for function, made in slots.items():
-        words = max(w for _, _, w in made)
-        top = function.regions[0].blocks[0].operations[0].operation
-        one = made[0][0].clone(ip=ir.InsertionPoint(top))
-        slot = made[0][1].clone(ip=ir.InsertionPoint(top))
-        slot.operands[0] = one.results[0]
-        slot.attributes["elem_type"] = ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{words} x i64>"))
-        for constant, alloca, _ in made:
-            alloca.results[0].replace_all_uses_with(slot.results[0])
-            alloca.erase()
-            constant.erase()
+def _slot(slots: dict, function, words: int):
+    """The function's context slot, at the top of its entry block, for all its launches: they run
+    one after the other, and a slot each made every frame of a recursive function larger. Its
+    size, the largest context's words, is set once all are known (_size_slots)."""
+    if function not in slots:
+        i64 = ir.IntegerType.get_signless(64)
+        top = ir.InsertionPoint(function.regions[0].blocks[0].operations[0].operation)
+        one = ir.Operation.create("llvm.mlir.constant", results=[i64],
+                                  attributes={"value": ir.IntegerAttr.get(i64, 1)}, loc=function.location, ip=top)
+        alloca = ir.Operation.create("llvm.alloca", results=[ir.Type.parse("!llvm.ptr")], operands=[one.result],
+                                     attributes={"elem_type": ir.TypeAttr.get(i64)}, loc=function.location, ip=top)
+        slots[function] = [alloca, 0]
+    slots[function][1] = max(slots[function][1], words)
+    return slots[function][0].result
+
+
+def _size_slots(slots: dict) -> None:
+    for alloca, words in slots.values():
+        alloca.attributes["elem_type"] = ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{words} x i64>"))
 
 
 def mark_loop_functions(m) -> None:
@@ -415,7 +419,7 @@ def outline_parallel_loops(m) -> int:
             name += "_"
         if _outline(m, loop, nest, name, slots):
             count += 1
-    _share_slots(slots)
+    _size_slots(slots)
     if count:
         append_parsed(m, RUNTIME_DECL)
     return count
