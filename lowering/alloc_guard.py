@@ -21,6 +21,8 @@ from __future__ import annotations
 from dg.dialects.dialect import append_parsed, operations_under
 from dg.dialects.mlir import ir
 
+from .sizes import static_elements
+
 # Names with a dot, which no dg function can have (the C library's setjmp and longjmp too: the
 # executor registers them under these names).
 MALLOC = "dg.rt_malloc"
@@ -113,11 +115,9 @@ def check_counts(m) -> None:
         if op.name != "func.func" or not len(op.regions[0].blocks):
             continue
         for alloc in [o for o in operations_under(op.regions[0].blocks[0]) if o.name == "memref.alloc"]:
-            shape = ir.MemRefType(alloc.results[0].type).shape
-            static = 1
-            for d in shape:
-                static *= d if d != dynamic else 1
-            sizes = list(alloc.operands)[:shape.count(dynamic)]
+            t = ir.MemRefType(alloc.results[0].type)
+            static = static_elements(t)
+            sizes = list(alloc.operands)[:t.shape.count(dynamic)]
             if static > MAX_ELEMENTS:
                 found = True
                 with alloc.location, ir.InsertionPoint(alloc):

@@ -23,6 +23,7 @@ from dg.dialects.mlir import ir
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
 from .parallel import GRAIN, outermost
+from .sizes import static_elements
 
 CHUNKS = 16
 ROWS_PER_CHUNK = 64  # at least this many rows per chunk: fewer rows make fewer chunks
@@ -103,12 +104,8 @@ def _split(generic) -> bool:
     if any(_axis_of(e, 0) for e in maps[-1].results) or all(a is None for a in axes):
         return False
     dynamic = ir.ShapedType.get_dynamic_size()
-    for t in types:  # a value too large for memory (its allocation fails) is left alone
-        static = 1
-        for d in t.shape:
-            static *= d if d != dynamic else 1
-        if static > MAX_ELEMENTS:
-            return False
+    if any(static_elements(t) > MAX_ELEMENTS for t in types):  # too large for memory: its allocation fails
+        return False
     k = next(i for i, a in enumerate(axes) if a is not None)
     rows = types[k].shape[axes[k]]
     if rows != dynamic and rows < 2 * ROWS_PER_CHUNK:

@@ -36,6 +36,16 @@ def _constant(value):
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 
+def static_elements(t) -> int:
+    """The product of a shaped type's static sizes (a dynamic one counts as 1)."""
+    from dg.dialects.mlir import ir
+
+    n = 1
+    for d in t.shape:
+        n *= d if d != ir.ShapedType.get_dynamic_size() else 1
+    return n
+
+
 def _mixed_sizes(op) -> list:
     """The sizes of a tensor.extract_slice: ints, and SSA values for the dynamic ones."""
     from dg.dialects.mlir import ir
