@@ -492,14 +492,12 @@ class CpuProgram:
                     failed = state[0] - 1 if state[0] else None
                     if saved is not None:
                         state[0], state[1], state[2] = saved
-        if no_memory:  # the results were never written; what the call had allocated is lost
-            e.pool.append(bufs)
-            if failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
-                raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
-                                     loc_from_mlir(self.alloc_sites[no_memory - 1]))
-        else:
-            out = _adopt(e.out_struct.unpack_from(res), e.results, inputs)
-            e.pool.append(bufs)
+        # (after a failed allocation the results were never written; what the call had allocated is lost)
+        out = None if no_memory else _adopt(e.out_struct.unpack_from(res), e.results, inputs)
+        e.pool.append(bufs)
+        if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
+            raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
+                                 loc_from_mlir(self.alloc_sites[no_memory - 1]))
         if failed is not None:
             loc, message = self.checks[failed]
             raise DgRuntimeError(message, loc_from_mlir(loc))
