@@ -6,14 +6,16 @@ Expects: a module after bufferization, its linalg ops still whole. Guarantees:
 parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
-values the body uses from outside travel in a context struct on the
-caller's stack (one slot a function, for all its loops), which
+values the body uses from outside travel in a context struct, which
 `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants are made again
 inside; LLVM inlines the loop function there). A memref on memory the
 caller allocated, which no other memref of the loop can view, is marked
 `noalias` for LLVM (after the lowering to LLVM: `mark_loop_functions`), as
 it would know inside the caller. In the loop's place, the context is
-packed and a call hands `@__dg_par_K` to the runtime's thread pool
+packed into the module's context global (`@dg.par_context`, as large as
+the largest context: a call of a compiled program runs alone, and a
+launch ends before the next begins; on the stack, it would make each
+frame of a recursive function larger) and a call hands `@__dg_par_K` to the runtime's thread pool
 (`dg.parallel_for`, `runtime.threads`) with the number of first-axis
 iterations and an estimate of the work: the iterations of the loop and of
 the loops inside it whose bounds are known before it starts (or bounded
@@ -34,6 +36,7 @@ from .sizes import _constant, _owner
 
 RUNTIME = "dg.parallel_for"  # a dotted name: no dg function can have it
 RUNTIME_DECL = f"llvm.func @{RUNTIME}(!llvm.ptr, !llvm.ptr, i64, i64)"
+CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
 # Operations a body running on another thread must not contain: calls (into Python, into dg
 # functions that check and count stack), MLIR's `memrefCopy` (a call into Python) and heap
 # allocations (a failed one jumps back to the calling thread's entry: lowering.alloc_guard).
@@ -229,7 +232,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
     is cloned into it later), `{name}` (what the pool calls: the values from the context, then
     `{name}_loop`, which LLVM inlines into it) and `{name}_launch`, whose body takes the loop's
-    place: it packs the context into the slot it is given, estimates the work and calls the pool
+    place: it packs the context at the address it is given, estimates the work and calls the pool
     (which runs a loop too small to share on the calling thread)."""
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
@@ -297,17 +300,10 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
-def _function_of(op):
-    """The func.func an operation is in."""
-    while op.name != "func.func":
-        op = op.parent
-    return op
-
-
-def _outline(m, loop, nest: list, name: str, slots: dict) -> bool:
+def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     """Move one scf.parallel into functions of its own (see the module's doc); False if a value
     it uses cannot travel in the context, or the loop is known to be too small to share. `nest`:
-    the loop and the operations under it."""
+    the loop and the operations under it; `words`: each context's size is appended to it."""
     dims = len(loop.regions[0].blocks[0].arguments)
     inside = _defined_inside(nest)
     outside = _used_from_outside(nest, inside, dims)
@@ -353,36 +349,18 @@ def _outline(m, loop, nest: list, name: str, slots: dict) -> bool:
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
-    # The launch's body in the loop's place, on the function's context slot and the loop's operands.
+    # The launch's body in the loop's place, on the context global and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
-    slot = _slot(slots, _function_of(loop), 3 + sum(_words(v.type) for v in passed))
-    for arg, v in zip(launch.arguments, [slot] + passed + first + [b for bounds in inner for b in bounds]):
+    context = ir.Operation.create("llvm.mlir.addressof", results=[ir.Type.parse("!llvm.ptr")],
+                                  attributes={"global_name": ir.FlatSymbolRefAttr.get(CONTEXT)},
+                                  loc=loop.location, ip=ir.InsertionPoint(loop)).result
+    words.append(3 + sum(_words(v.type) for v in passed))
+    for arg, v in zip(launch.arguments, [context] + passed + first + [b for bounds in inner for b in bounds]):
         arg.replace_all_uses_with(v)
     for op in [op.operation for op in launch.operations][:-1]:
         op.move_before(loop)
     loop.erase()
     return True
-
-
-def _slot(slots: dict, function, words: int):
-    """The function's context slot, at the top of its entry block, for all its launches: they run
-    one after the other, and a slot each made every frame of a recursive function larger. Its
-    size, the largest context's words, is set once all are known (_size_slots)."""
-    if function not in slots:
-        i64 = ir.IntegerType.get_signless(64)
-        top = ir.InsertionPoint(function.regions[0].blocks[0].operations[0].operation)
-        one = ir.Operation.create("llvm.mlir.constant", results=[i64],
-                                  attributes={"value": ir.IntegerAttr.get(i64, 1)}, loc=function.location, ip=top)
-        alloca = ir.Operation.create("llvm.alloca", results=[ir.Type.parse("!llvm.ptr")], operands=[one.result],
-                                     attributes={"elem_type": ir.TypeAttr.get(i64)}, loc=function.location, ip=top)
-        slots[function] = [alloca, 0]
-    slots[function][1] = max(slots[function][1], words)
-    return slots[function][0].result
-
-
-def _size_slots(slots: dict) -> None:
-    for alloca, words in slots.values():
-        alloca.attributes["elem_type"] = ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{words} x i64>"))
 
 
 def mark_loop_functions(m) -> None:
@@ -409,7 +387,7 @@ def outline_parallel_loops(m) -> int:
     passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
     taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
              if "sym_name" in op.operation.attributes}
-    count, slots = 0, {}
+    count, words = 0, []
     for loop in outermost(m, "scf.parallel"):
         nest = _nest(loop)
         if not _parallelizable(nest):
@@ -417,9 +395,11 @@ def outline_parallel_loops(m) -> int:
         name = f"__dg_par_{count}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, nest, name, slots):
+        if _outline(m, loop, nest, name, words):
             count += 1
-    _size_slots(slots)
     if count:
+        array = f"!llvm.array<{max(words)} x i64>"
         append_parsed(m, RUNTIME_DECL)
+        append_parsed(m, f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
+                         f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}")
     return count

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import struct
 import threading
 
@@ -308,6 +309,7 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
             parallel.outline_parallel_loops(m)
             _internal(m)
             alloc_guard.check_counts(m)
+            m.operation.attributes["llvm.data_layout"] = ir.StringAttr.get(_host_data_layout())
             passmanager.PassManager.parse(TO_LLVM).run(m.operation)
             parallel.mark_loop_functions(m)
             lowered.alloc_sites = alloc_guard.guard(m)
@@ -320,6 +322,14 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
         except Exception as e:
             raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
     return lowered, m
+
+
+@functools.lru_cache(maxsize=None)
+def _host_data_layout() -> str:
+    import llvmlite.binding as llvm
+
+    _Runtime.install()  # (initializes LLVM's native target)
+    return str(llvm.Target.from_default_triple().create_target_machine().target_data)
 
 
 def _signatures(dg_module: "ir.Module") -> dict:

@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import dg
 from dg.dialects.mlir import ir  # noqa: F401  (the bindings must import before the child runs)
 
 
@@ -260,10 +261,10 @@ def _outlined(text: str):
 
 def test_the_launch_takes_the_loops_place():
     """One loop function and the pool's entry; in the caller, in the loop's place, the context
-    and a call of the pool (which runs a small loop on the calling thread), and the context's
-    slot at the top of the function, even for a loop inside a branch (one slot however often
-    the branch runs)."""
+    packed into the module's context global and a call of the pool (which runs a small loop on the
+    calling thread). Nothing is allocated on the caller's stack for it."""
     from dg.dialects.dialect import operations_under
+    from dg.lowering import parallel
 
     text = ("func.func @f(%b: memref<?xf32>, %c: i1) -> memref<?xf32> {\n"
             "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
@@ -271,16 +272,20 @@ def test_the_launch_takes_the_loops_place():
             "scf.if %c {\n" + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>") + "}\n"
             "return %a : memref<?xf32>\n}")
     m, funcs = _outlined(text)
-    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_loop", "dg.parallel_for", "f"], str(m)
+    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_loop", parallel.CONTEXT, "dg.parallel_for", "f"], str(m)
     f = funcs["f"]
-    entry = f.regions[0].blocks[0]
-    assert [op.operation.name for op in entry.operations][:2] == ["llvm.mlir.constant", "llvm.alloca"], str(f)
-    (branch,) = [op for op in operations_under(entry) if op.name == "scf.if"]
-    inside = [op.name for op in operations_under(branch.regions[0].blocks[0])]
-    assert "scf.parallel" not in inside and "llvm.alloca" not in inside, str(f)
-    assert inside.count("llvm.store") == 5 and inside.count("llvm.call") == 1, str(f)  # 2 memrefs, lb, ub, step
+    assert not any(op.name == "llvm.alloca" for op in operations_under(f.regions[0].blocks[0])), str(f)
+    (branch,) = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "scf.if"]
+    inside = [op for op in operations_under(branch.regions[0].blocks[0])]
+    assert "scf.parallel" not in [op.name for op in inside], str(f)
+    assert [op.name for op in inside].count("llvm.store") == 5, str(f)  # 2 memrefs, lb, ub, step
+    (address,) = [op for op in inside if op.name == "llvm.mlir.addressof"]
+    assert ir.FlatSymbolRefAttr(address.attributes["global_name"]).value == parallel.CONTEXT
+    (call,) = [op for op in inside if op.name == "llvm.call"]
+    assert call.operands[1] == address.result
     assert not any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
     assert any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]))
+    assert m.operation.verify()
 
 
 def test_loop_functions_are_inlined_into_the_pools_entry():
@@ -302,10 +307,10 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
     assert "passthrough" not in funcs["__dg_par_0"].attributes
 
 
-def test_a_functions_launches_share_one_context_slot():
-    """Two loops, one slot for their contexts (as large as the larger: two descriptors of five words
-    and three bounds), so that a recursive function's frames do not grow by a slot per loop."""
-    from dg.dialects.dialect import operations_under, shared_context
+def test_the_context_global_holds_the_largest_context():
+    """Two loops, one context global as large as the larger context (two descriptors of five
+    words and three bounds)."""
+    from dg.dialects.dialect import shared_context
     from dg.lowering import parallel
 
     text = ("func.func @f(%b: memref<?xf32>) -> memref<?xf32> {\n"
@@ -316,9 +321,33 @@ def test_a_functions_launches_share_one_context_slot():
     with shared_context():
         m = ir.Module.parse(text)
         assert parallel.outline_parallel_loops(m) == 2
-        f = next(op.operation for op in m.body.operations
-                 if ir.StringAttr(op.operation.attributes["sym_name"]).value == "f")
-        slots = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "llvm.alloca"]
-        assert len(slots) == 1, str(f)
-        assert str(ir.TypeAttr(slots[0].attributes["elem_type"]).value) == "!llvm.array<13 x i64>"
+        (g,) = [op.operation for op in m.body.operations if op.operation.name == "llvm.mlir.global"]
+        assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<13 x i64>"
         assert m.operation.verify()
+
+
+def test_a_recursive_functions_frame_holds_no_loop_context():
+    """Compiled: a recursive function whose loops are shared by threads keeps no context in its
+    frame (that would shorten the recursion the stack allows), and gives the interpreter's results."""
+    src = ("def deep(x: f32[N], n: i64) -> f32:\n"
+           "    if n <= 0:\n        return sum(x)\n"
+           "    return deep(x * 0.5 + 1.0, n - 1)\n")
+    comp = dg.loads(src, mode="compiled", filename="deep.dg")
+    x = np.arange(1 << 16, dtype=np.float32)
+    want = dg.loads(src, mode="interp", filename="deep.dg").deep(x, 40)
+    np.testing.assert_allclose(comp.deep(x, 40), want, rtol=1e-5)
+    text = comp.deep.ir("llvm")
+    bodies = [b[:b.index("\n  }\n")] for b in text.split("llvm.func ")[1:] if "@dg.fn.deep" in b.split("(")[0]]
+    assert len(bodies) == 2, text  # the entry, and the function it calls itself as
+    assert all("dg.parallel_for" in b and "llvm.alloca" not in b for b in bodies), text
+
+
+def test_a_context_field_after_a_narrower_one():
+    """A context with an f32 before i64 fields (the variance's count, then the loop's bounds):
+    the packing in the caller and the unpacking in the pool's entry agree on where each field
+    is (both laid out for the host: a constant address of the context global was once folded
+    with another layout, which put the bounds 4 bytes off and ran no iterations)."""
+    src = "def va(x: f32[?, D]):\n    return var(x, axis=-1, keepdims=True)\n"
+    x = np.random.default_rng(3).standard_normal((3, 6)).astype(np.float32)
+    np.testing.assert_allclose(dg.loads(src, mode="compiled", filename="va.dg").va(x), x.var(-1, keepdims=True),
+                               rtol=1e-5)
