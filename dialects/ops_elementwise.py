@@ -368,20 +368,57 @@ def _fi(fop, iop):
     return f
 
 
+def _safe_divisor(b, kind, ety, c):
+    """(divisor, is it 0, is it -1) for an integer division: 0 and -1 (whose quotient of the
+    smallest integer does not fit, a hardware trap) are replaced by 1; the caller selects NumPy's
+    results for them (x // 0 = x % 0 = 0, x // -1 = -x wrapping, x % -1 = 0)."""
+    zero = b.cmp("eq", c, b.const(0, ety), ety)
+    if kind in "bu":
+        return b.select(zero, b.const(1, ety), c, ety), zero, None
+    minus = b.cmp("eq", c, b.const(-1, ety), ety)
+    replace = b.binary("arith.ori", zero, minus, "i1")
+    return b.select(replace, b.const(1, ety), c, ety), zero, minus
+
+
+def _float_divmod(b, ety, a, c):
+    """(floor quotient, remainder with the divisor's sign) of floats as NumPy computes them (from
+    fmod, so that 1 // 0.1 is 9 and an infinite divisor leaves a finite dividend)."""
+    zero, half, one = b.const(0.0, ety), b.const(0.5, ety), b.const(1.0, ety)
+    mod = b.binary("arith.remf", a, c, ety)
+    div = b.binary("arith.divf", b.binary("arith.subf", a, mod, ety), c, ety)
+    signs = b.binary("arith.xori", b.cmp("olt", c, zero, ety), b.cmp("olt", mod, zero, ety), "i1")
+    adjust = b.binary("arith.andi", b.cmp("une", mod, zero, ety), signs, "i1")
+    mod = b.select(adjust, b.binary("arith.addf", mod, c, ety), mod, ety)
+    div = b.select(adjust, b.binary("arith.subf", div, one, ety), div, ety)
+    mod = b.select(b.cmp("oeq", mod, zero, ety), b.binary("math.copysign", zero, c, ety), mod, ety)
+    fl = b.unary("math.floor", div, ety)
+    fl = b.select(b.cmp("ogt", b.binary("arith.subf", div, fl, ety), half, ety), b.binary("arith.addf", fl, one, ety),
+                  fl, ety)
+    quotient = b.binary("arith.divf", a, c, ety)
+    fl = b.select(b.cmp("oeq", div, zero, ety), b.binary("math.copysign", zero, quotient, ety), fl, ety)
+    by_zero = b.cmp("oeq", c, zero, ety)  # NumPy's a / 0 and fmod(a, 0)
+    return b.select(by_zero, quotient, fl, ety), b.select(by_zero, b.binary("arith.remf", a, c, ety), mod, ety)
+
+
 def _sc_floordiv(b, kind, ety, args, op):
     if kind == "f":
-        q = b.binary("arith.divf", args[0], args[1], ety)
-        return b.unary("math.floor", q, ety)
-    return b.binary("arith.floordivsi", args[0], args[1], ety)
+        return _float_divmod(b, ety, args[0], args[1])[0]
+    a = args[0]
+    c, zero, minus = _safe_divisor(b, kind, ety, args[1])
+    q = b.binary("arith.divui" if kind in "bu" else "arith.floordivsi", a, c, ety)
+    if minus is not None:
+        q = b.select(minus, b.binary("arith.subi", b.const(0, ety), a, ety), q, ety)
+    return b.select(zero, b.const(0, ety), q, ety)
 
 
 def _sc_mod(b, kind, ety, args, op):
     a, c = args
     if kind == "f":
-        q = b.unary("math.floor", b.binary("arith.divf", a, c, ety), ety)
-        return b.binary("arith.subf", a, b.binary("arith.mulf", q, c, ety), ety)
-    # Python's sign rule: the remainder takes the divisor's sign.
-    r = b.binary("arith.remsi", a, c, ety)
+        return _float_divmod(b, ety, a, c)[1]
+    if kind in "bu":
+        return b.binary("arith.remui", a, _safe_divisor(b, kind, ety, c)[0], ety)  # x % 0 = 0: x % 1
+    # Python's sign rule: the remainder takes the divisor's sign. (x % 1 = 0 is NumPy's x % 0 and x % -1.)
+    r = b.binary("arith.remsi", a, _safe_divisor(b, kind, ety, c)[0], ety)
     zero = b.const(0, ety)
     rn = b.cmp("ne", r, zero, ety)
     sr = b.cmp("slt", r, zero, ety)
@@ -396,6 +433,11 @@ def _sc_mod(b, kind, ety, args, op):
 def _sc_pow(b, kind, ety, args, op):
     if kind == "f":
         return b.binary("math.powf", args[0], args[1], ety)
+    if kind == "i":
+        from dg.lowering.builder import fail_if
+
+        fail_if(b, b.cmp("slt", args[1], b.const(0, ety), ety),
+                "ValueError: Integers to negative integer powers are not allowed.")
     return b.binary("math.ipowi", args[0], args[1], ety)
 
 
@@ -403,9 +445,22 @@ _CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": 
 _CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 
 
+def int_predicate(pred: str, kind: str) -> str:
+    """A signed integer comparison's predicate for an integer kind: unsigned for bools (True is
+    the i1 1, which a signed comparison reads as -1) and u64."""
+    return "u" + pred[1:] if kind in "bu" and pred[0] == "s" else pred
+
+
 def _sc_cmp(name):
     def f(b, kind, ety, args, op):
-        return b.cmp(_CMPF[name] if kind == "f" else _CMPI[name], args[0], args[1], ety)
+        return b.cmp(_CMPF[name] if kind == "f" else int_predicate(_CMPI[name], kind), args[0], args[1], ety)
+
+    return f
+
+
+def _sc_extremum(fop, iop):
+    def f(b, kind, ety, args, op):
+        return b.binary(fop if kind == "f" else iop.replace("si", "ui") if kind in "bu" else iop, args[0], args[1], ety)
 
     return f
 
@@ -414,7 +469,7 @@ for _name, _fn in {
     "add": _fi("arith.addf", "arith.addi"), "sub": _fi("arith.subf", "arith.subi"),
     "mul": _fi("arith.mulf", "arith.muli"), "div": _fi("arith.divf", "arith.divsi"),
     "floordiv": _sc_floordiv, "mod": _sc_mod, "pow": _sc_pow,
-    "maximum": _fi("arith.maximumf", "arith.maxsi"), "minimum": _fi("arith.minimumf", "arith.minsi"),
+    "maximum": _sc_extremum("arith.maximumf", "arith.maxsi"), "minimum": _sc_extremum("arith.minimumf", "arith.minsi"),
 }.items():
     _OPS[_name].lower = lower_elementwise(_fn)
 

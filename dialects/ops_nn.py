@@ -12,7 +12,7 @@ import numpy as np
 
 from dg.dsl.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
 from .registry import OPS, OpDef, register
-from .ops_shape import DYN, _shape_from, _type_shape
+from .ops_shape import DYN, _shape_from, _type_shape, truncate_float
 
 
 # ---------------------------------------------------------------- matmul
@@ -430,7 +430,7 @@ def _lower_random(normal):
                 v = bb.binary("arith.mulf", r, c, "f64")
             else:
                 v = _uniform_f64(bb, keys[0], fi)
-            return v if ety == "f64" else bb.unary("arith.truncf", v, f"f64 to {ety}")
+            return v if ety == "f64" else truncate_float(bb, v, "f64", ety)
 
         omap = ", ".join(f"d{i}" for i in range(out_t.rank))
         return b.generic(out_t, e, [], [], omap, ["parallel"] * out_t.rank, body)

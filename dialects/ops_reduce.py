@@ -112,7 +112,14 @@ for _name, _fn in {"argmax": np.argmax, "argmin": np.argmin}.items():
 
 # ---------------------------------------------------------------- lowering facets
 def reduce_generic(b, x, xt, axes, keepdims, out_t, init_scalar, combine):
-    """A linalg.generic reducing `axes` of x into out_t (filled with init_scalar first)."""
+    """A linalg.generic reducing `axes` of x into out_t (filled with init_scalar first). With no
+    axes (a 0-d x), an elementwise map: a generic that reads its own output under parallel
+    iterators is a reduction in disguise, which elementwise fusion repeated for every element of
+    the consumer it was fused into."""
+    if not axes:
+        from .ops_elementwise import map_generic
+
+        return map_generic(b, out_t, [(x, xt)], lambda bb, a: combine(bb, a[0], init_scalar))
     R = xt.rank
     sizes = []
     for i in range(R):
@@ -167,11 +174,22 @@ def _fail_if_empty(b, x, xt, axes, message: str) -> None:
 
 def _lower_reduce(kind):
     def lower(b, op):
+        x, xt, out_t = op.operands[0], op.types[0], op.result_types[0]
+        axes, keep = tuple(op.attrs.get("axes", ())), op.attrs.get("keepdims", False)
+        if kind in ("sum", "mean") and xt.dtype == "f16":  # as NumPy: added up in f32, rounded once
+            from dg.dsl.types import TensorType
+
+            from .ops_elementwise import map_generic
+
+            wide_in, wide_out = TensorType("f32", xt.shape), TensorType("f32", out_t.shape)
+            x = map_generic(b, wide_in, [(x, xt)], lambda bb, a: bb.unary("arith.extf", a[0], "f16 to f32"))
+            r = reduce(b, x, wide_in, axes, keep, wide_out)
+            return map_generic(b, out_t, [(r, wide_out)], lambda bb, a: bb.unary("arith.truncf", a[0], "f32 to f16"))
+        return reduce(b, x, xt, axes, keep, out_t)
+
+    def reduce(b, x, xt, axes, keep, out_t):
         from dg.lowering.builder import elt, signless
 
-        x, xt = op.operands[0], op.types[0]
-        out_t = op.result_types[0]
-        axes, keep = tuple(op.attrs.get("axes", ())), op.attrs.get("keepdims", False)
         ety = signless(elt(xt))
         isf = ety.startswith("f") or ety == "bf16"
         if kind in ("max", "min"):
@@ -192,6 +210,9 @@ def _lower_reduce(kind):
         else:
             init = b.const(float("inf"), ety) if isf else b.const(_int_limits(ety)[1], ety)
             comb = lambda bb, a, o: bb.binary("arith.minimumf" if isf else "arith.minsi", a, o, ety)
+        if xt.dtype == "u64" and kind in ("max", "min"):  # random keys: unsigned
+            init = b.const(0 if kind == "max" else -1, ety)
+            comb = lambda bb, a, o: bb.binary("arith.maxui" if kind == "max" else "arith.minui", a, o, ety)
         r = reduce_generic(b, x, xt, axes, keep, out_t, init, comb)
         if kind != "mean":
             return r
@@ -219,7 +240,7 @@ def _keep_type(t, axes):
 
 def _drop_kept(b, r, kept_t, out_t, axes):
     """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
-    if kept_t.shape == out_t.shape:
+    if kept_t.rank == out_t.rank:  # keepdims (the result's sizes may be named otherwise)
         return r
     from .ops_shape import squeeze_generic
 
@@ -298,7 +319,10 @@ def _lower_var(b, op):
 def _lower_arg(is_max):
     def lower(b, op):
         """Index of the first max (min) over one axis, or over the flattened tensor."""
+        from dg.dsl.types import DTYPES
         from dg.lowering.builder import elt, signless
+
+        from .ops_elementwise import int_predicate
 
         x, xt = op.operands[0], op.types[0]
         out_t = op.result_types[0]
@@ -345,7 +369,7 @@ def _lower_arg(is_max):
             flat = b.binary("arith.addi", flat, b.binary("arith.muli", li, s, "index"), "index")
         fi = b.fresh("x")
         b.emit(f"{fi} = arith.index_cast {flat} : index to i64")
-        pred = ("ogt" if is_max else "olt") if isf else ("sgt" if is_max else "slt")
+        pred = ("ogt" if is_max else "olt") if isf else int_predicate("sgt" if is_max else "slt", DTYPES[xt.dtype][2])
         better = b.cmp(pred, a, bv, ety)
         if isf:  # NaN wins, as in NumPy; the first one is kept
             nan_new = b.cmp("uno", a, a, ety)

@@ -505,6 +505,24 @@ def _lower_constant(b, op):
     return r
 
 
+def truncate_float(b, x, src: str, dst: str):
+    """`x` (a float of MLIR type `src`) rounded to the narrower float type `dst`. From f64 to a
+    16-bit type it goes through f32 rounded to odd (the nearest f32 toward zero, its last bit set
+    when inexact), which then rounds to the 16-bit type exactly as a direct rounding would: LLVM's
+    direct f64-to-half conversion is a call to a runtime function the JIT does not have."""
+    if not (src == "f64" and dst in ("f16", "bf16")):
+        return b.unary("arith.truncf", x, f"{src} to {dst}")
+    t = b.unary("arith.truncf", x, "f64 to f32")
+    back = b.unary("arith.extf", t, "f32 to f64")
+    bits = b.unary("arith.bitcast", t, "f32 to i32")
+    over = b.cmp("ogt", b.unary("math.absf", back, "f64"), b.unary("math.absf", x, "f64"), "f64")
+    toward_zero = b.select(over, b.binary("arith.subi", bits, b.const(1, "i32"), "i32"), bits, "i32")
+    odd = b.binary("arith.ori", toward_zero, b.const(1, "i32"), "i32")
+    inexact = b.cmp("one", back, x, "f64")
+    t = b.unary("arith.bitcast", b.select(inexact, odd, bits, "i32"), "i32 to f32")
+    return b.unary("arith.truncf", t, f"f32 to {dst}")
+
+
 def _lower_cast(b, op):
     from dg.dsl.types import DTYPES
     from dg.lowering.builder import elt, signless
@@ -526,7 +544,9 @@ def _lower_cast(b, op):
                 x = bb.unary("arith.extf", x, f"{es} to f32")
                 es2 = "f32"
                 return bb.unary("arith.truncf", x, f"{es2} to {ed}")
-            return bb.unary("arith.extf" if bits[dst] > bits[src] else "arith.truncf", x, f"{es} to {ed}")
+            if bits[dst] > bits[src]:
+                return bb.unary("arith.extf", x, f"{es} to {ed}")
+            return truncate_float(bb, x, es, ed)
         if ks in "iub" and kd == "f":
             return bb.unary("arith.uitofp" if ks in "bu" else "arith.sitofp", x, f"{es} to {ed}")
         if ks == "f" and kd in "iu":
@@ -635,7 +655,19 @@ def squeeze_generic(b, x, xt, out_t, axes):
 
 
 def _lower_squeeze(b, op):
-    return squeeze_generic(b, op.operands[0], op.types[0], op.result_types[0], set(op.attrs["axes"]))
+    """Axes whose size is known only at run time are checked to be 1 (until the error is raised, x
+    is replaced by an uninitialised tensor of size 1 on them, so that no read leaves it)."""
+    from dg.lowering.builder import any_of, fail_if, ttype
+
+    x, xt, axes = op.operands[0], op.types[0], set(op.attrs["axes"])
+    checked = [j for j in sorted(axes) if not isinstance(xt.shape[j], int)]
+    if checked:
+        one = b.const(1, "index")
+        bad = any_of(b, [b.cmp("ne", b.dim(x, xt, j), one, "index") for j in checked])
+        fail_if(b, bad, "ValueError: cannot select an axis to squeeze out which has size not equal to one")
+        dims = [one if j in checked else (None if isinstance(d, int) else b.dim(x, xt, j)) for j, d in enumerate(xt.shape)]
+        x = b.select(bad, b.empty(xt, dims), x, ttype(xt))
+    return squeeze_generic(b, x, xt, op.result_types[0], axes)
 
 
 def _lower_broadcast_to(b, op):
@@ -682,9 +714,14 @@ def _lower_broadcast_to(b, op):
 
 
 def _lower_concat(b, op):
+    from .ops_elementwise import agreeing_operands
+
     (x, xt), (y, yt) = zip(op.operands, op.types)
     out_t = op.result_types[0]
     axis = op.attrs["axis"]
+    groups = [[(0, i), (1, i)] for i in range(out_t.rank) if i != axis]
+    (x, y), _ = agreeing_operands(b, [x, y], [xt, yt], groups, "ValueError: all the input array dimensions except for the "
+                                  "concatenation axis must match exactly")
     sizes = []
     for i in range(out_t.rank):
         if i == axis:
@@ -805,9 +842,12 @@ def _slice_bounds(b, parts, dyn, n):
     zero, one = b.const(0, "index"), b.const(1, "index")
     if s is None:
         s = 1
+    if s == 0:  # a literal 0: the same run-time error as the interpreter's
+        fail_if(b, b.const(True, "i1"), "ValueError: slice step cannot be zero")
+        s = 1
     if isinstance(s, str):  # a run-time step, of either sign
         zstep = b.cmp("eq", s, zero, "index")
-        fail_if(b, zstep, "slice step cannot be zero")
+        fail_if(b, zstep, "ValueError: slice step cannot be zero")
         step = b.select(zstep, one, s, "index")
         positive = b.cmp("sgt", step, zero, "index")
     else:
@@ -1004,12 +1044,14 @@ def _lower_arange(b, op):
 
 
 def _lower_eye(b, op):
-    from dg.lowering.builder import elt, signless
+    from dg.lowering.builder import elt, fail_if, signless
 
     out_t = op.result_types[0]
     n = b.extract(op.operands[0], op.types[0])
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    negative = b.cmp("slt", ni, b.const(0, "index"), "index")
+    fail_if(b, negative, "ValueError: negative dimensions are not allowed")
     ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
     ni, _ = _bounded(b, [ni, ni])
     e = b.empty(out_t, [ni, ni])

@@ -162,6 +162,9 @@ def shape_operands(em, v, loc):
             em.error(f"a shape entry must be an integer scalar, got {it.type}", loc)
             return None, None
         if it.name is None:
+            if int(it.const) < -1:  # (-1: a size to infer, where the op allows one)
+                em.error(f"a shape entry cannot be negative, got {int(it.const)}", loc)
+                return None, None
             attr.append(int(it.const))
         else:
             attr.append(DYN)
@@ -562,7 +565,8 @@ def _axis_op(opname):
         if t is None:
             return POISON
         x, = t
-        x = em.materialize(x, "f32", call.loc)
+        if x.name is None:  # a literal: f32 (a float tensor keeps its dtype)
+            x = em.materialize(x, "f32", call.loc)
         if not is_float(x.dtype):
             x = em.cast(x, "f32", call.loc)
         axis_v = a["axis"]

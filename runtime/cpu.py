@@ -59,9 +59,13 @@ BUFFERIZE = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
 )
+# bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
+# are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
+# Math functions of f16 and bf16 are computed in f32, as NumPy does.
 TO_LLVM = (
     "builtin.module("
-    "func.func(convert-linalg-to-loops),"
+    "func.func(convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
     "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
     "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
     "convert-arith-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"

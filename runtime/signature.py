@@ -71,7 +71,11 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
     if isinstance(x, (bool, np.bool_)) and not isinstance(x, np.ndarray):
         return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.bool_)
     if isinstance(x, (int,)) and not isinstance(x, bool):
-        return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.int64)
+        try:
+            return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.int64)
+        except OverflowError:
+            raise DgTypeError(f"argument '{p.name}' of {fn}() is the integer {x}, which does not fit in "
+                              f"{dtype or 'i64'}", p.loc) from None
     if isinstance(x, float):
         if dtype and DTYPES[dtype][2] != "f":
             raise DgTypeError(f"argument '{p.name}' of {fn}() is the float {x!r}, but {dtype} was declared", p.loc)
@@ -86,7 +90,10 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
         if arr.dtype == np.float64:
             arr = arr.astype(np_dtype(dtype) if dtype else np.float32)
         elif arr.dtype.kind in "iu" and dtype:
-            arr = arr.astype(np_dtype(dtype))
+            wanted = np_dtype(dtype)
+            if wanted.kind in "iu" and arr.size and not (np.iinfo(wanted).min <= arr.min() and arr.max() <= np.iinfo(wanted).max):
+                raise DgTypeError(f"argument '{p.name}' of {fn}() has integers that do not fit in {dtype}", p.loc)
+            arr = arr.astype(wanted)
         return arr
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)

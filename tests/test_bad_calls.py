@@ -133,3 +133,21 @@ def test_remembered_signatures_still_check_each_call(mode):
         m.pick(x, np.float64(4.0))
     assert "'i'" in str(ei.value)
     np.testing.assert_allclose(m.mix(a, b, c), a @ b + c)
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+@pytest.mark.parametrize("call", [lambda m: m.pick(np.ones(3), 2 ** 70), lambda m: m.count(np.ones((2, 2), bool), [1, 2 ** 40])])
+def test_python_integers_that_do_not_fit(mode, call):
+    """A Python int (or a list of them) too large for the declared dtype is a DgTypeError naming the
+    parameter (NumPy raised OverflowError for the int; the list wrapped around)."""
+    with pytest.raises(dg.DgTypeError) as ei:
+        call(_module(mode))
+    msg = str(ei.value)
+    assert msg.startswith("sweep.dg:") and ("'i'" in msg or "'w'" in msg) and "do" in msg, msg
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_negative_size_in_a_shape_is_an_error(mode):
+    with pytest.raises(dg.DgTypeError, match="cannot be negative, got -2") as ei:
+        dg.loads("def f(x: f32[N]):\n    return reshape(x, [-2, 12])\n", mode=mode, filename="neg.dg").f(np.ones(24, np.float32))
+    assert str(ei.value).startswith("neg.dg:2:")

@@ -1,0 +1,188 @@
+"""Values at the edges of the number types, and shapes checked only at run time, in every mode:
+each result is NumPy's (integer division by zero and by -1, bool order, fmod-based float floor
+division, half-precision conversions and sums), and each bad shape a located DgRuntimeError, never
+a crash of the process."""
+import numpy as np
+import pytest
+
+import dg
+
+from .util import check, load_src
+
+SRC = '''
+def idivmod(x: i64[N], y: i64[N]):
+    return x // y, x % y
+
+def idivmod32(x: i32[N], y: i32[N]):
+    return x // y, x % y
+
+def bool_order(a: bool[N], b: bool[N]):
+    return a < b, a <= b, a > b, a >= b, maximum(a, b), minimum(a, b), argmax(a), argmin(a)
+
+def fdivmod(x: f64[N], y: f64[N]):
+    return x // y, x % y
+
+def ipow(x: i64[N], y: i64[N]):
+    return x ** y
+
+def to_half(x: f64[N]):
+    return f16(x), bf16(x)
+
+def bf16_math(x: bf16[N]):
+    return x + x, x * x, exp(x), tanh(x) * x
+
+def f16_sums(x: f16[N]):
+    return sum(x), mean(x)
+
+def zero_d_reductions(x: f32[N], y: f32):
+    return sum(y) * x, mean(y) * x, x + var(y), logsumexp(y) * x, prod(y) * x
+
+def kept(x: f32[A, B, C]):
+    return logsumexp(x, axis=0, keepdims=True), var(x, axis=(0, 2), keepdims=True)
+
+def soft64(x: f64[N]):
+    return softmax(x), log_softmax(x)
+
+def cat(x: f32[?, ?], y: f32[?, ?]):
+    return concat([x, y], 0)
+
+def squeezed(x: f32[?, ?]):
+    return squeeze(x, 0)
+
+def no_step(x: f32[?]):
+    return x[::0]
+
+def identity(n: i64):
+    return eye(n)
+'''
+
+
+@pytest.fixture
+def m(mode):
+    return load_src(SRC, mode)
+
+
+def test_integer_division_by_zero_and_minus_one(m):
+    """NumPy's results: x // 0 = x % 0 = 0, x // -1 = -x (the smallest integer wraps), x % -1 = 0;
+    compiled code divided by zero (SIGFPE)."""
+    lo = np.iinfo(np.int64).min
+    x = np.array([7, -7, 7, lo, lo, 5, -5, 0], np.int64)
+    y = np.array([0, 0, -1, -1, 0, -3, 3, 0], np.int64)
+    q, r = m.idivmod(x, y)
+    with np.errstate(divide="ignore", over="ignore"):
+        check(q, np.floor_divide(x, y))
+        check(r, np.mod(x, y))
+    x32, y32 = x.astype(np.int32) // 4, y.astype(np.int32)
+    x32[3] = np.iinfo(np.int32).min
+    q, r = m.idivmod32(x32, y32)
+    with np.errstate(divide="ignore", over="ignore"):
+        check(q, np.floor_divide(x32, y32))
+        check(r, np.mod(x32, y32))
+
+
+def test_bools_are_ordered_false_before_true(m):
+    a = np.array([False, True, True, False])
+    b = np.array([True, False, True, False])
+    got = m.bool_order(a, b)
+    want = (a < b, a <= b, a > b, a >= b, np.maximum(a, b), np.minimum(a, b), np.argmax(a), np.argmin(a))
+    for g, w in zip(got, want):
+        check(g, w)
+
+
+def test_float_floor_division_and_remainder_as_numpy(m):
+    x = np.array([-1, 2, 3, np.inf, 1, 7, -7, 7, -7, 0.0, -0.0, 5, np.nan, 1, 3, 1e-300])
+    y = np.array([-np.inf, np.inf, -np.inf, 2, 0.1, 2, 2, -2, -2, 3, 3, 0, 1, np.nan, 0.0, 1e300])
+    q, r = m.fdivmod(x, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wq, wr = np.floor_divide(x, y), np.mod(x, y)
+    np.testing.assert_array_equal(q, wq)
+    np.testing.assert_array_equal(r, wr)
+    np.testing.assert_array_equal(np.signbit(q), np.signbit(wq))
+    np.testing.assert_array_equal(np.signbit(r), np.signbit(wr))
+
+
+def test_integer_power_with_a_negative_exponent_raises(m):
+    check(m.ipow(np.array([2, 3]), np.array([5, 2])), np.array([32, 9]))
+    with pytest.raises(dg.DgRuntimeError, match="negative integer powers"):
+        m.ipow(np.array([2, 3]), np.array([-1, 2]))
+
+
+def test_narrowing_to_half_precision_rounds_once(m):
+    """f64 to f16 and bf16 as one rounding (compiled code called a function the JIT lacks)."""
+    from dg.dsl.types import DTYPES
+
+    x = np.array([1.5, -3.3333, 1e-8, 65519.99, 70000.0, np.nan, np.inf, 1 + 2.0 ** -11 + 2.0 ** -40,
+                  1 + 2.0 ** -11, 2.0 ** -25 * 1.0000001, 3.0e38])
+    h, bh = m.to_half(x)
+    with np.errstate(over="ignore"):
+        check(h, x.astype(np.float16), rtol=0, atol=0)
+    want = x.astype(DTYPES["bf16"][1])
+    assert bh.dtype == want.dtype
+    np.testing.assert_array_equal(bh.astype(np.float64), want.astype(np.float64))
+
+
+def test_bf16_arithmetic_rounds_after_each_operation(m):
+    from dg.dsl.types import DTYPES
+
+    bf = DTYPES["bf16"][1]
+    x = np.array([1.5, 2.25, -3.0, 0.1], np.float32).astype(bf)
+    got = m.bf16_math(x)
+    x32 = x.astype(np.float32)
+    want = [(x32 + x32).astype(bf), (x32 * x32).astype(bf), np.exp(x32).astype(bf),
+            (np.tanh(x32).astype(bf).astype(np.float32) * x32).astype(bf)]
+    for g, w in zip(got, want):
+        assert g.dtype == bf
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=1e-2)
+
+
+def test_f16_sums_add_up_in_f32(m):
+    """As NumPy: 5000 ones sum to 5000 (in f16, 4996), and the mean of 70000 ones is 1 (the f16
+    sum overflows)."""
+    check(m.f16_sums(np.ones(5000, np.float16))[0], np.float16(5000))
+    s, mean = m.f16_sums(np.ones(70000, np.float16))
+    with np.errstate(over="ignore"):
+        check(s, np.ones(70000, np.float16).sum())
+    check(mean, np.float16(1.0))
+
+
+def test_reductions_of_a_0d_tensor_inside_an_expression(m):
+    """sum(y) of a 0-d y, fused into the product with x, was added up once per element of x."""
+    x, y = np.array([1, 5, 3], np.float32), np.float32(2)
+    got = m.zero_d_reductions(x, y)
+    for g, w in zip(got, (2 * x, 2 * x, x, 2 * x, 2 * x)):
+        check(g, w.astype(np.float32))
+
+
+def test_keepdims_on_axes_other_than_the_last(m):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    lse, v = m.kept(x)
+    mx = x.max(0, keepdims=True)
+    check(lse, (np.log(np.exp(x - mx).sum(0, keepdims=True)) + mx).astype(np.float32), rtol=1e-5)
+    check(v, x.var(axis=(0, 2), keepdims=True), rtol=1e-5)
+
+
+def test_softmax_keeps_f64(m):
+    x = np.array([0.5, 1.0, -2.0])
+    s, ls = m.soft64(x)
+    e = np.exp(x - x.max())
+    check(s, e / e.sum(), rtol=1e-12)
+    check(ls, np.log(e / e.sum()), rtol=1e-12)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.cat(np.ones((2, 3), np.float32), np.ones((2, 5), np.float32)), "except for the concatenation axis"),
+    (lambda m: m.squeezed(np.ones((2, 3), np.float32)), "size not equal to one"),
+    (lambda m: m.no_step(np.ones(5, np.float32)), "slice step cannot be zero"),
+    (lambda m: m.identity(-3), "negative dimensions"),
+])
+def test_bad_sizes_at_run_time_raise(m, call, message):
+    with pytest.raises(dg.DgRuntimeError, match=message) as err:
+        call(m)
+    assert ":" in str(err.value).split(" error:")[0]  # FILE:LINE:COL
+
+
+def test_good_sizes_at_run_time(m):
+    check(m.cat(np.ones((2, 3), np.float32), np.zeros((4, 3), np.float32)),
+          np.concatenate([np.ones((2, 3)), np.zeros((4, 3))]).astype(np.float32))
+    check(m.squeezed(np.ones((1, 3), np.float32)), np.ones(3, np.float32))
+    check(m.identity(2), np.eye(2, dtype=np.float32))
