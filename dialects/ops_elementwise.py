@@ -384,7 +384,7 @@ def _float_divmod(b, ety, a, c):
     """(floor quotient, remainder with the divisor's sign) of floats as NumPy computes them (from
     fmod, so that 1 // 0.1 is 9 and an infinite divisor leaves a finite dividend)."""
     zero, half, one = b.const(0.0, ety), b.const(0.5, ety), b.const(1.0, ety)
-    mod = b.binary("arith.remf", a, c, ety)
+    fmod = mod = b.binary("arith.remf", a, c, ety)
     div = b.binary("arith.divf", b.binary("arith.subf", a, mod, ety), c, ety)
     signs = b.binary("arith.xori", b.cmp("olt", c, zero, ety), b.cmp("olt", mod, zero, ety), "i1")
     adjust = b.binary("arith.andi", b.cmp("une", mod, zero, ety), signs, "i1")
@@ -397,7 +397,7 @@ def _float_divmod(b, ety, a, c):
     quotient = b.binary("arith.divf", a, c, ety)
     fl = b.select(b.cmp("oeq", div, zero, ety), b.binary("math.copysign", zero, quotient, ety), fl, ety)
     by_zero = b.cmp("oeq", c, zero, ety)  # NumPy's a / 0 and fmod(a, 0)
-    return b.select(by_zero, quotient, fl, ety), b.select(by_zero, b.binary("arith.remf", a, c, ety), mod, ety)
+    return b.select(by_zero, quotient, fl, ety), b.select(by_zero, fmod, mod, ety)
 
 
 def _sc_floordiv(b, kind, ety, args, op):
