@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from dg.dialects.dialect import downcast
+from dg.dialects.dialect import downcast, operations_under
 from dg.dialects.mlir import ir
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
@@ -224,21 +224,8 @@ def reassociate(m) -> int:
 
 
 def _generics(m) -> list:
-    out = []
-
-    def visit(block):
-        for op in block.operations:
-            op = op.operation
-            if op.name == "linalg.generic":
-                out.append(op)
-            for region in op.regions:
-                for b in region.blocks:
-                    visit(b)
-
-    for op in m.body.operations:
-        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
-            visit(op.operation.regions[0].blocks[0])
-    return out
+    return [op for f in m.body.operations if f.operation.name == "func.func" and len(f.operation.regions[0].blocks)
+            for op in operations_under(f.operation.regions[0].blocks[0]) if op.name == "linalg.generic"]
 
 
 def split_leading_reductions(m) -> int:
