@@ -330,9 +330,11 @@ def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
 
 @functools.lru_cache(maxsize=None)
 def _host_data_layout() -> str:
+    """The host's LLVM data layout, which the module is lowered with: MLIR folds constant
+    addresses with it (without it, with LLVM's default layout, where an i64 is 4-aligned)."""
     import llvmlite.binding as llvm
 
-    _Runtime.install()  # (initializes LLVM's native target)
+    llvm.initialize_native_target()
     return str(llvm.Target.from_default_triple().create_target_machine().target_data)
 
 
