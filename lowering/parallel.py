@@ -15,13 +15,13 @@ it would know inside the caller. In the loop's place, the context is
 packed into the module's context global (`@dg.par_context`, as large as
 the largest context: a call of a compiled program runs alone, and a
 launch ends before the next begins; on the stack, it would make each
-frame of a recursive function larger) and a call hands `@__dg_par_K` to the runtime's thread pool
-(`dg.parallel_for`, `runtime.threads`) with the number of first-axis
-iterations and an estimate of the work: the iterations of the loop and of
-the loops inside it whose bounds are known before it starts (or bounded
-by such a value), times the operations of its body (a load or store
-counting as several). The pool decides at run time
-how many threads to use; a small loop runs on the calling thread. A loop
+frame of a recursive function larger) and a call hands `@__dg_par_K` to
+the runtime's thread pool (`dg.parallel_for`, `runtime.threads`) with the
+number of first-axis iterations and an estimate of the work: the
+iterations of the loop and of the loops inside it whose bounds are known
+before it starts (or bounded by such a value), times the operations of
+its body (a load or store counting as several). The pool decides at run
+time how many threads to use; a small loop runs on the calling thread. A loop
 whose bounds are constants and whose work is too small to share is left
 in place. Other `scf.parallel` loops stay sequential
 (`convert-scf-to-cf` lowers them).
@@ -371,8 +371,8 @@ def mark_loop_functions(m) -> None:
     inline = ir.ArrayAttr.get([ir.StringAttr.get("alwaysinline")])
     for op in m.body.operations:
         op = op.operation
-        if op.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value.endswith("_loop") and \
-                ir.StringAttr(op.attributes["sym_name"]).value.startswith("__dg_par_"):
+        name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "llvm.func" else ""
+        if name.startswith("__dg_par_") and name.endswith("_loop"):
             op.attributes["passthrough"] = inline
         if op.name == "llvm.func" and NOALIAS in op.attributes:
             marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
