@@ -20,6 +20,7 @@ import re
 
 from dg.dialects.dialect import downcast, operations_under
 from dg.dialects.mlir import ir
+from dg.dialects.ops_reduce import _int_limits
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
 from .parallel import GRAIN, outermost
@@ -30,7 +31,6 @@ ROWS_PER_CHUNK = 64  # at least this many rows per chunk: fewer rows make fewer 
 IDENTITY = "reductions-1"  # part of the disk cache key (runtime.cpu.pipeline_identity)
 
 _INF = {"f32": ("0x7F800000", "0xFF800000"), "f64": ("0x7FF0000000000000", "0xFFF0000000000000")}
-_INT_MAX = {"i32": (2**31 - 1, -2**31), "i64": (2**63 - 1, -2**63)}
 
 
 def _identity(op: str, elt: str) -> str | None:
@@ -39,9 +39,10 @@ def _identity(op: str, elt: str) -> str | None:
         return {"arith.addf": "0.0",
                 "arith.maximumf": _INF[elt][1], "arith.maxnumf": _INF[elt][1],
                 "arith.minimumf": _INF[elt][0], "arith.minnumf": _INF[elt][0]}.get(op)
-    if elt in _INT_MAX:
+    if elt in ("i32", "i64"):
+        smallest, largest = _int_limits(elt)
         return {"arith.addi": "0", "arith.muli": "1", "arith.ori": "0", "arith.xori": "0",
-                "arith.maxsi": str(_INT_MAX[elt][1]), "arith.minsi": str(_INT_MAX[elt][0])}.get(op)
+                "arith.maxsi": str(smallest), "arith.minsi": str(largest)}.get(op)
     return None
 
 
