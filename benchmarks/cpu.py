@@ -15,6 +15,8 @@ Workloads (float32):
 Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
 autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
 JAX jit when they are installed (they are optional, not dg dependencies).
+dg's matmuls call MKL when it is installed (pip install -e ".[mkl]"), else
+NumPy's OpenBLAS; the output names which (DG_BLAS=openblas forces it).
 Every figure is the median of several timed repeats, taken in turns (each
 round times one batch of every peer), so that drift in the machine's speed
 during the run reaches every peer alike; ratios are against the named peer
@@ -35,6 +37,7 @@ import time
 import numpy as np
 
 import dg
+from dg.lowering import blas
 
 SRC = """
 def sgemm(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
@@ -349,7 +352,7 @@ def main(argv=None) -> dict:
     mods = {mode: dg.loads(SRC, mode=mode, filename="bench.dg") for mode in ("compiled", "interp")}
     sizes = (64,) if a.quick else (256, 512, 1024)
     batch = 8 if a.quick else 128
-    res = {"peers": sorted(peers), "cpu_count": os.cpu_count()}
+    res = {"peers": sorted(peers), "cpu_count": os.cpu_count(), "dg_blas": blas.identity()}
     res["compile"] = bench_compile(batch, 1 if a.quick else 3)
     res["sgemm_gflops"] = bench_sgemm(mods, peers, sizes, repeats)
     res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
@@ -364,7 +367,8 @@ def main(argv=None) -> dict:
         "chain": ratios(res["chain_gb_per_s"], "dg_compiled"),
         "reduce": {k: ratios(v, "dg_compiled") for k, v in res["reduce_gb_per_s"].items()},
     }
-    print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs")
+    print(f"peers present: {', '.join(res['peers']) or 'none (NumPy only)'}; {res['cpu_count']} CPUs; "
+          f"dg's BLAS: {res['dg_blas']}")
     print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s (the process's first: "
           f"{res['compile']['first_cold_s']:.2f} s), from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
     for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s"),

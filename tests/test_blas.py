@@ -3,6 +3,7 @@ import ctypes
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,23 +115,24 @@ def _descriptor(x):
     return ctypes.pointer(ctypes.pointer((ctypes.c_int64 * len(words))(*words)))
 
 
-def _engine(mod):
-    """The bufferized module lowered to LLVM and JIT-compiled, with the executor's runtime symbols."""
+def _engine(mod, symbols=()):
+    """The bufferized module lowered to LLVM and JIT-compiled, with the executor's runtime symbols
+    (those in `symbols`, (name, address) pairs, in place of the executor's)."""
     passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
     engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
-    for name, addr in cpu._Runtime.install().items():
+    for name, addr in {**cpu._Runtime.install(), **dict(symbols)}.items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
     return engine
 
 
-def test_helper_handles_every_layout():
+def _run_layouts(symbols=()):
     with shared_context():
         mod = ir.Module.parse(LAYOUTS)
         routed = blas.route_matmuls(mod)
         assert routed == (4 if blas.locate() else 0)
         run = str(mod).split("func.func @run")[1].split("func.func")[0]
         assert run.count("linalg.fill") == (0 if blas.locate() else 2)  # folded into the BLAS calls
-        engine = _engine(mod)
+        engine = _engine(mod, symbols)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((8, 6)).astype(np.float32)
     b = rng.standard_normal((8, 10)).astype(np.float32)
@@ -143,6 +145,105 @@ def test_helper_handles_every_layout():
     np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c4, a.T @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_helper_handles_every_layout():
+    _run_layouts()
+
+
+# Which BLAS: MKL first when installed, then NumPy's OpenBLAS, then a system one; DG_BLAS narrows
+# the choice to one family or to none.
+
+def _mkl():
+    """(library, path) of an installed MKL, or (None, None)."""
+    for path in blas._mkl_libraries():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError:
+            continue
+    return None, None
+
+
+def _numpy_openblas():
+    """NumPy's own OpenBLAS candidate (family, path, symbols), or None."""
+    return next((c for c in blas._candidates() if c[0] == "openblas" and "numpy.libs" in c[1]), None)
+
+
+@pytest.mark.skipif(_numpy_openblas() is None, reason="this NumPy does not ship OpenBLAS")
+def test_locate_prefers_families_in_order_and_skips_what_does_not_load(monkeypatch):
+    _, path, symbols = _numpy_openblas()
+    ity = symbols[0][1]
+    fake = [("openblas", path, symbols),
+            ("mkl", "/nonexistent/libmkl_rt.so.3", (("cblas_{t}gemm_64", "i64"),)),  # does not load
+            ("mkl", path, (("no_such_{t}gemm", "i64"), symbols[0]))]  # loads; the first pattern is missing
+    monkeypatch.setattr(blas, "_candidates", lambda: iter(fake))
+    got = blas._locate.__wrapped__(blas.FAMILIES)
+    assert (got.path, got.int_type) == (path, ity)
+    assert got is not None and dict(got.addresses)["dg_blas_sgemm"] == ctypes.cast(
+        getattr(ctypes.CDLL(path), symbols[0][0].format(t="s")), ctypes.c_void_p).value
+    # the "mkl" entry won although listed after the OpenBLAS one: families are tried in order
+    monkeypatch.setattr(blas, "_candidates", lambda: iter(fake[:2]))
+    assert blas._locate.__wrapped__(blas.FAMILIES).path == path
+    assert blas._locate.__wrapped__(("mkl",)) is None
+    assert blas._locate.__wrapped__(()) is None
+
+
+def test_dg_blas_picks_a_family_or_none(monkeypatch):
+    monkeypatch.setenv("DG_BLAS", "0")
+    assert blas.locate() is None and blas.identity() == "no-blas"
+    monkeypatch.setenv("DG_BLAS", "openblas")
+    b = blas.locate()
+    assert b is None or "openblas" in Path(b.path).name
+    monkeypatch.setenv("DG_BLAS", "mkl")
+    b = blas.locate()
+    assert (b is None) == (_mkl()[0] is None)
+    assert b is None or "mkl_rt" in Path(b.path).name
+    monkeypatch.setenv("DG_BLAS", "")
+    assert blas.locate() == blas._locate(blas.FAMILIES)
+    if _mkl()[0] is not None:
+        assert "mkl_rt" in Path(blas.locate().path).name
+    monkeypatch.setenv("DG_BLAS", "atlas")
+    with pytest.raises(dg.DgError, match="DG_BLAS='atlas': expected one of 0, 1, mkl, openblas, cblas"):
+        blas.locate()
+
+
+def test_32_bit_sizes_are_checked_before_the_call():
+    wide, _ = blas.helper_text("f32", "i64", overwrite=False)
+    narrow, _ = blas.helper_text("f32", "i32", overwrite=False)
+    assert "2147483647" not in wide
+    assert narrow.count("arith.cmpi ule") == wide.count("arith.cmpi ule") + 6 and "2147483647" in narrow
+    with shared_context():
+        ir.Module.parse(narrow + blas.helper_text("f32", "i32", overwrite=False)[1]).operation.verify()
+
+
+@pytest.mark.skipif(_mkl()[0] is None, reason="MKL is not installed (pip install -e .[mkl])")
+def test_helper_with_32_bit_sizes_runs_on_mkl(monkeypatch):
+    lib, path = _mkl()
+    addrs = tuple((f"dg_blas_{t}gemm", ctypes.cast(getattr(lib, f"cblas_{t}gemm"), ctypes.c_void_p).value) for t in "sd")
+    monkeypatch.setattr(blas, "locate", lambda: blas.Blas(path, "i32", addrs))
+    _run_layouts(addrs)
+
+
+@pytest.mark.skipif(_mkl()[0] is None, reason="MKL is not installed (pip install -e .[mkl])")
+def test_programs_on_mkl_match_numpy():
+    code = ("import numpy as np, dg\n"
+            "from dg.lowering import blas\n"
+            "import sys\n"
+            "m = dg.loads(sys.argv[1], mode='compiled')\n"
+            "rng = np.random.default_rng(0)\n"
+            "a = rng.standard_normal((70, 33)).astype(np.float32); b = rng.standard_normal((33, 21)).astype(np.float32)\n"
+            "np.testing.assert_allclose(m.mm(a, b), a @ b, rtol=1e-4, atol=1e-4)\n"
+            "np.testing.assert_allclose(m.mmd(a.astype(float), b.astype(float)), a.astype(float) @ b, rtol=1e-12)\n"
+            "np.testing.assert_allclose(m.mm_t(np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)), a @ b, rtol=1e-4, atol=1e-4)\n"
+            "ga, gb = m.grad_mm(a, b); d = 1 - np.tanh(a @ b) ** 2\n"
+            "np.testing.assert_allclose(ga, d @ b.T, rtol=1e-3, atol=1e-4)\n"
+            "np.testing.assert_allclose(gb, a.T @ d, rtol=1e-3, atol=1e-4)\n"
+            "assert 'mkl_rt' in blas.identity() and 'dg_blas_sgemm' in m.mm.ir('llvm', args=(a, b))\n"
+            "print('ok')\n")
+    env = dict(os.environ, DG_BLAS="mkl", DG_CACHE="0")
+    out = subprocess.run([sys.executable, "-c", code, SRC], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
 
 
 # Transposes the autodiff pass writes before matmuls: a copy that only feeds the matmul becomes a
