@@ -134,12 +134,23 @@ def _lower_to_i1(b, op):
 
 
 def _lower_range_len(b, op):
-    # max(0, ceil((stop - start) / step)) for either sign of step, as an index.
+    """len(range(a, c, s)) as an index, for either sign of s: the distance over the step's size,
+    both taken as unsigned so that neither overflows (nor traps: a step of 0 fails the check
+    and gives 0 trips)."""
+    from dg.lowering.builder import fail_if
+
     a, c, s = (b.extract(v, t) for v, t in zip(op.operands, op.types))
-    d = b.binary("arith.subi", c, a, "i64")
-    q = b.binary("arith.ceildivsi", d, s, "i64")
-    zero = b.const(0, "i64")
-    n = b.binary("arith.maxsi", q, zero, "i64")
+    zero, one = b.const(0, "i64"), b.const(1, "i64")
+    fail_if(b, b.cmp("eq", s, zero, "i64"), "ValueError: range() step cannot be zero")
+    up = b.cmp("sgt", s, zero, "i64")
+    ahead = b.select(up, b.cmp("sgt", c, a, "i64"), b.cmp("sgt", a, c, "i64"), "i1")
+    any_ = b.binary("arith.andi", ahead, b.cmp("ne", s, zero, "i64"), "i1")
+    dist = b.select(up, b.binary("arith.subi", c, a, "i64"), b.binary("arith.subi", a, c, "i64"), "i64")
+    size = b.select(up, s, b.binary("arith.subi", zero, s, "i64"), "i64")
+    size = b.select(any_, size, one, "i64")
+    last = b.binary("arith.subi", dist, one, "i64")
+    q = b.binary("arith.addi", b.binary("arith.divui", last, size, "i64"), one, "i64")
+    n = b.select(any_, q, zero, "i64")
     r = b.fresh("i")
     b.emit(f"{r} = arith.index_cast {n} : i64 to index")
     return r

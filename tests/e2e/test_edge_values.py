@@ -54,6 +54,14 @@ def no_step(x: f32[?]):
 
 def identity(n: i64):
     return eye(n)
+
+def trips(a: i64, b: i64, s: i64):
+    k = 0
+    v = -999
+    for i in range(a, b, s):
+        k += 1
+        v = i
+    return k, v
 '''
 
 
@@ -174,6 +182,7 @@ def test_softmax_keeps_f64(m):
     (lambda m: m.squeezed(np.ones((2, 3), np.float32)), "size not equal to one"),
     (lambda m: m.no_step(np.ones(5, np.float32)), "slice step cannot be zero"),
     (lambda m: m.identity(-3), "negative dimensions"),
+    (lambda m: m.trips(1, 5, 0), "range\\(\\) step cannot be zero"),
 ])
 def test_bad_sizes_at_run_time_raise(m, call, message):
     with pytest.raises(dg.DgRuntimeError, match=message) as err:
@@ -186,3 +195,14 @@ def test_good_sizes_at_run_time(m):
           np.concatenate([np.ones((2, 3)), np.zeros((4, 3))]).astype(np.float32))
     check(m.squeezed(np.ones((1, 3), np.float32)), np.ones(3, np.float32))
     check(m.identity(2), np.eye(2, dtype=np.float32))
+
+
+def test_range_with_steps_known_at_run_time(m):
+    """Python's trip counts for either sign of step, at the ends of i64 too (the distance and the
+    step's size are unsigned, so neither overflows); a step of 0 (above) raised SIGFPE."""
+    vals, big = (-7, -3, -1, 0, 1, 2, 5, 9), 2 ** 62
+    cases = [(a, b, s) for a in vals for b in vals for s in (-4, -1, 1, 3)]
+    cases += [(-big, big, big), (big, -big, -(2 ** 63)), (-(2 ** 63), 2 ** 63 - 1, 2 ** 63 - 1), (5, -5, -(2 ** 63))]
+    for a, b, s in cases:
+        r = range(a, b, s)
+        assert tuple(int(v) for v in m.trips(a, b, s)) == (len(r), r[-1] if len(r) else -999), (a, b, s)
