@@ -132,6 +132,8 @@ def _lower_tape_push(b, op):
 
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
+    if 0 in vt.shape:  # empty rows: nothing to keep (and a slice at offset 0 of a size-0 axis does not verify)
+        return tape
     n = b.dim(tape, tt, 0)
     rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
     bad = any_of(b, [b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
@@ -215,6 +217,8 @@ def _lower_sum_to(b, op):
 def _lower_tape_read(b, op):
     tape, k = op.operands
     tt, rt = op.types[0], op.result_types[0]
+    if 0 in rt.shape:  # empty rows, never written (tape_push)
+        return b.empty(rt, [b.dim(tape, tt, i + 1) for i in range(rt.rank)])
     sizes = _sizes(b, tape, tt, 1)
     r = b.fresh("row")
     b.emit(f"{r} = tensor.extract_slice {tape}{_slice_text(k, sizes)} : {tt.mlir()} to {rt.mlir()}")

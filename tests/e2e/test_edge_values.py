@@ -62,6 +62,20 @@ def trips(a: i64, b: i64, s: i64):
         k += 1
         v = i
     return k, v
+
+def carry_empty(x, n: i64) -> f64:
+    h = x
+    for i in range(n):
+        h = tanh(h) * 2.0
+    return sum(h)
+
+def carry_empty_while(x: f64[N, 0], n: i64) -> f64:
+    h = x
+    k = 0
+    while k < n:
+        h = h * h
+        k += 1
+    return sum(h) + f64(k)
 '''
 
 
@@ -206,3 +220,14 @@ def test_range_with_steps_known_at_run_time(m):
     for a, b, s in cases:
         r = range(a, b, s)
         assert tuple(int(v) for v in m.trips(a, b, s)) == (len(r), r[-1] if len(r) else -999), (a, b, s)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0)])
+def test_gradients_through_loops_carrying_empty_tensors(m, shape):
+    """A carried tensor with a static size of 0 (unannotated, or declared so) has an empty tape;
+    compiled mode wrote tape slices at offset 0 of a size-0 axis, IR that does not verify."""
+    x = np.zeros(shape)
+    v, g = dg.value_and_grad(m.carry_empty)(x, 3)
+    assert float(v) == 0.0 and g.shape == shape and g.dtype == np.float64
+    v, g = dg.value_and_grad(m.carry_empty_while)(np.zeros((3, 0)), 2)
+    assert float(v) == 2.0 and g.shape == (3, 0)
