@@ -37,4 +37,33 @@ try:
 except Exception:  # pragma: no cover - a source checkout without metadata
     VERSION = SOURCE
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION"]
+# LLVM options for the bindings' own LLVM (the one their ExecutionEngine optimizes with). The SLP
+# vectorizer is off: on some functions its cost model ran for minutes (a loop with an early
+# return of a 10-tuple: 120 s against 0.7 s without it), and the benchmarks gained nothing
+# from it; the loop vectorizer stays on.
+LLVM_OPTIONS = ("-vectorize-slp=false",)
+_llvm_options_set = False
+
+
+def set_llvm_options() -> None:
+    """Give LLVM_OPTIONS to the library that carries the bindings' LLVM (once per process)."""
+    global _llvm_options_set
+    if _llvm_options_set:
+        return
+    import ctypes
+    from pathlib import Path
+
+    _llvm_options_set = True
+    libs = Path(ir.__file__).resolve().parent / "_mlir_libs"
+    for path in sorted(libs.glob("lib*.so*")):
+        try:
+            fn = ctypes.CDLL(str(path)).LLVMParseCommandLineOptions
+        except (OSError, AttributeError):
+            continue
+        argv = (ctypes.c_char_p * (1 + len(LLVM_OPTIONS)))(b"dg", *(o.encode() for o in LLVM_OPTIONS))
+        fn(len(argv), argv, None)
+        return
+
+
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "LLVM_OPTIONS",
+           "set_llvm_options"]

@@ -28,7 +28,7 @@ import threading
 import numpy as np
 
 from dg.dialects.dialect import append_parsed, shared_context
-from dg.dialects.mlir import ir, passmanager
+from dg.dialects.mlir import LLVM_OPTIONS, ir, passmanager
 from dg.dsl.types import np_dtype, parse_mlir_type
 from dg.errors import DgRuntimeError, loc_from_mlir
 
@@ -220,7 +220,7 @@ class _Runtime:
 
 def pipeline_identity() -> str:
     """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{SIMPLIFY}\0{BUFFERIZE}\0{reductions.IDENTITY}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}"
+    return f"{SIMPLIFY}\0{BUFFERIZE}\0{reductions.IDENTITY}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}\0{LLVM_OPTIONS}"
 
 
 def bufferized(dg_module: "ir.Module", entry: str | None = None):
@@ -356,8 +356,9 @@ def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[di
     import os
     import tempfile
 
-    from dg.dialects.mlir import ExecutionEngine
+    from dg.dialects.mlir import ExecutionEngine, set_llvm_options
 
+    set_llvm_options()
     lowered, m = lower_to_llvm(dg_module, entry)
     sigs = _signatures(dg_module)
     if entry is not None:

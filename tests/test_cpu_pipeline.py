@@ -58,3 +58,51 @@ def test_no_import_is_tried_again_and_again(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", tracking)
     cpu.lower_to_llvm(parse_verified(text), "step")
     assert len(failed) <= 2, failed
+
+
+# A loop with a data-dependent bound, nested ifs, a `break` and an early return of a 10-tuple,
+# and no return after the loop: LLVM's SLP vectorizer spent 35 to 200 s on it (on 2 cores), now
+# off (dialects/mlir.LLVM_OPTIONS); the whole call takes about a second.
+SLOW_TO_VECTORIZE = """
+def g(x: f32[N], w: f32[?, ?], a: f32, n: i64):
+    s = a * 0.5
+    h = x
+    t = f32(1.0)
+    k = 0
+    flag = a > 0.0
+    mask = zeros_like(x) > 1.0
+    c = i64(x > a)
+    d = f64(a)
+    dv = f64(x) * 0.5
+    H = w
+    for i1 in range(0, minimum(sum(c), 4), 3):
+        if sqrt(1.0 + f32(len(x)) * mean(x)) < 0.1:
+            q2 = 0
+            if q2 > minimum(sum(c), 4):
+                break
+            return (s, h, t, k, flag, mask, c, d, dv, H)
+        s = (f32(d) - 3.0)
+"""
+
+
+def test_a_function_slp_vectorized_for_minutes_compiles(tmp_path):
+    """Run in a process of its own, under a time limit 25 times what it takes, so that a return of
+    the slow compile fails the test instead of stalling the suite."""
+    import subprocess
+    import sys
+
+    (tmp_path / "g.dg").write_text(SLOW_TO_VECTORIZE)
+    code = ("import sys, numpy as np, dg\n"
+            "m = dg.load(sys.argv[1], mode='compiled')\n"
+            "try:\n"
+            "    m.g(np.ones(3, np.float32), np.ones((3, 3), np.float32), np.float32(0.5), 3)\n"
+            "except dg.DgRuntimeError as e:\n"
+            "    print(str(e).splitlines()[0])\n")
+    env = dict(__import__("os").environ, DG_CACHE="0")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g.dg")], env=env, capture_output=True,
+                             text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("compiling g took more than 30 s") from None
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("g.dg:13:5: error: assertion failed: g() reached its end without a return")
