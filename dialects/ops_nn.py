@@ -73,13 +73,13 @@ def _axis_rule(types, axis=-1):
 
 
 def _softmax(x, axis=-1):
-    m = np.max(x, axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # (an empty axis gives an empty result)
     e = np.exp(x - m)
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def _log_softmax(x, axis=-1):
-    m = np.max(x, axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     s = x - m
     return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
 

@@ -63,6 +63,9 @@ def trips(a: i64, b: i64, s: i64):
         v = i
     return k, v
 
+def soft_empty(x: f32[B, K]):
+    return softmax(x, axis=1), log_softmax(x, axis=1), softmax(x, axis=0)
+
 def carry_empty(x, n: i64) -> f64:
     h = x
     for i in range(n):
@@ -231,3 +234,10 @@ def test_gradients_through_loops_carrying_empty_tensors(m, shape):
     assert float(v) == 0.0 and g.shape == shape and g.dtype == np.float64
     v, g = dg.value_and_grad(m.carry_empty_while)(np.zeros((3, 0)), 2)
     assert float(v) == 2.0 and g.shape == (3, 0)
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_softmax_over_an_empty_axis_is_empty(m, shape):
+    """As in PyTorch and JAX; the interpreter raised (NumPy's max of an empty axis), compiled code did not."""
+    for r in m.soft_empty(np.zeros(shape, np.float32)):
+        assert r.shape == shape and r.dtype == np.float32
