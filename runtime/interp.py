@@ -74,6 +74,7 @@ class Translation:
     def __init__(self, module: "ir.Module"):
         self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi}
         self.line_locs: dict = {}  # (filename, lineno) -> location text
+        self.def_locs: dict = {}  # the line of a function's `def` -> the function's location
         self.filename = f"<dg-interp-{next(_file_ids)}>"
         self.src: list[str] = []
         self.names: dict = {}
@@ -117,6 +118,7 @@ class Translation:
         block = fop.regions[0].blocks[0]
         params = [self._name(a) for a in block.arguments]
         self._emit(0, f"def {_pyname(sym)}({', '.join(params)}):")
+        self.def_locs[len(self.src)] = str(fop.location)
         self._block(block, 1)
 
     def _block(self, block, indent: int, on_terminator=None) -> None:
@@ -273,12 +275,14 @@ class Translation:
         self._block(after, indent + 1, yield_term)
 
     # ---------------------------------------------------------------- errors
-    def location_of(self, tb) -> Loc | None:
-        """The `.dg` location of the innermost generated line in a traceback."""
+    def location_of(self, tb, of_function: bool = False) -> Loc | None:
+        """The `.dg` location of the innermost generated line in a traceback (`of_function`: of
+        the function that line is in, as compiled code locates a call that runs out of stack)."""
         found = None
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.filename:
-                found = self.line_locs.get(tb.tb_lineno)
+            code = tb.tb_frame.f_code
+            if code.co_filename == self.filename:
+                found = self.def_locs.get(code.co_firstlineno) if of_function else self.line_locs.get(tb.tb_lineno)
             tb = tb.tb_next
         return loc_from_mlir(found) if found else None
 
@@ -348,7 +352,7 @@ def run(translation: Translation, symbol: str, args):
     except DgError:
         raise
     except RecursionError as e:
-        raise DgRuntimeError(f"recursion too deep ({e})", translation.location_of(e.__traceback__)) from None
+        raise DgRuntimeError(f"recursion too deep ({e})", translation.location_of(e.__traceback__, True)) from None
     except Exception as e:  # an op's NumPy implementation failed
         loc = translation.location_of(e.__traceback__)
         raise DgRuntimeError(f"{type(e).__name__}: {e}", loc) from None
