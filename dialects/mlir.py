@@ -39,8 +39,8 @@ except Exception:  # pragma: no cover - a source checkout without metadata
 
 # LLVM options for the bindings' own LLVM (the one their ExecutionEngine optimizes with). The SLP
 # vectorizer is off: on some functions its cost model ran for minutes (a loop with an early
-# return of a 10-tuple: 120 s against 0.7 s without it), and the benchmarks gained nothing
-# from it; the loop vectorizer stays on.
+# return of a 10-tuple: 35 to 200 s against about 1 s without it), and the benchmarks gained
+# nothing from it; the loop vectorizer stays on.
 LLVM_OPTIONS = ("-vectorize-slp=false",)
 _llvm_options_set = False
 
@@ -65,5 +65,5 @@ def set_llvm_options() -> None:
         return
 
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "LLVM_OPTIONS",
-           "set_llvm_options"]
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
+           "LLVM_OPTIONS", "set_llvm_options"]

@@ -14,7 +14,7 @@ loops later. No Python runs during the call: compiled code calls the BLAS
 function through a runtime symbol (`dg_blas_sgemm` / `dg_blas_dgemm`).
 
 `locate()` finds the BLAS, in this order: MKL's `libmkl_rt` (the optional
-`mkl` wheel, `pip install dg[mkl]`, or a system MKL; its ILP64 entry points
+`mkl` wheel, the `mkl` extra, or a system MKL; its ILP64 entry points
 where it has them), NumPy's bundled scipy-openblas, a system OpenBLAS/CBLAS.
 On the small products of a training step MKL is about 1.5x faster than
 OpenBLAS on the machines we measured (`benchmarks/cpu.py`). `DG_BLAS` picks:
