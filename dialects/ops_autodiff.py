@@ -128,7 +128,7 @@ def _lower_tape_push(b, op):
     """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
     tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
     that nothing is written past a row's end."""
-    from dg.lowering.builder import any_of, fail_if, if_else
+    from dg.lowering.builder import any_of, fail_if, if_else, stand_in_if
 
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
@@ -141,7 +141,7 @@ def _lower_tape_push(b, op):
     if bad is not None:
         fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
                         "of a loop to keep their sizes")
-        v = b.select(bad, b.empty(vt, rows), v, vt.mlir())
+        v = stand_in_if(b, bad, v, vt, dict(enumerate(rows)))
     row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
     t = tt.mlir()
 
@@ -164,7 +164,7 @@ def _lower_tape_push(b, op):
 def _lower_sum_to(b, op):
     """Leading axes and axes like declares 1 are summed always; an axis like has of unknown size is
     summed (under scf.if) when d's size there differs from like's at run time, i.e. like's is 1."""
-    from dg.lowering.builder import any_of, cast, elt, if_else, signless
+    from dg.lowering.builder import any_of, cast, elt, if_else, signless, stand_in_if
     from .ops_reduce import reduce_generic
 
     (d, dt), (like, lt) = zip(op.operands, op.types)
@@ -206,7 +206,7 @@ def _lower_sum_to(b, op):
     sizes = [b.dim(like, lt, i) for i in range(lt.rank)]
     bad = any_of(b, [b.cmp("ne", b.dim(cur, ct, i), sizes[i], "index") for i in unknown])
     dyn = ct.with_shape([Sym() for _ in ct.shape])
-    cur = b.select(bad, b.empty(dyn, sizes), cast(b, cur, ct, dyn), dyn.mlir())
+    cur = stand_in_if(b, bad, cast(b, cur, ct, dyn), dyn, dict(enumerate(sizes)))
     parts = [str(n) if isinstance(n, int) else s for n, s in zip(lt.shape, sizes)]
     r = b.fresh("sl")
     b.emit(f"{r} = tensor.extract_slice {cur}[{', '.join('0' for _ in parts)}] [{', '.join(parts)}] "

@@ -294,7 +294,7 @@ def agreeing_operands(b, vals, types, groups, message) -> tuple:
     that no loop reads past its end. Members known to be equal (one static size, one symbolic
     name) are not checked; canonicalization folds the checks between sizes that come from one
     source, and the replacements with them."""
-    from dg.lowering.builder import fail_if, ttype
+    from dg.lowering.builder import fail_if, stand_in_if
 
     bad = [None] * len(vals)
     safe = [{} for _ in vals]  # per operand: {axis: size}
@@ -315,8 +315,7 @@ def agreeing_operands(b, vals, types, groups, message) -> tuple:
     for k, (v, t) in enumerate(zip(vals, types)):
         if bad[k] is not None:
             fail_if(b, bad[k], message)
-            dims = [safe[k].get(j) or (None if isinstance(d, int) else b.dim(v, t, j)) for j, d in enumerate(t.shape)]
-            v = b.select(bad[k], b.empty(t, dims), v, ttype(t))
+            v = stand_in_if(b, bad[k], v, t, safe[k])
         out.append(v)
     return out, sizes
 

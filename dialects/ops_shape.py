@@ -657,7 +657,7 @@ def squeeze_generic(b, x, xt, out_t, axes):
 def _lower_squeeze(b, op):
     """Axes whose size is known only at run time are checked to be 1 (until the error is raised, x
     is replaced by an uninitialised tensor of size 1 on them, so that no read leaves it)."""
-    from dg.lowering.builder import any_of, fail_if, ttype
+    from dg.lowering.builder import any_of, fail_if, stand_in_if
 
     x, xt, axes = op.operands[0], op.types[0], set(op.attrs["axes"])
     checked = [j for j in sorted(axes) if not isinstance(xt.shape[j], int)]
@@ -665,8 +665,7 @@ def _lower_squeeze(b, op):
         one = b.const(1, "index")
         bad = any_of(b, [b.cmp("ne", b.dim(x, xt, j), one, "index") for j in checked])
         fail_if(b, bad, "ValueError: cannot select an axis to squeeze out which has size not equal to one")
-        dims = [one if j in checked else (None if isinstance(d, int) else b.dim(x, xt, j)) for j, d in enumerate(xt.shape)]
-        x = b.select(bad, b.empty(xt, dims), x, ttype(xt))
+        x = stand_in_if(b, bad, x, xt, {j: one for j in checked})
     return squeeze_generic(b, x, xt, op.result_types[0], axes)
 
 
@@ -675,7 +674,7 @@ def _lower_broadcast_to(b, op):
     that may differ from the result's size is checked at run time to equal it or to be 1, and
     broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
     uninitialised tensor of the result's sizes, so that no read leaves it."""
-    from dg.lowering.builder import any_of, cast, fail_if, neither, ttype
+    from dg.lowering.builder import any_of, cast, fail_if, neither, stand_in_if
     from .ops_elementwise import broadcast_maps
 
     x, xt = op.operands[0], op.types[0]
@@ -692,8 +691,7 @@ def _lower_broadcast_to(b, op):
                     "shape's at run time")
     # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
     st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
-    safe = b.empty(st, [sizes[lead + j] if j in checked else None for j in range(xt.rank)])
-    x, xt = b.select(bad, safe, cast(b, x, xt, st), ttype(st)), st
+    x, xt = stand_in_if(b, bad, cast(b, x, xt, st), st, {j: sizes[lead + j] for j in checked}), st
     zero = b.const(0, "index")
 
     def body(bb, args):
@@ -788,7 +786,7 @@ def _holding(b, x, xt, have, want):
     `have`): a located DgRuntimeError where it does not, and until it is raised a fresh flat
     tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
     (Canonicalization folds the check where the counts are one product.)"""
-    from dg.lowering.builder import fail_if
+    from dg.lowering.builder import fail_if, stand_in_if
 
     bad = b.cmp("ne", have, want, "index")
     fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
@@ -807,8 +805,7 @@ def _holding(b, x, xt, have, want):
             cast = b.fresh("fl")
             b.emit(f"{cast} = tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}")
             flat = cast
-    safe = b.select(bad, b.empty(flat_t, [want]), flat, flat_t.mlir())
-    return safe, flat_t
+    return stand_in_if(b, bad, flat, flat_t, {0: want}), flat_t
 
 
 OPS["undef"].lower = _lower_undef

@@ -211,6 +211,14 @@ def fail_if(b: Builder, cond: str, message: str) -> None:
     b.lines.append(" " * b.indent + "}")
 
 
+def stand_in_if(b: Builder, bad: str, v: str, t: TensorType, sizes: dict) -> str:
+    """v, or where the i1 `bad` holds (a failed check: the call winds down, then raises) an
+    uninitialised tensor of type t, with `sizes` ({axis: index SSA value}) on those axes and v's
+    own elsewhere, so that no loop over those sizes reads past v's end."""
+    dims = [sizes.get(j) or (None if isinstance(d, int) else b.dim(v, t, j)) for j, d in enumerate(t.shape)]
+    return b.select(bad, b.empty(t, dims), v, ttype(t))
+
+
 def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
     """An i64 index (negative counts from the end) checked against size n (index); clamped when bad."""
     zero = b.const(0, "index")
