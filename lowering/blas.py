@@ -128,7 +128,10 @@ def _locate(wanted: tuple) -> Blas | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def locate() -> Blas | None:
+    """The BLAS compiled code calls, chosen once per process (the runtime registers its symbols
+    once: a BLAS chosen later, with 32-bit sizes where the first took 64, would be called wrongly)."""
     return _locate(_wanted())
 
 

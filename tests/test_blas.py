@@ -189,22 +189,26 @@ def test_locate_prefers_families_in_order_and_skips_what_does_not_load(monkeypat
 
 
 def test_dg_blas_picks_a_family_or_none(monkeypatch):
+    def chosen():
+        return blas._locate(blas._wanted())
+
     monkeypatch.setenv("DG_BLAS", "0")
-    assert blas.locate() is None and blas.identity() == "no-blas"
+    assert chosen() is None
     monkeypatch.setenv("DG_BLAS", "openblas")
-    b = blas.locate()
+    b = chosen()
     assert b is None or "openblas" in Path(b.path).name
     monkeypatch.setenv("DG_BLAS", "mkl")
-    b = blas.locate()
+    b = chosen()
     assert (b is None) == (_mkl()[0] is None)
     assert b is None or "mkl_rt" in Path(b.path).name
     monkeypatch.setenv("DG_BLAS", "")
-    assert blas.locate() == blas._locate(blas.FAMILIES)
+    assert chosen() == blas._locate(blas.FAMILIES)
     if _mkl()[0] is not None:
-        assert "mkl_rt" in Path(blas.locate().path).name
+        assert "mkl_rt" in Path(chosen().path).name
     monkeypatch.setenv("DG_BLAS", "atlas")
     with pytest.raises(dg.DgError, match="DG_BLAS='atlas': expected one of 0, 1, mkl, openblas, cblas"):
-        blas.locate()
+        chosen()
+    assert blas.locate() is blas.locate()  # chosen once per process, whatever DG_BLAS says later
 
 
 def test_32_bit_sizes_are_checked_before_the_call():
