@@ -163,6 +163,8 @@ class For(Node):
     target: Name
     iter: Expr
     body: list
+    # The flags whose setting ends the loop (`break`, `return`): set by controlflow's rewrite, not the parser.
+    stops: list = field(default=None, metadata={"rewrite": True})
 
 
 @dataclass

@@ -7,8 +7,9 @@ AutoGraph does). The flags are ordinary loop-carried bool variables:
 
 - `return e` anywhere but at the very end becomes `$retval = e; $ret = True`,
   loops also stop on `$ret`, and the function ends with `return $retval`;
-- `break` becomes `$brkN = True`; a `while` also tests `not $brkN`, a `for`
-  skips its remaining iterations' bodies;
+- `break` becomes `$brkN = True`; a `while` also tests `not $brkN`, and a
+  `for` names the flags that end it (`For.stops`: the emitter makes it a
+  `while` over its iterations that also tests them);
 - `continue` becomes `$contN = True`, reset at the start of each iteration.
 
 Statements after one that may set a flag are guarded by `if not flag:`.
@@ -169,6 +170,4 @@ def _loop(s, ctx: _Ctx, flagged: bool) -> list:
             # Flags first: once set, the user's condition is not evaluated again.
             test = A.BoolOp(loc, "and", [_not_any(stops, loc), s.test])
         return pre + [A.While(loc, test, body)]
-    if stops:
-        body = [A.If(loc, _not_any(stops, loc), body, [])]
-    return pre + [A.For(loc, s.target, s.iter, body)]
+    return pre + [A.For(loc, s.target, s.iter, body, stops or None)]

@@ -51,6 +51,12 @@ def type_key(t: TensorType):
     return (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape))
 
 
+@dataclass
+class Computed(A.Node):
+    """An expression the emitter writes by calling `make()` (rewrites it makes of its own code)."""
+    make: object
+
+
 class NeedsRecursionPass(Exception):
     pass
 
@@ -1051,6 +1057,9 @@ class FunctionEmitter:
 
         if n_index.const == 0:
             return
+        if s.stops:
+            self.for_until(s, n_index, loop_var, loc)
+            return
         carried = self.loop_carried(body, before, loc)
         inits = self.carried_inits(carried, before, loc)
         flat_types = [t for _, _, ts in carried for t in ts]
@@ -1075,6 +1084,23 @@ class FunctionEmitter:
         body(k_index=V(iv, INDEX))
         self.close_loop_body(carried, tys, saved_indent, loc)
         self.after_loop(before, carried, res, flat_types, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
+
+    def for_until(self, s, n_index, loop_var, loc):
+        """A `for` that a `break` or `return` may end (controlflow's `stops` flags): a `while` over
+        its iterations that also tests the flags, so that it ends when one is set instead of
+        running the rest of its trip count with nothing to do."""
+        tag = self.fresh()[1:]
+        k, n = A.Name(loc, f"$for{tag}_k"), A.Name(loc, f"$for{tag}_n")
+        test = A.BoolOp(loc, "and", [A.UnaryOp(loc, "not", A.Name(loc, f)) for f in s.stops]
+                        + [A.Compare(loc, k, ["<"], [n])])
+        var = Computed(loc, lambda: loop_var(self.op("to_index", [self.env[k.id]], loc=loc)))
+        body = [A.Assign(loc, [s.target], var), *s.body, A.Assign(loc, [k], A.BinOp(loc, "+", k, A.Const(loc, 1)))]
+        self.block([A.Assign(loc, [n], Computed(loc, lambda: self.op("from_index", [n_index], loc=loc))),
+                    A.Assign(loc, [k], Computed(loc, lambda: self.materialize(self.weak(0), "i64", loc))),
+                    A.While(loc, test, body)])
+
+    def e_Computed(self, e):
+        return e.make()
 
     def block_checked(self, stmts):
         saved = dict(self.env)

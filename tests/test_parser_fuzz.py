@@ -104,7 +104,7 @@ def dg_shape(x):
     if isinstance(x, list):
         return [dg_shape(e) for e in x]
     if isinstance(x, A.Node):
-        rest = tuple(dg_shape(getattr(x, f.name)) for f in fields(x) if f.name != "loc")
+        rest = tuple(dg_shape(getattr(x, f.name)) for f in fields(x) if f.name != "loc" and not f.metadata.get("rewrite"))
         return (type(x).__name__, x.loc.line, x.loc.col) + rest
     return leaf(x)
 

@@ -118,3 +118,53 @@ def test_a_thread_with_a_small_stack_gets_an_error_not_a_crash():
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert "recursion too deep" in out["error"] and "w.dg:" in out["error"]
+
+
+EARLY_EXITS = """
+def search(n: i64) -> i64:
+    k = 0
+    for i in range(n):
+        k += 1
+        if k > 5:
+            break
+    return k
+
+def first_over(n: i64) -> i64:
+    for i in range(3, n, 2):
+        if i > 10:
+            return i
+    return -1
+
+def first_negative(x: f64[N]) -> f64:
+    s = 0.0
+    for e in x:
+        if e < 0.0:
+            break
+        s += e * e
+    return s
+
+def power_until(x: f64, n: i64) -> f64:
+    s = x
+    for i in range(n):
+        s = s * x
+        if i > 3:
+            break
+    return s
+"""
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_break_and_return_end_a_for_loop(mode):
+    """A `for` left by `break` or `return` stops there: it ran the rest of its trip count with
+    nothing to do (2**40 trips: hours), and a gradient's tape was sized for all of them (10**10
+    iterations of f64: out of memory). In a process of its own, so that a regression fails the
+    test instead of stalling the suite."""
+    code = ("import sys, numpy as np, dg\n"
+            "m = dg.loads(sys.argv[1], mode=sys.argv[2], filename='e.dg')\n"
+            "x = np.array([1.0, 2.0, -1.0, 5.0])\n"
+            "v, g = dg.value_and_grad(m.power_until)(1.01, 10 ** 10)\n"
+            "print(m.search(2 ** 40), m.first_over(2 ** 40), m.first_negative(x), dg.grad(m.first_negative)(x).tolist(),\n"
+            "      round(float(v), 6), round(float(g), 6))\n")
+    r = subprocess.run([sys.executable, "-c", code, EARLY_EXITS, mode], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["6", "11", "5.0", "[2.0,", "4.0,", "0.0,", "0.0]", "1.06152", "6.30606"]
