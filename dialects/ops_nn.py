@@ -333,7 +333,7 @@ def _lower_cross_entropy(b, op):
 
     def picked(bb, a):
         lab = a[1] if yt.dtype == "i64" else bb.unary("arith.extsi", a[1], "i32 to i64")
-        k = index_in_range(bb, lab, c, "cross_entropy: a label is outside [0, classes)")
+        k = index_in_range(bb, lab, c, "cross_entropy: a label is outside [0, classes)", wrap=False)
         li = bb.fresh("li")
         bb.emit(f"{li} = linalg.index 0 : index")
         v = bb.fresh("x")

@@ -219,14 +219,17 @@ def stand_in_if(b: Builder, bad: str, v: str, t: TensorType, sizes: dict) -> str
     return b.select(bad, b.empty(t, dims), v, ttype(t))
 
 
-def index_in_range(b: Builder, i: str, n: str, what: str) -> str:
-    """An i64 index (negative counts from the end) checked against size n (index); clamped when bad."""
+def index_in_range(b: Builder, i: str, n: str, what: str, wrap: bool = True) -> str:
+    """An i64 index (negative counts from the end, with `wrap`; else it is out of range) checked
+    against size n (index); clamped when bad."""
     zero = b.const(0, "index")
     ii = b.fresh("i")
     b.emit(f"{ii} = arith.index_cast {i} : i64 to index")
-    neg = b.cmp("slt", ii, zero, "index")
-    wrapped = b.binary("arith.addi", ii, n, "index")
-    j = b.select(neg, wrapped, ii, "index")
+    j = ii
+    if wrap:
+        neg = b.cmp("slt", ii, zero, "index")
+        wrapped = b.binary("arith.addi", ii, n, "index")
+        j = b.select(neg, wrapped, ii, "index")
     lo = b.cmp("slt", j, zero, "index")
     hi = b.cmp("sge", j, n, "index")
     bad = b.binary("arith.ori", lo, hi, "i1")

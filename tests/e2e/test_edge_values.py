@@ -63,6 +63,9 @@ def trips(a: i64, b: i64, s: i64):
         v = i
     return k, v
 
+def ce(l: f32[B, C], y: i64[B]) -> f32:
+    return cross_entropy(l, y)
+
 def soft_empty(x: f32[B, K]):
     return softmax(x, axis=1), log_softmax(x, axis=1), softmax(x, axis=0)
 
@@ -241,3 +244,14 @@ def test_softmax_over_an_empty_axis_is_empty(m, shape):
     """As in PyTorch and JAX; the interpreter raised (NumPy's max of an empty axis), compiled code did not."""
     for r in m.soft_empty(np.zeros(shape, np.float32)):
         assert r.shape == shape and r.dtype == np.float32
+
+
+@pytest.mark.parametrize("label", [-1, -3, 3])
+def test_cross_entropy_labels_outside_the_classes_raise(m, label):
+    """A negative label is no class (compiled code read -1 as the last class, as an index)."""
+    logits = np.array([[1.0, 2.0, 3.0], [0.5, 0.0, -1.0]], np.float32)
+    y = np.array([0, label])
+    for call in (m.ce, dg.value_and_grad(m.ce)):
+        with pytest.raises(dg.DgRuntimeError, match=r"a label is outside \[0, "):
+            call(logits, y)
+    check(m.ce(logits, np.array([0, 2])), np.float32(2.2558684), rtol=1e-6)
