@@ -760,7 +760,11 @@ def _lower_reshape(b, op):
         sizes = [None if s is None else next(given) for s in sizes]
     total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
     if infer_at is not None:
+        from dg.lowering.builder import fail_if
+
         known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
+        fail_if(b, b.cmp("eq", known, b.const(0, "index"), "index"),
+                "ValueError: cannot reshape: -1 stands for no one size when the other sizes multiply to 0")
         sizes[infer_at] = b.binary("arith.divui", total, b.binary("arith.maxui", known, b.const(1, "index"), "index"), "index")
     # A size the result type fixes is that size, whatever the operand says (conform's casts).
     sizes = [b.const(d, "index") if isinstance(d, int) else s for d, s in zip(out_t.shape, sizes)]

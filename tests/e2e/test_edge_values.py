@@ -66,6 +66,9 @@ def trips(a: i64, b: i64, s: i64):
 def ce(l: f32[B, C], y: i64[B]) -> f32:
     return cross_entropy(l, y)
 
+def reshaped(x: f64[N], n: i64):
+    return reshape(x, [n, -1])
+
 def soft_empty(x: f32[B, K]):
     return softmax(x, axis=1), log_softmax(x, axis=1), softmax(x, axis=0)
 
@@ -203,6 +206,8 @@ def test_softmax_keeps_f64(m):
     (lambda m: m.no_step(np.ones(5, np.float32)), "slice step cannot be zero"),
     (lambda m: m.identity(-3), "negative dimensions"),
     (lambda m: m.trips(1, 5, 0), "range\\(\\) step cannot be zero"),
+    (lambda m: m.reshaped(np.zeros(0), 0), "cannot reshape"),  # as NumPy: -1 is no one size here
+    (lambda m: m.reshaped(np.zeros(6), 0), "cannot reshape"),
 ])
 def test_bad_sizes_at_run_time_raise(m, call, message):
     with pytest.raises(dg.DgRuntimeError, match=message) as err:
