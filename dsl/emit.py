@@ -26,7 +26,7 @@ from dg.errors import DgErrors, DgTypeError, Loc
 from . import ast as A
 from . import controlflow
 from .types import (
-    DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, promote, same_dim, scalar,
+    DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, np_dtype, promote, same_dim, scalar,
 )
 from .values import (POISON, FuncRef, GradRef, ListVal, ModuleRef, Pullback, Str, Undefined, V, flatten, is_tuple,
                      unflatten_like)
@@ -270,6 +270,10 @@ class FunctionEmitter:
         if isinstance(v, V) and v.name is None and not v.poison:
             dt = dtype or v.type.dtype
             val = v.const
+            if is_int(dt) and isinstance(val, int) and not isinstance(val, bool):
+                info = np.iinfo(np_dtype(dt))
+                if not info.min <= val <= info.max:
+                    return self.error(f"the integer {val} does not fit in {dt}", loc)
             name = self.fresh()
             t = TensorType(dt, v.type.shape if v.type else ())
             arr = np.asarray(val)
@@ -1131,6 +1135,8 @@ class FunctionEmitter:
             return Str(e.value)
         if e.value is None:
             return self.error("None is only allowed as an index (a new axis)", e.loc)
+        if not _int_in_reach(e.value):
+            return self.error(f"the integer {e.value} does not fit in i64", e.loc)
         return self.weak(e.value)
 
     def lookup(self, e: A.Name):
@@ -1219,6 +1225,8 @@ class FunctionEmitter:
             return self.op("matmul", [self.materialize(a, dt, loc), self.materialize(b, dt, loc)], loc=loc)
         if a.name is None and b.name is None and a.rank == 0 and b.rank == 0:
             folded = _fold(op, a.const, b.const)
+            if not _int_in_reach(folded):
+                return self.error(f"the integer {folded} this computes does not fit in i64", loc)
             if folded is not _NOFOLD:
                 v = self.weak(folded)
                 if not (a.weak and b.weak):
@@ -1786,6 +1794,12 @@ def _const_nested(lv: ListVal):
 
 
 _NOFOLD = object()
+
+
+def _int_in_reach(v) -> bool:
+    """Whether a Python value is no int, or an int that i64 holds, or its negation does (2**63, of
+    the literal -2**63; materialize checks the dtype a constant finally gets)."""
+    return not isinstance(v, int) or isinstance(v, bool) or -(1 << 63) <= v <= 1 << 63
 
 
 def _fold(op, a, b):

@@ -151,3 +151,45 @@ def test_a_negative_size_in_a_shape_is_an_error(mode):
     with pytest.raises(dg.DgTypeError, match="cannot be negative, got -2") as ei:
         dg.loads("def f(x: f32[N]):\n    return reshape(x, [-2, 12])\n", mode=mode, filename="neg.dg").f(np.ones(24, np.float32))
     assert str(ei.value).startswith("neg.dg:2:")
+
+
+LITERALS = """
+def lit() -> i64:
+    return 99999999999999999999
+
+def folded() -> i64:
+    return 2 ** 70
+
+def index(x: f64[N]) -> f64:
+    return x[99999999999999999999]
+
+def trips() -> i64:
+    k = 0
+    for i in range(99999999999999999999):
+        k += 1
+    return k
+
+def wraps() -> i64:
+    return 9223372036854775808
+
+def narrow(x: i32) -> i32:
+    return x + 3000000000
+
+def smallest() -> i64:
+    return -9223372036854775808
+"""
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+@pytest.mark.parametrize("name, args, where", [
+    ("lit", (), "3:12"), ("folded", (), "6:12"), ("index", (np.ones(2),), "9:14"), ("trips", (), "13:20"),
+    ("wraps", (), "18:5"), ("narrow", (np.int32(1),), "21:12")])
+def test_integer_literals_that_do_not_fit(mode, name, args, where):
+    """An integer literal (or one folded from literals) outside its dtype is a located DgTypeError
+    in both modes: it was IR that does not parse (a RuntimeError), an OverflowError, or it wrapped
+    around (2**63 returned -2**63)."""
+    m = dg.loads(LITERALS, mode=mode, filename="lit.dg")
+    with pytest.raises(dg.DgTypeError, match="does not fit in i(64|32)") as ei:
+        getattr(m, name)(*args)
+    assert str(ei.value).startswith(f"lit.dg:{where}: error: the integer"), str(ei.value)
+    assert int(m.smallest()) == -(2 ** 63)
