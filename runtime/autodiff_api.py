@@ -74,9 +74,16 @@ class GradFunction:
         return f"{self.kind}({inner}, wrt={self.wrt!r})"
 
     def _fn(self):
+        """The dg function that runs this gradient: one per expression and differentiated function,
+        so that `dg.value_and_grad(m.loss)(...)` written in a training loop compiles once, not
+        once per step."""
         if self._wrapped is None:
-            params, names = _params(self.root)
-            self._wrapped = _wrapped(self.root, self.kind, params, f"return {self.expr()}({names})")
+            made = self.root.__dict__.setdefault("_gradients", {})
+            expr = self.expr()
+            if expr not in made:
+                params, names = _params(self.root)
+                made[expr] = _wrapped(self.root, self.kind, params, f"return {expr}({names})")
+            self._wrapped = made[expr]
         return self._wrapped
 
     def __call__(self, *args, **kwargs):

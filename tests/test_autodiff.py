@@ -286,3 +286,18 @@ def test_reverse_loops_read_yielded_values_from_the_tape(name, extra):
     for i, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(g, fd(loss32, args, 2 + i, eps=1e-3), rtol=2e-2, atol=2e-3)
+
+
+def test_a_new_gradient_object_reuses_the_compiled_function(m):
+    """`dg.value_and_grad(m.f)(...)` written inside a training loop: each new object finds the
+    gradient function the first one made (and its compiled specializations) instead of adding
+    and compiling another one per step."""
+    x = np.array([0.3, -0.2, 0.5])
+    first = dg.value_and_grad(m.loop, wrt=0)
+    v, g = first(x, 3)
+    again = dg.value_and_grad(m.loop, wrt=0)
+    v2, g2 = again(x, 3)
+    assert again._fn() is first._fn() and len(first._fn()._cache) == 1
+    assert float(v2) == float(v) and np.array_equal(g2, g)
+    assert dg.grad(m.loop, wrt=0)._fn() is not first._fn()  # another expression, another function
+    assert dg.grad(dg.grad(m.branches, wrt=1), wrt=1)._fn() is dg.grad(dg.grad(m.branches, wrt=1), wrt=1)._fn()
