@@ -38,10 +38,14 @@ _LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 
 
 def loc_from_mlir(text: str) -> Loc | None:
-    """Recover the innermost file location from an MLIR location's text."""
+    """Recover the innermost file location from an MLIR location's text: in a call site's
+    (`callsite(CALLEE at CALLER)`, what inlining leaves) the callee's, as the interpreter, which
+    does not inline, reports it; otherwise the last one."""
     found = None
     for m in _LOC_RE.finditer(text):
         found = m
+        if "callsite(" in text:
+            break
     if found is None:
         return None
     file = found.group(1).replace('\\"', '"').replace("\\\\", "\\")

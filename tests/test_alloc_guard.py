@@ -44,3 +44,18 @@ def test_dg_functions_may_have_the_names_of_the_c_library_calls_the_guard_makes(
                  "def setjmp(x: f32[N]) -> f32[N]:\n    return longjmp(x) + 1.0\n",
                  mode="compiled", filename="names.dg")
     np.testing.assert_allclose(m.setjmp(np.ones(3, np.float32)), np.full(3, 3.0, np.float32))
+
+
+def test_an_allocation_inlined_from_a_callee_is_located_in_the_callee():
+    """A gradient's tape too large for memory (10**11 f64 rows), the loop inlined into the function
+    dg.value_and_grad makes: located at the loop, as the interpreter locates it, not in the
+    made-up file of that function."""
+    src = "def power(x: f64, n: i64) -> f64:\n    s = x\n    for i in range(n):\n        s = s * x\n    return s\n"
+    for mode in ("interp", "compiled"):
+        m = dg.loads(src, mode=mode, filename="tape.dg")
+        try:
+            dg.value_and_grad(m.power)(1.01, 10 ** 11)
+        except dg.DgRuntimeError as e:
+            assert str(e).startswith("tape.dg:3:5: error: "), (mode, str(e))
+        else:
+            raise AssertionError(f"{mode}: no error")
