@@ -126,12 +126,12 @@ def _engine(mod, symbols=()):
 
 
 def _run_layouts(symbols=()):
+    """LAYOUTS routed, compiled (with `symbols` for the BLAS's) and run: (matmuls routed, zero fills
+    left in @run, [(result, NumPy's) for each output])."""
     with shared_context():
         mod = ir.Module.parse(LAYOUTS)
         routed = blas.route_matmuls(mod)
-        assert routed == (4 if blas.locate() else 0)
-        run = str(mod).split("func.func @run")[1].split("func.func")[0]
-        assert run.count("linalg.fill") == (0 if blas.locate() else 2)  # folded into the BLAS calls
+        fills = str(mod).split("func.func @run")[1].split("func.func")[0].count("linalg.fill")
         engine = _engine(mod, symbols)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((8, 6)).astype(np.float32)
@@ -141,14 +141,15 @@ def _run_layouts(symbols=()):
     c3 = np.zeros((10, 6), np.float32)
     c4 = np.full((6, 10), 7.0, np.float32)
     engine.invoke("run", *[_descriptor(x) for x in (a, b, c1, c2, c3, c4)])
-    np.testing.assert_allclose(c1, 0.5 + a.T @ b, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(c2, a.T @ b[:, ::2], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(c3, (a.T @ b).T, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(c4, a.T @ b, rtol=1e-5, atol=1e-5)
+    return routed, fills, [(c1, 0.5 + a.T @ b), (c2, a.T @ b[:, ::2]), (c3, (a.T @ b).T), (c4, a.T @ b)]
 
 
 def test_helper_handles_every_layout():
-    _run_layouts()
+    routed, fills, results = _run_layouts()
+    assert routed == (4 if blas.locate() else 0)
+    assert fills == (0 if blas.locate() else 2)  # folded into the BLAS calls
+    for got, want in results:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # Which BLAS: MKL first when installed, then NumPy's OpenBLAS, then a system one; DG_BLAS narrows
@@ -225,7 +226,10 @@ def test_helper_with_32_bit_sizes_runs_on_mkl(monkeypatch):
     lib, path = _mkl()
     addrs = tuple((f"dg_blas_{t}gemm", ctypes.cast(getattr(lib, f"cblas_{t}gemm"), ctypes.c_void_p).value) for t in "sd")
     monkeypatch.setattr(blas, "locate", lambda: blas.Blas(path, "i32", addrs))
-    _run_layouts(addrs)
+    routed, fills, results = _run_layouts(addrs)
+    assert (routed, fills) == (4, 0)
+    for got, want in results:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(_mkl()[0] is None, reason="MKL is not installed (pip install -e .[mkl])")
