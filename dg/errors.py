@@ -41,13 +41,10 @@ def loc_from_mlir(text: str) -> Loc | None:
     """Recover the innermost file location from an MLIR location's text: in a call site's
     (`callsite(CALLEE at CALLER)`, what inlining leaves) the callee's, as the interpreter, which
     does not inline, reports it; otherwise the last one."""
-    found = None
-    for m in _LOC_RE.finditer(text):
-        found = m
-        if "callsite(" in text:
-            break
-    if found is None:
+    matches = list(_LOC_RE.finditer(text))
+    if not matches:
         return None
+    found = matches[0] if "callsite(" in text else matches[-1]
     file = found.group(1).replace('\\"', '"').replace("\\\\", "\\")
     return Loc(file, int(found.group(2)), int(found.group(3)))
 

@@ -3,6 +3,7 @@
 Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
+import functools
 import sys
 import types
 
@@ -42,18 +43,14 @@ except Exception:  # pragma: no cover - a source checkout without metadata
 # return of a 10-tuple: 35 to 200 s against about 1 s without it), and the benchmarks gained
 # nothing from it; the loop vectorizer stays on.
 LLVM_OPTIONS = ("-vectorize-slp=false",)
-_llvm_options_set = False
 
 
+@functools.cache
 def set_llvm_options() -> None:
     """Give LLVM_OPTIONS to the library that carries the bindings' LLVM (once per process)."""
-    global _llvm_options_set
-    if _llvm_options_set:
-        return
     import ctypes
     from pathlib import Path
 
-    _llvm_options_set = True
     libs = Path(ir.__file__).resolve().parent / "_mlir_libs"
     for path in sorted(libs.glob("lib*.so*")):
         try:

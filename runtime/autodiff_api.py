@@ -78,7 +78,7 @@ class GradFunction:
         so that `dg.value_and_grad(m.loss)(...)` written in a training loop compiles once, not
         once per step."""
         if self._wrapped is None:
-            made = self.root.__dict__.setdefault("_gradients", {})
+            made = self.root.gradients
             expr = self.expr()
             if expr not in made:
                 params, names = _params(self.root)

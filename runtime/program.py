@@ -193,6 +193,7 @@ class DgFunction:
         self._cache: dict = {}
         self._seen: dict = {}  # signature.fingerprint of positional arguments -> Compiled
         self._last = None
+        self.gradients: dict = {}  # dg.grad expression -> the dg function running it (autodiff_api)
         self.__name__ = name
         self.__doc__ = f"dg function {name} from {source.file}"
 
