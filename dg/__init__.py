@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
+from dg.core.errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
 
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",

@@ -6,14 +6,14 @@ import sys
 
 import numpy as np
 
-from .errors import DgError
+from dg.core.errors import DgError
 
 
 def _parse_signature(text: str) -> list:
     """`f32[4, 3], i64, f32` -> zero arrays of those types (for `dg ir --args`)."""
+    from dg.core.types import np_dtype
     from dg.dsl.parser import parse_type
-    from dg.dsl.types import np_dtype
-    from dg.lowering.passes import split_top_level
+    from dg.lowering.pipeline import split_top_level
 
     arrays = []
     for part in split_top_level(text):
@@ -65,12 +65,14 @@ def cmd_ir(a) -> int:
 
 
 def cmd_opt(a) -> int:
-    from dg.lowering.passes import parse_ir, run_pipeline
+    from dg.dialects.dialect import parse
+    from dg.lowering.pipeline import run_passes
 
+    source = "<stdin>" if a.file == "-" else a.file
     text = sys.stdin.read() if a.file == "-" else open(a.file).read()
-    m = parse_ir(text, a.file)
+    m = run_passes(parse(text, source), ["verify"], source=source)  # dg ops against their rules
     if a.passes:
-        m = run_pipeline(m, a.passes)
+        m = run_passes(m, a.passes)
     print(m.operation.get_asm(enable_debug_info=a.debug_info))
     return 0
 

@@ -8,7 +8,9 @@ no-side-effect and speculatable interfaces so that `cse` and
 """
 from __future__ import annotations
 
-from .mlir import Pure, ir, irdl
+from dg.core.errors import DgError
+from dg.core.mlir import Pure, ir, irdl
+
 from .registry import OPS
 
 _ATTR_CONSTRAINT = {
@@ -88,34 +90,24 @@ def shared_context() -> "ir.Context":
     return _SHARED
 
 
-def parse_module(text: str, ctx=None) -> "ir.Module":
-    ctx = ctx or shared_context()
-    with ctx:
-        return ir.Module.parse(text)
+def parse(text: str, source: str | None = None) -> "ir.Module":
+    """Textual IR parsed in the shared context and verified by MLIR: IR from a user's `source`
+    (a file) that does not is a DgError; IR dg made itself that does not is dg's own error."""
+    with shared_context():
+        try:
+            m = ir.Module.parse(text)
+            ok = m.operation.verify()
+        except Exception as e:
+            if source is None:
+                raise RuntimeError(f"dg made IR that does not parse: {e}\n{text}") from e
+            raise DgError(f"{source}: cannot parse the IR: {e}") from e
+        if not ok:
+            if source is None:
+                raise RuntimeError(f"dg made IR that does not verify:\n{text}")
+            raise DgError(f"{source}: the IR does not verify")
+    return m
 
 
-def append_parsed(module, text: str, keep=None) -> None:
-    """Parse `text` in the module's context and move its top-level operations (those `keep`
-    accepts, all without it) to the end of the module's body."""
-    helper = ir.Module.parse(text, module.context)  # kept alive while its ops move over
-    for op in list(helper.body.operations):
-        if keep is None or keep(op.operation):
-            op.operation.detach_from_parent()
-            module.body.append(op)
-
-
-def downcast(x):
-    """An MLIR type, attribute or affine expression as its most specific Python class (the
-    bindings give the general one where they cannot tell)."""
-    return x.maybe_downcast() if hasattr(x, "maybe_downcast") else x
-
-
-def operations_under(block):
-    """Every operation under a block, depth first, read from the blocks' own lists (ops found
-    by `walk` must not be erased or moved afterwards; these may be)."""
-    for op in block.operations:
-        op = op.operation
-        yield op
-        for region in op.regions:
-            for b in region.blocks:
-                yield from operations_under(b)
+def asm(module) -> str:
+    """A module's text, with locations."""
+    return module.operation.get_asm(enable_debug_info=True, assume_verified=True)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, Sym, TensorType
+from dg.core.types import ShapeError, Sym, TensorType
 
+
+from .builder import any_of, cast, fail_if, if_else, stand_in_if
 from .registry import OPS, OpDef, register
 
 
@@ -98,10 +100,8 @@ def _dims(b, v, t):
 
 
 def _lower_zeros_like(b, op):
-    from dg.lowering.builder import elt
-
     t = op.result_types[0]
-    zero = b.const(0, elt(t)) if t.dtype != "bool" else b.const(False, "i1")
+    zero = b.const(0, t.element) if t.dtype != "bool" else b.const(False, "i1")
     return b.fill(t, _dims(b, op.operands[0], op.types[0]), zero)
 
 
@@ -128,8 +128,6 @@ def _lower_tape_push(b, op):
     """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
     tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
     that nothing is written past a row's end."""
-    from dg.lowering.builder import any_of, fail_if, if_else, stand_in_if
-
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
     if 0 in vt.shape:  # empty rows: nothing to keep (and a slice at offset 0 of a size-0 axis does not verify)
@@ -164,12 +162,11 @@ def _lower_tape_push(b, op):
 def _lower_sum_to(b, op):
     """Leading axes and axes like declares 1 are summed always; an axis like has of unknown size is
     summed (under scf.if) when d's size there differs from like's at run time, i.e. like's is 1."""
-    from dg.lowering.builder import any_of, cast, elt, if_else, signless, stand_in_if
     from .ops_reduce import reduce_generic
 
     (d, dt), (like, lt) = zip(op.operands, op.types)
     out_t = op.result_types[0]
-    ety = signless(elt(dt))
+    ety = dt.element
     isf = ety.startswith("f") or ety == "bf16"
 
     def summed(bb, v, vt, axes, keep):
@@ -237,14 +234,14 @@ def _vjp_tape_push(g, op, d):
     tape, k, v = op.operands
     rows = g.dim(tape, 0)
     # Row k was overwritten: nothing flows to the old row. (setitem copies: d may have other uses.)
-    cleared = g.dg("setitem", [d, g.const(0.0, d), g.dg("from_index", [k])], {"spec": ("i:$",)})
-    d_tape = g.dg("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
-    return [d_tape, None, g.dg("tape_read", [d, k])]
+    cleared = g.dg_op("setitem", [d, g.const(0.0, d), g.dg_op("from_index", [k])], {"spec": ("i:$",)})
+    d_tape = g.dg_op("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
+    return [d_tape, None, g.dg_op("tape_read", [d, k])]
 
 
 def _vjp_tape_read(g, op, d):
     tape, k = op.operands
-    return [g.dg("tape_push", [g.zeros_like(tape), k, d]), None]
+    return [g.dg_op("tape_push", [g.zeros_like(tape), k, d]), None]
 
 
 OPS["tape_push"].vjp = _vjp_tape_push
@@ -257,7 +254,7 @@ def _vjp_sum_to(g, op, d):
     x = op.operands[0]
     dims = [g.dim(x, i) for i, n in enumerate(x.tt.shape) if not isinstance(n, int)]
     shape = tuple(n if isinstance(n, int) else -2 for n in x.tt.shape)
-    return [g.dg("broadcast_to", [d] + dims, {"shape": shape}), None]
+    return [g.dg_op("broadcast_to", [d] + dims, {"shape": shape}), None]
 
 
 OPS["sum_to"].vjp = _vjp_sum_to

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, TensorType, broadcast_shapes, is_float
+from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_float
+
+from .builder import fail_if, stand_in_if
 from .registry import OpDef, register
 
 
@@ -194,7 +196,7 @@ from .registry import OPS as _OPS  # noqa: E402
 
 
 def _kind(dtype: str) -> str:
-    from dg.dsl.types import DTYPES
+    from dg.core.types import DTYPES
 
     return DTYPES[dtype][2]
 
@@ -294,8 +296,6 @@ def agreeing_operands(b, vals, types, groups, message) -> tuple:
     that no loop reads past its end. Members known to be equal (one static size, one symbolic
     name) are not checked; canonicalization folds the checks between sizes that come from one
     source, and the replacements with them."""
-    from dg.lowering.builder import fail_if, stand_in_if
-
     bad = [None] * len(vals)
     safe = [{} for _ in vals]  # per operand: {axis: size}
     sizes = []
@@ -327,8 +327,6 @@ def contracted_operands(b, vals, types, members, message) -> list:
     the sizes. Canonicalization folds the minimum where the sizes come from one source, and
     slices.fold_full_slices then drops the slices. Where a member declares a static size, the
     others are checked against it as in agreeing_operands (a slice cannot make one larger)."""
-    from dg.lowering.builder import fail_if
-
     if any(isinstance(types[k].shape[j], int) for k, j in members):
         return agreeing_operands(b, vals, types, [members], message)[0]
     reps = _distinct(types, members)
@@ -349,11 +347,9 @@ def contracted_operands(b, vals, types, members, message) -> list:
 
 def lower_elementwise(scalar_fn, out_dtype_from=None):
     def lower(b, op):
-        from dg.lowering.builder import elt, signless
-
         out_t = op.result_types[0]
         src_t = op.types[out_dtype_from] if out_dtype_from is not None else out_t
-        kind, ety = _kind(src_t.dtype), signless(elt(src_t))
+        kind, ety = _kind(src_t.dtype), src_t.element
         return map_generic(b, out_t, list(zip(op.operands, op.types)),
                            lambda bb, args: scalar_fn(bb, kind, ety, args, op))
 
@@ -433,8 +429,6 @@ def _sc_pow(b, kind, ety, args, op):
     if kind == "f":
         return b.binary("math.powf", args[0], args[1], ety)
     if kind == "i":
-        from dg.lowering.builder import fail_if
-
         fail_if(b, b.cmp("slt", args[1], b.const(0, ety), ety),
                 "ValueError: Integers to negative integer powers are not allowed.")
     return b.binary("math.ipowi", args[0], args[1], ety)
@@ -579,7 +573,7 @@ def _gelu_grad(g, x, y, d):
     k = g.const(0.044715, x)
     half, one, three = g.const(0.5, x), g.const(1.0, x), g.const(3.0, x)
     x2 = g.mul(x, x)
-    t = g.dg("tanh", [g.mul(c, g.add(x, g.mul(k, g.mul(x2, x))))])
+    t = g.dg_op("tanh", [g.mul(c, g.add(x, g.mul(k, g.mul(x2, x))))])
     dt = g.mul(g.sub(one, g.mul(t, t)), g.mul(c, g.add(one, g.mul(three, g.mul(k, x2)))))
     return g.mul(d, g.add(g.mul(half, g.add(one, t)), g.mul(half, g.mul(x, dt))))
 
@@ -593,11 +587,11 @@ _UNARY_VJPS = {
     "rsqrt": lambda g, x, y, d: g.mul(d, g.div(g.mul(g.const(-0.5, x), y), x)),
     "tanh": lambda g, x, y, d: g.mul(d, g.sub(g.const(1.0, x), g.mul(y, y))),
     "sigmoid": lambda g, x, y, d: g.mul(d, g.mul(y, g.sub(g.const(1.0, x), y))),
-    "relu": lambda g, x, y, d: g.where(g.dg("gt", [x, g.const(0.0, x)]), d, g.zeros_like(d)),
-    "abs": lambda g, x, y, d: g.mul(d, g.dg("sign", [x])),
-    "sin": lambda g, x, y, d: g.mul(d, g.dg("cos", [x])),
-    "cos": lambda g, x, y, d: g.neg(g.mul(d, g.dg("sin", [x]))),
-    "softplus": lambda g, x, y, d: g.mul(d, g.dg("sigmoid", [x])),
+    "relu": lambda g, x, y, d: g.where(g.dg_op("gt", [x, g.const(0.0, x)]), d, g.zeros_like(d)),
+    "abs": lambda g, x, y, d: g.mul(d, g.dg_op("sign", [x])),
+    "sin": lambda g, x, y, d: g.mul(d, g.dg_op("cos", [x])),
+    "cos": lambda g, x, y, d: g.neg(g.mul(d, g.dg_op("sin", [x]))),
+    "softplus": lambda g, x, y, d: g.mul(d, g.dg_op("sigmoid", [x])),
     "gelu": _gelu_grad,
     # piecewise constant: zero almost everywhere
     "sign": lambda g, x, y, d: None, "floor": lambda g, x, y, d: None,
@@ -617,19 +611,19 @@ def _vjp_pow(g, op, d):
     a, b = op.operands
     y = op.results[0]
     one = g.const(1.0, a)
-    da = g.mul(d, g.mul(b, g.dg("pow", [a, g.sub(b, one)])))
-    da = g.where(g.dg("eq", [b, g.const(0.0, b)]), g.zeros_like(da), da)  # 0 ** 0: no NaN
-    pos = g.dg("gt", [a, g.const(0.0, a)])
+    da = g.mul(d, g.mul(b, g.dg_op("pow", [a, g.sub(b, one)])))
+    da = g.where(g.dg_op("eq", [b, g.const(0.0, b)]), g.zeros_like(da), da)  # 0 ** 0: no NaN
+    pos = g.dg_op("gt", [a, g.const(0.0, a)])
     safe = g.where(pos, a, g.add(g.zeros_like(a), one))
-    db = g.mul(d, g.where(pos, g.mul(y, g.dg("log", [safe])), g.zeros_like(y)))
+    db = g.mul(d, g.where(pos, g.mul(y, g.dg_op("log", [safe])), g.zeros_like(y)))
     return [da, db]
 
 
 def _vjp_extremum(pick):
     def vjp(g, op, d):
         a, b = op.operands
-        wins = g.dg(pick, [a, b])
-        tie = g.dg("eq", [a, b])
+        wins = g.dg_op(pick, [a, b])
+        tie = g.dg_op("eq", [a, b])
         half = g.mul(d, g.const(0.5, a))
         zero = g.zeros_like(d)
         da = g.where(wins, d, g.where(tie, half, zero))
@@ -640,7 +634,7 @@ def _vjp_extremum(pick):
 
 def _vjp_mod(g, op, d):
     a, b = op.operands
-    return [d, g.neg(g.mul(d, g.dg("floor", [g.div(a, b)])))]
+    return [d, g.neg(g.mul(d, g.dg_op("floor", [g.div(a, b)])))]
 
 
 _OPS["add"].vjp = lambda g, op, d: [d, d]

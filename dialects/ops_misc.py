@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, TensorType, is_int
+from dg.core.types import ShapeError, TensorType, is_int
+
+from .builder import fail_if, host_call
 from .registry import OPS, OpDef, register
 
 
@@ -137,8 +139,6 @@ def _lower_range_len(b, op):
     """len(range(a, c, s)) as an index, for either sign of s: the distance over the step's size,
     both taken as unsigned so that neither overflows (nor traps: a step of 0 fails the check
     and gives 0 trips)."""
-    from dg.lowering.builder import fail_if
-
     a, c, s = (b.extract(v, t) for v, t in zip(op.operands, op.types))
     zero, one = b.const(0, "i64"), b.const(1, "i64")
     fail_if(b, b.cmp("eq", s, zero, "i64"), "ValueError: range() step cannot be zero")
@@ -175,8 +175,6 @@ def failure_message(opname: str, msg: str) -> str:
 
 
 def _lower_assert(b, op):
-    from dg.lowering.builder import fail_if
-
     c = b.extract(op.operands[0], op.types[0])
     bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
     fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or ""))
@@ -187,18 +185,12 @@ OPS["assert"].lower = OPS["check"].lower = _lower_assert
 
 def _lower_print(b, op):
     """A host call: the executor's console prints the same text as the interpreter's."""
-    from dg.lowering.builder import host_call
-
-    host_call(b, op, "print", (tuple(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True))))
+    host_call(b, op, "print", list(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True)))
 
 
 def _lower_breakpoint(b, op):
     """A host call per variable; the last opens pdb with the values gathered so far."""
-    from dg.errors import loc_from_mlir
-    from dg.lowering.builder import host_call
-
-    host_call(b, op, "breakpoint", (op.attrs.get("name", ""), bool(op.attrs.get("last", True)),
-                                    str(loc_from_mlir(op.loc))))
+    host_call(b, op, "breakpoint", op.attrs.get("name", ""), bool(op.attrs.get("last", True)), str(op.where))
 
 
 OPS["print"].lower = _lower_print

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
+from dg.core.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
+
+from .builder import index_in_range, readable
 from .registry import OPS, OpDef, register
 from .ops_shape import DYN, _shape_from, _type_shape, truncate_float
 
@@ -225,13 +227,12 @@ def _batch_groups(types, out_t) -> tuple:
 def _lower_matmul(b, op):
     """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction. Sizes the
     annotations leave unrelated (the inner sizes, the batch sizes) are checked at run time."""
-    from dg.lowering.builder import elt, signless
     from .ops_elementwise import agreeing_operands, contracted_operands
 
     vals, types = list(op.operands), list(op.types)
     at, ct = types
     out_t = op.result_types[0]
-    ety = signless(elt(out_t))
+    ety = out_t.element
     isf = ety.startswith("f") or ety == "bf16"
     zero = b.const(0.0 if isf else 0, ety)
     inner = [(0, at.rank - 1), (1, max(ct.rank - 2, 0))]
@@ -284,9 +285,7 @@ def _lower_outer(b, op):
     (x, xt), (y, yt) = zip(op.operands, op.types)
     out_t = op.result_types[0]
     e = b.empty(out_t, [b.dim(x, xt, 0), b.dim(y, yt, 0)])
-    from dg.lowering.builder import elt, signless
-
-    ety = signless(elt(out_t))
+    ety = out_t.element
     mul = "arith.mulf" if ety.startswith("f") or ety == "bf16" else "arith.muli"
     return b.generic(out_t, e, [(x, xt), (y, yt)], ["d0", "d1"], "d0, d1", ["parallel", "parallel"],
                      lambda bb, a: bb.binary(mul, a[0], a[1], ety))
@@ -298,12 +297,11 @@ OPS["outer"].lower = _lower_outer
 def _lower_softmax_family(log):
     def lower(b, op):
         """exp(x - m) / sum(exp(x - m)), or (x - m) - log(sum(exp(x - m))), with m the max."""
-        from dg.lowering.builder import elt, signless
         from .ops_elementwise import map_generic
         from .ops_reduce import max_keep, sum_keep
 
         x, xt = op.operands[0], op.types[0]
-        ety = signless(elt(xt))
+        ety = xt.element
         axes = (op.attrs["axis"],)
         m, kt = max_keep(b, x, xt, axes)
         sh = map_generic(b, xt, [(x, xt), (m, kt)], lambda bb, a: bb.binary("arith.subf", a[0], a[1], ety))
@@ -319,13 +317,12 @@ def _lower_softmax_family(log):
 
 def _lower_cross_entropy(b, op):
     """mean over rows of lse(logits[i]) - logits[i, labels[i]]; labels checked in range."""
-    from dg.dsl.types import TensorType
-    from dg.lowering.builder import elt, index_in_range, readable, signless
+    from dg.core.types import TensorType
     from .ops_elementwise import map_generic
     from .ops_reduce import count_of, lse_keep, sum_keep
 
     (x, xt), (y, yt) = zip(op.operands, op.types)
-    ety = signless(elt(xt))
+    ety = xt.element
     lse, kt = lse_keep(b, x, xt, (1,))  # [N, 1]
     c = b.dim(x, xt, 1)
     xr, xrt = readable(b, x, xt, [1])  # the logit a label picks
@@ -398,11 +395,10 @@ def _uniform_f64(bb, key, flat_i64):
 
 def _lower_random(normal):
     def lower(b, op):
-        from dg.lowering.builder import elt, signless
         from .ops_shape import _sizes_from
 
         out_t = op.result_types[0]
-        ety = signless(elt(out_t))
+        ety = out_t.element
         key = b.extract(op.operands[0], op.types[0])
         keys = split_ir(b, key) if normal else (key,)
         sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
@@ -450,42 +446,42 @@ def _vjp_matmul(g, op, d):
     if a.tt.rank == 1 and b.tt.rank == 1:  # dot product
         return [g.mul(d, b), g.mul(d, a)]
     if a.tt.rank == 1:  # [k] @ [..., k, n] -> [..., n]
-        da = g.dg("matmul", [b, g.dg("expand_dims", [d], {"axes": (d.tt.rank,)})])  # [..., k, 1]
-        da = g.dg("squeeze", [da], {"axes": (da.tt.rank - 1,)})
-        db = g.mul(g.dg("expand_dims", [a], {"axes": (1,)}), g.dg("expand_dims", [d], {"axes": (d.tt.rank - 1,)}))
+        da = g.dg_op("matmul", [b, g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])  # [..., k, 1]
+        da = g.dg_op("squeeze", [da], {"axes": (da.tt.rank - 1,)})
+        db = g.mul(g.dg_op("expand_dims", [a], {"axes": (1,)}), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank - 1,)}))
         return [da, db]
     if b.tt.rank == 1:  # [..., m, k] @ [k] -> [..., m]
-        da = g.mul(g.dg("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
-        db = g.dg("matmul", [g.transpose_last(a), g.dg("expand_dims", [d], {"axes": (d.tt.rank,)})])
-        db = g.dg("squeeze", [db], {"axes": (db.tt.rank - 1,)})
+        da = g.mul(g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
+        db = g.dg_op("matmul", [g.transpose_last(a), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])
+        db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 1,)})
         return [da, db]
-    return [g.dg("matmul", [d, g.transpose_last(b)]), g.dg("matmul", [g.transpose_last(a), d])]
+    return [g.dg_op("matmul", [d, g.transpose_last(b)]), g.dg_op("matmul", [g.transpose_last(a), d])]
 
 
 def _vjp_outer(g, op, d):
     a, b = op.operands
-    return [g.dg("matmul", [d, b]), g.dg("matmul", [g.dg("transpose", [d], {"perm": (1, 0)}), a])]
+    return [g.dg_op("matmul", [d, b]), g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": (1, 0)}), a])]
 
 
 def _vjp_softmax(g, op, d):
     y = op.results[0]
     axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
-    s = g.dg("sum", [g.mul(d, y)], {"axes": (axis,), "keepdims": True})
+    s = g.dg_op("sum", [g.mul(d, y)], {"axes": (axis,), "keepdims": True})
     return [g.mul(y, g.sub(d, s))]
 
 
 def _vjp_log_softmax(g, op, d):
     y = op.results[0]
     axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
-    s = g.dg("sum", [d], {"axes": (axis,), "keepdims": True})
-    return [g.sub(d, g.mul(g.dg("exp", [y]), s))]
+    s = g.dg_op("sum", [d], {"axes": (axis,), "keepdims": True})
+    return [g.sub(d, g.mul(g.dg_op("exp", [y]), s))]
 
 
 def _vjp_cross_entropy(g, op, d):
     logits, labels = op.operands
-    p = g.dg("softmax", [logits], {"axis": 1})
+    p = g.dg_op("softmax", [logits], {"axis": 1})
     oh = g.onehot(labels, logits, 1)
-    n = g.dg("cast", [g.dim(logits, 0)], {"dtype": logits.tt.dtype})
+    n = g.dg_op("cast", [g.dim(logits, 0)], {"dtype": logits.tt.dtype})
     return [g.mul(g.sub(p, oh), g.div(d, n)), None]
 
 

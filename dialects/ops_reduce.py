@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, TensorType, is_float
+from dg.core.types import ShapeError, TensorType, is_float
+
+from .builder import fail_if
 from .registry import OPS, OpDef, register
 
 
@@ -160,8 +162,6 @@ def _int_limits(ety: str) -> tuple:
 def _fail_if_empty(b, x, xt, axes, message: str) -> None:
     """NumPy's error when the reduced axes hold no element: a max, a min and their indices have
     no value to start from (the output may still be empty: a (0, 0) array reduced along axis 0)."""
-    from dg.lowering.builder import fail_if
-
     if all(isinstance(xt.shape[i], int) and xt.shape[i] > 0 for i in axes):
         return
     n = b.const(1, "index")
@@ -177,7 +177,7 @@ def _lower_reduce(kind):
         x, xt, out_t = op.operands[0], op.types[0], op.result_types[0]
         axes, keep = tuple(op.attrs.get("axes", ())), op.attrs.get("keepdims", False)
         if kind in ("sum", "mean") and xt.dtype == "f16":  # as NumPy: added up in f32, rounded once
-            from dg.dsl.types import TensorType
+            from dg.core.types import TensorType
 
             from .ops_elementwise import map_generic
 
@@ -188,9 +188,7 @@ def _lower_reduce(kind):
         return reduce(b, x, xt, axes, keep, out_t)
 
     def reduce(b, x, xt, axes, keep, out_t):
-        from dg.lowering.builder import elt, signless
-
-        ety = signless(elt(xt))
+        ety = xt.element
         isf = ety.startswith("f") or ety == "bf16"
         if kind in ("max", "min"):
             _fail_if_empty(b, x, xt, axes, "ValueError: zero-size array to reduction operation "
@@ -233,7 +231,7 @@ for _k in ("sum", "mean", "prod", "max", "min"):
 
 
 def _keep_type(t, axes):
-    from dg.dsl.types import TensorType
+    from dg.core.types import TensorType
 
     return TensorType(t.dtype, tuple(1 if i in axes else d for i, d in enumerate(t.shape)))
 
@@ -248,9 +246,7 @@ def _drop_kept(b, r, kept_t, out_t, axes):
 
 
 def max_keep(b, x, xt, axes):
-    from dg.lowering.builder import elt, signless
-
-    ety = signless(elt(xt))
+    ety = xt.element
     kt = _keep_type(xt, axes)
     init = b.const(float("-inf"), ety)
     return reduce_generic(b, x, xt, axes, True, kt, init,
@@ -258,9 +254,7 @@ def max_keep(b, x, xt, axes):
 
 
 def sum_keep(b, x, xt, axes):
-    from dg.lowering.builder import elt, signless
-
-    ety = signless(elt(xt))
+    ety = xt.element
     kt = _keep_type(xt, axes)
     return reduce_generic(b, x, xt, axes, True, kt, b.const(0.0, ety),
                           lambda bb, a, o: bb.binary("arith.addf", a, o, ety)), kt
@@ -268,10 +262,9 @@ def sum_keep(b, x, xt, axes):
 
 def lse_keep(b, x, xt, axes):
     """log(sum(exp(x - m))) + m over axes, with keepdims (m the max, finite-guarded)."""
-    from dg.lowering.builder import elt, signless
     from .ops_elementwise import map_generic
 
-    ety = signless(elt(xt))
+    ety = xt.element
     m, kt = max_keep(b, x, xt, axes)
     zero = b.const(0.0, ety)
 
@@ -296,12 +289,11 @@ def _lower_logsumexp(b, op):
 
 
 def _lower_var(b, op):
-    from dg.lowering.builder import elt, signless
     from .ops_elementwise import map_generic
 
     x, xt = op.operands[0], op.types[0]
     axes = tuple(op.attrs.get("axes", ()))
-    ety = signless(elt(xt))
+    ety = xt.element
     n = count_of(b, x, xt, axes, ety)
     s, kt = sum_keep(b, x, xt, axes)
     mean = map_generic(b, kt, [(s, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
@@ -319,22 +311,20 @@ def _lower_var(b, op):
 def _lower_arg(is_max):
     def lower(b, op):
         """Index of the first max (min) over one axis, or over the flattened tensor."""
-        from dg.dsl.types import DTYPES
-        from dg.lowering.builder import elt, signless
-
+        from dg.core.types import DTYPES
         from .ops_elementwise import int_predicate
 
         x, xt = op.operands[0], op.types[0]
         out_t = op.result_types[0]
         axes = tuple(op.attrs.get("axes", ()))
         keep = op.attrs.get("keepdims", False)
-        ety = signless(elt(xt))
+        ety = xt.element
         isf = ety.startswith("f") or ety == "bf16"
         R = xt.rank
         # Two outputs: the best value so far and its (flat) index.
         kt = _keep_type(xt, axes)
         vt = kt
-        from dg.dsl.types import TensorType
+        from dg.core.types import TensorType
 
         it = TensorType("i64", kt.shape)
         sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
@@ -411,8 +401,8 @@ def _vjp_extremum(g, op, d):
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
     y = g.unreduce(op.results[0], x, axes, keep)
-    hit = g.dg("cast", [g.dg("eq", [x, y])], {"dtype": x.tt.dtype})
-    ties = g.unreduce(g.dg("sum", [hit], {"axes": tuple(axes), "keepdims": True}), x, (), True)
+    hit = g.dg_op("cast", [g.dg_op("eq", [x, y])], {"dtype": x.tt.dtype})
+    ties = g.unreduce(g.dg_op("sum", [hit], {"axes": tuple(axes), "keepdims": True}), x, (), True)
     return [g.div(g.mul(hit, g.unreduce(d, x, axes, keep)), ties)]
 
 
@@ -421,28 +411,28 @@ def _vjp_prod(g, op, d):
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
     zero, one = g.const(0.0, x), g.const(1.0, x)
-    is0 = g.dg("eq", [x, zero])
+    is0 = g.dg_op("eq", [x, zero])
     safe = g.where(is0, g.add(g.zeros_like(x), one), x)
-    p = g.unreduce(g.dg("prod", [safe], {"axes": tuple(axes), "keepdims": True}), x, (), True)
-    z = g.unreduce(g.dg("sum", [g.dg("cast", [is0], {"dtype": x.tt.dtype})], {"axes": tuple(axes), "keepdims": True}),
+    p = g.unreduce(g.dg_op("prod", [safe], {"axes": tuple(axes), "keepdims": True}), x, (), True)
+    z = g.unreduce(g.dg_op("sum", [g.dg_op("cast", [is0], {"dtype": x.tt.dtype})], {"axes": tuple(axes), "keepdims": True}),
                    x, (), True)
     zeros = g.zeros_like(x)
-    at_nonzero = g.where(g.dg("eq", [z, zero]), g.div(p, safe), zeros)
-    at_zero = g.where(g.dg("eq", [z, one]), p, zeros)
+    at_nonzero = g.where(g.dg_op("eq", [z, zero]), g.div(p, safe), zeros)
+    at_zero = g.where(g.dg_op("eq", [z, one]), p, zeros)
     return [g.mul(g.unreduce(d, x, axes, keep), g.where(is0, at_zero, at_nonzero))]
 
 
 def _vjp_logsumexp(g, op, d):
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
-    p = g.dg("exp", [g.sub(x, g.unreduce(op.results[0], x, axes, keep))])
+    p = g.dg_op("exp", [g.sub(x, g.unreduce(op.results[0], x, axes, keep))])
     return [g.mul(g.unreduce(d, x, axes, keep), p)]
 
 
 def _vjp_var(g, op, d):
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
-    m = g.dg("mean", [x], {"axes": tuple(axes), "keepdims": True})
+    m = g.dg_op("mean", [x], {"axes": tuple(axes), "keepdims": True})
     two_over_n = g.div(g.const(2.0, x), g.count(x, axes))
     return [g.mul(g.unreduce(d, x, axes, keep), g.mul(g.sub(x, m), two_over_n))]
 

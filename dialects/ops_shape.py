@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dsl.types import ShapeError, Sym, TensorType, is_int, np_dtype
+from dg.core.errors import DgError
+from dg.core.types import ShapeError, Sym, TensorType, is_int, np_dtype
+
+from .builder import any_of, cast, fail_if, index_in_range, neither, readable, stand_in_if
 from .registry import OPS, OpDef, register
 
 DYN = -2
@@ -43,8 +46,6 @@ def _check_count(shape) -> None:
 def _bounded(b, sizes: list) -> list:
     """Index sizes given at run time, all 0 (after a located failure) when together they make
     more than MAX_ELEMENTS elements (counted in f64, which does not wrap around)."""
-    from dg.lowering.builder import fail_if
-
     count = b.const(1.0, "f64")
     for s in sizes:
         i = b.unary("arith.index_cast", s, "index to i64")
@@ -455,7 +456,7 @@ def _constant_rule(types, value=None):
 
 
 def _constant(value=None):
-    return value
+    return value[0]
 
 
 register(OpDef(
@@ -524,13 +525,12 @@ def truncate_float(b, x, src: str, dst: str):
 
 
 def _lower_cast(b, op):
-    from dg.dsl.types import DTYPES
-    from dg.lowering.builder import elt, signless
+    from dg.core.types import DTYPES
     from .ops_elementwise import lower_elementwise
 
     src, dst = op.types[0].dtype, op.result_types[0].dtype
     ks, kd = DTYPES[src][2], DTYPES[dst][2]
-    es, ed = signless(elt(op.types[0])), signless(elt(op.result_types[0]))
+    es, ed = op.types[0].element, op.result_types[0].element
     bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "u64": 64}
 
     def scalar(bb, kind, ety, args, _op):
@@ -568,8 +568,6 @@ OPS["cast"].lower = _lower_cast
 def _sizes_from(b, op, attr_shape, dyn_operands):
     """Index values for a `shape` attribute: static entries, -2 from the next i64 operand (a
     negative one is a located error, and 0 until it is raised)."""
-    from dg.lowering.builder import fail_if
-
     dyn = list(dyn_operands)
     out = []
     for s in attr_shape:
@@ -588,11 +586,9 @@ def _sizes_from(b, op, attr_shape, dyn_operands):
 
 
 def _lower_undef(b, op):
-    from dg.lowering.builder import elt, signless
-
     t = op.result_types[0]
     sizes = [b.const(0, "index") if not isinstance(d, int) else None for d in t.shape]
-    return b.fill(t, sizes, b.const(0, signless(elt(t))))
+    return b.fill(t, sizes, b.const(0, t.element))
 
 
 def _lower_dim(b, op):
@@ -657,8 +653,6 @@ def squeeze_generic(b, x, xt, out_t, axes):
 def _lower_squeeze(b, op):
     """Axes whose size is known only at run time are checked to be 1 (until the error is raised, x
     is replaced by an uninitialised tensor of size 1 on them, so that no read leaves it)."""
-    from dg.lowering.builder import any_of, fail_if, stand_in_if
-
     x, xt, axes = op.operands[0], op.types[0], set(op.attrs["axes"])
     checked = [j for j in sorted(axes) if not isinstance(xt.shape[j], int)]
     if checked:
@@ -674,7 +668,6 @@ def _lower_broadcast_to(b, op):
     that may differ from the result's size is checked at run time to equal it or to be 1, and
     broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
     uninitialised tensor of the result's sizes, so that no read leaves it."""
-    from dg.lowering.builder import any_of, cast, fail_if, neither, stand_in_if
     from .ops_elementwise import broadcast_maps
 
     x, xt = op.operands[0], op.types[0]
@@ -760,8 +753,6 @@ def _lower_reshape(b, op):
         sizes = [None if s is None else next(given) for s in sizes]
     total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
     if infer_at is not None:
-        from dg.lowering.builder import fail_if
-
         known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
         fail_if(b, b.cmp("eq", known, b.const(0, "index"), "index"),
                 "ValueError: cannot reshape: -1 stands for no one size when the other sizes multiply to 0")
@@ -790,8 +781,6 @@ def _holding(b, x, xt, have, want):
     `have`): a located DgRuntimeError where it does not, and until it is raised a fresh flat
     tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
     (Canonicalization folds the check where the counts are one product.)"""
-    from dg.lowering.builder import fail_if, stand_in_if
-
     bad = b.cmp("ne", have, want, "index")
     fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
     flat_t = TensorType(xt.dtype, (Sym(),))
@@ -826,8 +815,6 @@ OPS["reshape"].lower = _lower_reshape
 # ---------------------------------------------------------------- indexing lowering
 def _slice_bounds(b, parts, dyn, n):
     """Python slice semantics at run time: (start, step, length) as index values for size n."""
-    from dg.lowering.builder import fail_if
-
     def part(p):
         if p == "":
             return None
@@ -884,8 +871,6 @@ def _slice_bounds(b, parts, dyn, n):
 
 def _index_plan(b, x, xt, spec, dyn):
     """Per x axis: ("i", index) or ("s", start, step, length); plus new-axis positions in the result."""
-    from dg.lowering.builder import index_in_range
-
     items = _expand_spec(list(spec), xt.rank)
     plan, out_axes = [], []  # out_axes: per result axis, ("x", k) or ("n",)
     k = 0
@@ -911,8 +896,6 @@ def _index_plan(b, x, xt, spec, dyn):
 
 
 def _lower_getitem(b, op):
-    from dg.lowering.builder import readable
-
     x, xt = op.operands[0], op.types[0]
     out_t = op.result_types[0]
     plan, out_axes = _index_plan(b, x, xt, op.attrs["spec"], list(zip(op.operands[1:], op.types[1:])))
@@ -950,9 +933,7 @@ def _lower_setitem(b, op):
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
     sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
     e = b.empty(xt, sizes)
-    from dg.lowering.builder import any_of, elt, fail_if, neither, readable, signless
-
-    ety = signless(elt(xt))
+    ety = xt.element
     zero, one = b.const(0, "index"), b.const(1, "index")
     # v's sizes must each be 1 or the region's (the slice's length; 1 for a new axis), as in NumPy.
     # (The reads below stay in bounds either way.)
@@ -1010,8 +991,6 @@ OPS["setitem"].lower = _lower_setitem
 def _lower_arange(b, op):
     out_t = op.result_types[0]
     start, stop, step = (b.extract(v, t) for v, t in zip(op.operands, op.types))
-    from dg.lowering.builder import elt, fail_if, signless
-
     zero = b.const(0, "i64")
     isz = b.cmp("eq", step, zero, "i64")
     fail_if(b, isz, "arange: step cannot be zero")
@@ -1027,7 +1006,7 @@ def _lower_arange(b, op):
     ni = b.fresh("i")
     b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
     e = b.empty(out_t, [ni])
-    ety = signless(elt(out_t))
+    ety = out_t.element
 
     def body(bb, args):
         li = bb.fresh("li")
@@ -1045,8 +1024,6 @@ def _lower_arange(b, op):
 
 
 def _lower_eye(b, op):
-    from dg.lowering.builder import elt, fail_if, signless
-
     out_t = op.result_types[0]
     n = b.extract(op.operands[0], op.types[0])
     ni = b.fresh("i")
@@ -1056,7 +1033,7 @@ def _lower_eye(b, op):
     ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
     ni, _ = _bounded(b, [ni, ni])
     e = b.empty(out_t, [ni, ni])
-    ety = signless(elt(out_t))
+    ety = out_t.element
     one, zero = b.const(1.0 if ety[0] in "fb" else 1, ety), b.const(0.0 if ety[0] in "fb" else 0, ety)
 
     def body(bb, args):
@@ -1069,8 +1046,6 @@ def _lower_eye(b, op):
 
 
 def _lower_take(b, op):
-    from dg.lowering.builder import index_in_range, readable
-
     (x, xt), (idx, it) = zip(op.operands, op.types)
     out_t = op.result_types[0]
     axis = op.attrs["axis"]
@@ -1113,12 +1088,12 @@ def reshape_like(g, d, x):
     """d (with x's number of elements) reshaped to x's shape, sizes from x at run time."""
     shape = tuple(s if isinstance(s, int) else DYN for s in x.tt.shape)
     sizes = [g.dim(x, i) for i, s in enumerate(x.tt.shape) if not isinstance(s, int)]
-    return g.dg("reshape", [d] + sizes, {"shape": shape})
+    return g.dg_op("reshape", [d] + sizes, {"shape": shape})
 
 
 def _vjp_transpose(g, op, d):
     perm = op.attrs["perm"]
-    return [g.dg("transpose", [d], {"perm": tuple(int(i) for i in np.argsort(perm))})]
+    return [g.dg_op("transpose", [d], {"perm": tuple(int(i) for i in np.argsort(perm))})]
 
 
 def _slice_spec(axis, lo, hi):
@@ -1130,40 +1105,39 @@ def _vjp_concat(g, op, d):
     axis = op.attrs.get("axis", 0)
     n = a.tt.shape[axis]
     if isinstance(n, int):
-        return [g.dg("getitem", [d], {"spec": _slice_spec(axis, 0, n)}),
-                g.dg("getitem", [d], {"spec": _slice_spec(axis, n, "")})]
+        return [g.dg_op("getitem", [d], {"spec": _slice_spec(axis, 0, n)}),
+                g.dg_op("getitem", [d], {"spec": _slice_spec(axis, n, "")})]
     na = g.dim(a, axis)
-    return [g.dg("getitem", [d, na], {"spec": _slice_spec(axis, 0, "$")}),
-            g.dg("getitem", [d, na], {"spec": _slice_spec(axis, "$", "")})]
+    return [g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, 0, "$")}),
+            g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, "$", "")})]
 
 
 def _take_grad(g, x, idx, d, axis):
     """The adjoint of take(x, idx, axis): a one-hot contraction (repeated indices add up)."""
-    n = g.dg("cast", [g.dim(x, axis)], {"dtype": idx.tt.dtype})
-    idx = g.where(g.dg("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
+    n = g.dg_op("cast", [g.dim(x, axis)], {"dtype": idx.tt.dtype})
+    idx = g.where(g.dg_op("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
     oh = g.onehot(idx, x, axis)  # idx.shape + [n]
     post = x.tt.rank - axis - 1
     if idx.tt.rank == 0:
         if post:
-            oh = g.dg("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
-        return g.mul(g.dg("expand_dims", [d], {"axes": (axis,)}), oh)
+            oh = g.dg_op("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
+        return g.mul(g.dg_op("expand_dims", [d], {"axes": (axis,)}), oh)
     if idx.tt.rank != 1:
         return None
     r = d.tt.rank  # pre + [m] + post
     to_last = tuple(i for i in range(r) if i != axis) + (axis,)
-    moved = g.dg("matmul", [g.dg("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
+    moved = g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
     back = list(range(axis)) + [r - 1] + list(range(axis, r - 1))
-    return g.dg("transpose", [moved], {"perm": tuple(back)})
+    return g.dg_op("transpose", [moved], {"perm": tuple(back)})
 
 
 def _vjp_take(g, op, d):
-    from dg.errors import DgError, loc_from_mlir
 
     x, idx = op.operands
     dx = _take_grad(g, x, idx, d, op.attrs.get("axis", 0))
     if dx is None:
         raise DgError("the gradient of take() with an index tensor of rank > 1 is not supported yet",
-                      loc_from_mlir(op.loc))
+                      op.where)
     return [dx, None]
 
 
@@ -1177,10 +1151,9 @@ def _tensor_index_axis(spec, rank):
 
 
 def _no_tensor_index(op, what):
-    from dg.errors import DgError, loc_from_mlir
 
     raise DgError(f"the gradient of {what} with an index tensor is only supported for x[idx] along one axis "
-                  "(use take())", loc_from_mlir(op.loc))
+                  "(use take())", op.where)
 
 
 def _vjp_getitem(g, op, d):
@@ -1194,7 +1167,7 @@ def _vjp_getitem(g, op, d):
         if dx is None:
             _no_tensor_index(op, "indexing")
         return [dx, None]
-    return [g.dg("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
+    return [g.dg_op("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
 
 
 def _vjp_setitem(g, op, d):
@@ -1202,8 +1175,8 @@ def _vjp_setitem(g, op, d):
     spec = op.attrs["spec"]
     if any(s[0] == "t" for s in spec):
         _no_tensor_index(op, "assignment")
-    dx = g.dg("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
-    dv = _summed_to(g, g.dg("getitem", [d] + dyn, {"spec": spec}), v)
+    dx = g.dg_op("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
+    dv = _summed_to(g, g.dg_op("getitem", [d] + dyn, {"spec": spec}), v)
     return [dx, dv] + [None] * len(dyn)
 
 
@@ -1211,18 +1184,18 @@ def _summed_to(g, d, x):
     """The adjoint d of a value broadcast from x, summed to x's shape. Where x has a size that only
     the run time knows, by dg.sum_to: it may be 1 there and stretched (the autodiff pass itself
     sums only the axes that broadcasting adds or that x declares 1)."""
-    return d if x.tt.is_static() else g.dg("sum_to", [d, x])
+    return d if x.tt.is_static() else g.dg_op("sum_to", [d, x])
 
 
 def _vjp_full(g, op, d):
-    return [g.dg("sum", [d], {"axes": tuple(range(d.tt.rank)), "keepdims": False})] + [None] * (len(op.operands) - 1)
+    return [g.dg_op("sum", [d], {"axes": tuple(range(d.tt.rank)), "keepdims": False})] + [None] * (len(op.operands) - 1)
 
 
 def _vjp_cast(g, op, d):
     x, = op.operands
-    from dg.dsl.types import is_float
+    from dg.core.types import is_float
 
-    return [g.dg("cast", [d], {"dtype": x.tt.dtype}) if is_float(x.tt.dtype) else None]
+    return [g.dg_op("cast", [d], {"dtype": x.tt.dtype}) if is_float(x.tt.dtype) else None]
 
 
 OPS["reshape"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from dg.errors import Loc
+from dg.core.errors import Loc
 
 
 @dataclass

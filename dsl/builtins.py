@@ -12,7 +12,7 @@ import numpy as np
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from .types import DTYPES, is_bool, is_float, is_int, scalar
+from dg.core.types import DTYPES, is_bool, is_float, is_int, scalar
 from .values import POISON, ListVal, Str, V, is_tuple
 
 _MISSING = object()
@@ -463,7 +463,7 @@ def _join(opname):
             return POISON
         strong = [v.dtype for v in vals if v.name is not None]
         dt = strong[0] if strong else vals[0].dtype
-        from .types import promote
+        from dg.core.types import promote
         for d in strong[1:]:
             dt = promote(dt, d)
         vals = [em.materialize(v, dt, call.loc) if v.name is None else em.cast(v, dt, call.loc) for v in vals]

@@ -11,7 +11,7 @@ import ast as py
 import inspect
 import textwrap
 
-from dg.errors import DgSyntaxError, Loc
+from dg.core.errors import DgSyntaxError, Loc
 
 from . import ast as A
 

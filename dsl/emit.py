@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dg.dialects.registry import OPS, attr_text
-from dg.errors import DgErrors, DgTypeError, Loc
+from dg.core.attrs import attr_text
+from dg.dialects.registry import OPS
+from dg.core.errors import DgErrors, DgTypeError, Loc
 
 from . import ast as A
 from . import controlflow
-from .types import (
+from dg.core.types import (
     DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, np_dtype, promote, same_dim, scalar,
 )
 from .values import (POISON, FuncRef, GradRef, ListVal, ModuleRef, Pullback, Str, Undefined, V, flatten, is_tuple,
@@ -786,9 +787,9 @@ class FunctionEmitter:
         elif v.dtype != t.dtype:
             v = self.cast(v, t.dtype, loc)
         if mlir_type(v.type) != mlir_type(t):
-            # Static -> dynamic dims: dg.reshape to the same sizes, typed with `?`.
-            dims = [self.dim(v, i, loc) for i in range(v.rank)]
-            shape = [-2] * v.rank
+            # Static -> dynamic dims: dg.reshape to the same sizes, the ones t leaves open given at run time.
+            dims = [self.dim(v, i, loc) for i, d in enumerate(t.shape) if not isinstance(d, int)]
+            shape = [d if isinstance(d, int) else -2 for d in t.shape]
             v = self.op("reshape", [v] + dims, {"shape": shape}, loc, result_types=[t])
         return v
 

@@ -20,7 +20,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.indenter import Indenter
 
 from dg.dsl import ast as A
-from dg.errors import DgSyntaxError, Loc, register_source
+from dg.core.errors import DgSyntaxError, Loc, register_source
 
 __all__ = ["parse", "parse_expr", "parse_type", "MAX_DEPTH"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .types import TensorType
+from dg.core.types import TensorType
 
 
 @dataclass(eq=False)

@@ -8,8 +8,8 @@ guard with that number when `malloc` returns no memory for a size that is
 not 0; and adds for each entry point `dg.guarded.F(argv) -> i32`,
 which calls `_mlir_ciface_F` with the pointers in `argv` under `setjmp`. It
 returns 0, or the number of the failed allocation site plus one; `guard`
-returns the sites' MLIR locations, so that the executor can raise a
-`DgRuntimeError` at the `.dg` line of the value that did not fit. The jump
+puts the sites' `.dg` places into the module (`dg.alloc_sites`), so that the executor can raise
+a `DgRuntimeError` at the line of the value that did not fit. The jump
 target is one per module, saved and restored around each guarded call (a
 call made from a callback inside another nests); the executor runs one call
 of a program at a time. Memory the call had allocated before the failure is
@@ -18,18 +18,17 @@ the jump never leaves another thread.
 """
 from __future__ import annotations
 
-from dg.dialects.dialect import append_parsed, operations_under
-from dg.dialects.mlir import ir
+from dg.core.abi import GUARDED, LONGJMP, SETJMP
+from dg.core.attrs import set_table
+from dg.core.locations import loc_of, loc_row
+from dg.core.mlir import append_parsed, create, ir, operations_under, static_elements
 
-from .sizes import static_elements
+from dg.dialects.ops_shape import MAX_ELEMENTS
 
-# Names with a dot, which no dg function can have (the C library's setjmp and longjmp too: the
-# executor registers them under these names).
+# Names with a dot, which no dg function can have.
 MALLOC = "dg.rt_malloc"
-GUARDED = "dg.guarded."
 _JUMP = "dg.jump_target"
 _SITE = "dg.alloc_site"  # the number of the allocation being made
-SETJMP, LONGJMP = "dg.setjmp", "dg.longjmp"
 
 # dg.rt_malloc is not inlined: LLVM takes a malloc whose result is only compared with NULL (the
 # checks of check_counts) as succeeding, and would drop it.
@@ -93,10 +92,6 @@ def _guarded(name: str, nargs: int) -> str:
         "}"])
 
 
-def _create(name: str, results=(), operands=(), **attributes):
-    return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes)
-
-
 def check_counts(m) -> None:
     """Before the lowering to LLVM (which multiplies an allocation's sizes into a byte count that
     can wrap around and allocate too little): a `memref.alloc` whose elements may number more
@@ -104,8 +99,6 @@ def check_counts(m) -> None:
     any address space has (with no branch: selects of its sizes). Its `malloc` fails, and the
     guard reports it at the allocation's site. One whose static sizes make too many elements gets
     an unconditional `malloc` of 2**62 bytes in front of it."""
-    from dg.dialects.ops_shape import MAX_ELEMENTS
-
     f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
     index, ptr = ir.IndexType.get(), ir.Type.parse("!llvm.ptr")
     dynamic = ir.ShapedType.get_dynamic_size()
@@ -121,32 +114,32 @@ def check_counts(m) -> None:
             if static > MAX_ELEMENTS:
                 found = True
                 with alloc.location, ir.InsertionPoint(alloc):
-                    huge = _create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
-                    _create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
+                    huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
+                    create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
                             operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]),
                             op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
             elif sizes and static > 0:  # (a static 0 makes no elements)
                 with alloc.location, ir.InsertionPoint(alloc):
-                    count = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
+                    count = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
                     for s in sizes:
-                        i = _create("arith.index_cast", [i64], [s]).result
-                        count = _create("arith.mulf", [f64], [count, _create("arith.sitofp", [f64], [i]).result]).result
-                    most = _create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
-                    too = _create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
+                        i = create("arith.index_cast", [i64], [s]).result
+                        count = create("arith.mulf", [f64], [count, create("arith.sitofp", [f64], [i]).result]).result
+                    most = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
+                    too = create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
                     for k, s in enumerate(sizes):
                         v = (1 << 59) // static if k == 0 else 1
-                        c = _create("arith.constant", [index], value=ir.IntegerAttr.get(index, v)).result
-                        alloc.operands[k] = _create("arith.select", [index], [too, c, s]).result
+                        c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, v)).result
+                        alloc.operands[k] = create("arith.select", [index], [too, c, s]).result
     names = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
              if "sym_name" in op.operation.attributes}
     if found and "malloc" not in names:
         append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
 
-def guard(m) -> list[str]:
+def guard(m) -> None:
     """Guard the module's allocations and entry points (see the module's doc); the allocation
-    sites' locations, in the order of their numbers."""
-    sites: list[str] = []
+    sites' places go into the table `dg.alloc_sites`, in the order of their numbers."""
+    sites: list = []
     entries = []
     existing = set()
     i32, ptr = ir.IntegerType.get_signless(32), ir.Type.parse("!llvm.ptr")
@@ -166,26 +159,16 @@ def guard(m) -> list[str]:
                         ir.FlatSymbolRefAttr(call.attributes["callee"]).value != "malloc":
                     continue
                 with call.location, ir.InsertionPoint(call):  # the site's number, then the call
-                    site = ir.Operation.create("llvm.mlir.constant", results=[i32],
-                                               attributes={"value": ir.IntegerAttr.get(i32, len(sites))})
-                    at = ir.Operation.create("llvm.mlir.addressof", results=[ptr],
-                                             attributes={"global_name": ir.FlatSymbolRefAttr.get(_SITE)})
-                    ir.Operation.create("llvm.store", operands=[site.result, at.result])
+                    site = create("llvm.mlir.constant", [i32], value=ir.IntegerAttr.get(i32, len(sites)))
+                    at = create("llvm.mlir.addressof", [ptr], global_name=ir.FlatSymbolRefAttr.get(_SITE))
+                    create("llvm.store", operands=[site.result, at.result])
                 call.attributes["callee"] = ir.FlatSymbolRefAttr.get(MALLOC)
-                sites.append(str(call.location))
+                sites.append(loc_row(loc_of(call.location)))
     # The text declares what it calls, for it to parse on its own; the module keeps its own.
     declared = ["llvm.func @malloc(i64) -> !llvm.ptr"] + [
         f"llvm.func @_mlir_ciface_{n}({', '.join(['!llvm.ptr'] * k)})" for n, k in entries]
     append_parsed(m, "\n".join([*declared, _RUNTIME, *(_guarded(n, k) for n, k in entries)]),
                   lambda op: not (op.name == "llvm.func" and not len(op.regions[0].blocks)
                                   and ir.StringAttr(op.attributes["sym_name"]).value in existing))
-    return sites
+    set_table(m, "dg.alloc_sites", sites)
 
-
-def symbols() -> dict:
-    """The C library's `_setjmp` and `longjmp` under the names guarded code calls them by."""
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    return {SETJMP: ctypes.cast(libc._setjmp, ctypes.c_void_p).value,
-            LONGJMP: ctypes.cast(libc.longjmp, ctypes.c_void_p).value}

@@ -41,11 +41,15 @@ import itertools
 
 import numpy as np
 
+from dg.core.attrs import attr_text
+from dg.core.errors import DgError, DgTypeError
+from dg.core.locations import loc_of
+from dg.core.types import TensorType, is_float
+from dg.core.writer import Value, Writer, module_text
+from dg.dialects.dialect import parse
 from dg.dialects.registry import OPS
-from dg.dsl.types import TensorType, is_float
-from dg.errors import DgError, DgTypeError, loc_from_mlir
 
-from .irmodel import Block, Func, Op, Value, Writer, read_module, type_text
+from .irmodel import Block, Func, Op, read_module
 
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
 EFFECTS = ("print", "breakpoint", "assert", "check")  # not repeated when a forward is recomputed
@@ -166,40 +170,52 @@ class OpView:
         self.types = [o.tt for o in op.operands]
         self.result_types = [r.tt for r in op.results]
         self.attrs = op.py
-        self.loc = op.loc
+        self.where = loc_of(op.location)
 
 
-class Grad(Writer):
-    """The writer VJP rules build with: dg ops, constants, zeros."""
+class VjpBuilder(Writer):
+    """The writer VJP rules build with: dg ops (their result types from the registry's rules),
+    constants, zeros, and the pieces of unbroadcasting."""
+
+    def dg_op(self, opname: str, operands: list, attrs: dict | None = None, result_types: list | None = None):
+        """A dg op; its result types from the registry's rule unless given. One result -> a Value."""
+        opdef = OPS[opname]
+        attrs = dict(attrs or {})
+        if result_types is None:
+            rt = opdef.infer([o.tt for o in operands], **attrs)
+            result_types = rt if isinstance(rt, list) else [rt]
+        text = {k: attr_text(opdef.attrs[k], v) for k, v in attrs.items()}
+        res = self.op(f"dg.{opname}", operands, result_types, text)
+        return res[0] if len(res) == 1 else res
 
     def const(self, value, like: Value | TensorType) -> Value:
         t = like.tt if isinstance(like, Value) else like
         t = TensorType(t.dtype, ())
-        return self.dg("constant", [], {"value": (np.asarray(value), t)}, result_types=[t])
+        return self.dg_op("constant", [], {"value": (np.asarray(value), t)}, result_types=[t])
 
     def zeros_like(self, v: Value) -> Value:
-        return self.dg("zeros_like", [v])
+        return self.dg_op("zeros_like", [v])
 
     def add(self, a, b):
-        return self.dg("add", [a, b])
+        return self.dg_op("add", [a, b])
 
     def sub(self, a, b):
-        return self.dg("sub", [a, b])
+        return self.dg_op("sub", [a, b])
 
     def mul(self, a, b):
-        return self.dg("mul", [a, b])
+        return self.dg_op("mul", [a, b])
 
     def div(self, a, b):
-        return self.dg("div", [a, b])
+        return self.dg_op("div", [a, b])
 
     def neg(self, a):
-        return self.dg("neg", [a])
+        return self.dg_op("neg", [a])
 
     def where(self, c, a, b):
-        return self.dg("where", [c, a, b])
+        return self.dg_op("where", [c, a, b])
 
     def dim(self, x: Value, axis: int) -> Value:
-        return self.dg("dim", [x], {"axis": axis})
+        return self.dg_op("dim", [x], {"axis": axis})
 
     def bcast(self, d: Value, x: Value) -> Value:
         """d broadcast to x's shape (sizes taken from x at run time)."""
@@ -211,42 +227,42 @@ class Grad(Writer):
         """The adjoint of a reduction of x over `axes`, broadcast back to x's shape."""
         axes = tuple(axes)
         if not keepdims and axes:
-            d = self.dg("expand_dims", [d], {"axes": axes})
+            d = self.dg_op("expand_dims", [d], {"axes": axes})
         return self.bcast(d, x)
 
     def count(self, x: Value, axes) -> Value:
         """How many elements a reduction over `axes` combines, as a scalar of x's dtype."""
         n = self.const(1.0, x)
         for a in axes:
-            n = self.mul(n, self.dg("cast", [self.dim(x, a)], {"dtype": x.tt.dtype}))
+            n = self.mul(n, self.dg_op("cast", [self.dim(x, a)], {"dtype": x.tt.dtype}))
         return n
 
     def transpose_last(self, x: Value) -> Value:
         r = x.tt.rank
-        return self.dg("transpose", [x], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})
+        return self.dg_op("transpose", [x], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})
 
     def onehot(self, labels: Value, like: Value, axis: int) -> Value:
         """A float tensor shaped like `like`: 1 where the index along `axis` equals the label."""
         n = like.tt.shape[axis]
         zero, one = (self.const(v, labels) for v in (0, 1))
-        stop = self.dg("cast", [self.dim(like, axis)], {"dtype": labels.tt.dtype})
-        ar = self.dg("arange", [zero, stop, one], {"size": n if isinstance(n, int) else -2,
+        stop = self.dg_op("cast", [self.dim(like, axis)], {"dtype": labels.tt.dtype})
+        ar = self.dg_op("arange", [zero, stop, one], {"size": n if isinstance(n, int) else -2,
                                                     "dtype": labels.tt.dtype})
-        hit = self.dg("eq", [self.dg("expand_dims", [labels], {"axes": (labels.tt.rank,)}), ar])
-        return self.dg("cast", [hit], {"dtype": like.tt.dtype})
+        hit = self.dg_op("eq", [self.dg_op("expand_dims", [labels], {"axes": (labels.tt.rank,)}), ar])
+        return self.dg_op("cast", [hit], {"dtype": like.tt.dtype})
 
     def sum_to(self, d: Value, t: TensorType) -> Value:
         """Undo broadcasting: sum d over the axes that broadcasting added or stretched, to type t."""
         ds = d.tt.shape
         lead = len(ds) - len(t.shape)
         if lead > 0:
-            d = self.dg("sum", [d], {"axes": tuple(range(lead)), "keepdims": False})
+            d = self.dg_op("sum", [d], {"axes": tuple(range(lead)), "keepdims": False})
         stretched = tuple(i for i, (a, b) in enumerate(zip(d.tt.shape, t.shape))
                           if isinstance(b, int) and b == 1 and not (isinstance(a, int) and a == 1))
         if stretched:
-            d = self.dg("sum", [d], {"axes": stretched, "keepdims": True})
+            d = self.dg_op("sum", [d], {"axes": stretched, "keepdims": True})
         if d.tt.dtype != t.dtype:
-            d = self.dg("cast", [d], {"dtype": t.dtype})
+            d = self.dg_op("cast", [d], {"dtype": t.dtype})
         return d
 
 
@@ -274,18 +290,18 @@ class Autodiff:
                 self.texts[sym] = self.copy_function(self.funcs[sym])
         decls = [self.declaration(self.funcs[s]) for s in self.order
                  if self.funcs[s].body is None and s not in self.texts]
-        return "module {\n" + "\n".join(decls + list(self.texts.values())) + "\n}\n"
+        return module_text(decls + list(self.texts.values()))
 
     def declaration(self, f: Func) -> str:
         attrs = ", ".join(f"{k} = {v}" for k, v in f.attrs.items())
         return (f"  func.func private @{f.sym}({', '.join(a.type for a in f.args)}) -> "
                 f"({', '.join(f.result_types)}){' attributes {' + attrs + '}' if attrs else ''} {f.loc}")
 
-    def new_writer(self) -> Grad:
-        return Grad(self.counter)
+    def new_writer(self) -> VjpBuilder:
+        return VjpBuilder(self.counter)
 
     @staticmethod
-    def function_text(sym: str, args: list, result_types: list, loc: str, w: Grad, sizes: str | None = None) -> str:
+    def function_text(sym: str, args: list, result_types: list, loc: str, w: VjpBuilder, sizes: str | None = None) -> str:
         """`sizes`: the copied function's `dg.sizes` attribute text (dsl/emit.py), if it has one."""
         extra = f" attributes {{dg.sizes = {sizes}}}" if sizes else ""
         head = (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
@@ -328,7 +344,7 @@ class Autodiff:
         else:
             if len(target.result_types) != 1 or not float_results or Value(target.result_types[0]).tt.rank:
                 raise DgTypeError(f"{kind}() needs a function that returns one float scalar; "
-                                  f"'{of}' returns ({', '.join(target.result_types)})", loc_from_mlir(f.loc))
+                                  f"'{of}' returns ({', '.join(target.result_types)})", loc_of(f.location))
             cts = [w.const(1.0, Value(target.result_types[0]).tt)]
         core = self.vjp_function(of, tuple(wrt))
         out_types = list(target.result_types) + [target.args[i].type for i in wrt]
@@ -354,7 +370,7 @@ class Autodiff:
         for i in mask:
             if not _float(f.args[i]):
                 raise DgTypeError(f"cannot differentiate with respect to argument {i} of '{sym}': "
-                                  f"it is {f.args[i].type}, not a float", loc_from_mlir(f.loc))
+                                  f"it is {f.args[i].type}, not a float", loc_of(f.location))
         w, env, args = self.start(f)
         ret = f.body.ops[-1]
         float_results = [i for i, o in enumerate(ret.operands) if _float(o)]
@@ -376,27 +392,25 @@ class Autodiff:
 
     def reread(self, sym: str) -> Func:
         """A function the pass wrote (a gradient), read back so that it can be differentiated in turn."""
-        from dg.lowering.passes import parse_ir
-
-        m = parse_ir(self.module_text())
+        m = parse(self.module_text())
         for f in read_module(m):
             if f.sym not in self.funcs or self.funcs[f.sym].body is None:
                 self.funcs[f.sym] = f  # gradient functions, so that they can be differentiated in turn
         return self.funcs[sym]
 
-    def accumulate(self, w: Grad, adj: dict, v: Value, d: Value, like: Value) -> None:
+    def accumulate(self, w: VjpBuilder, adj: dict, v: Value, d: Value, like: Value) -> None:
         """Add the adjoint d to v's; `like` is v's value in the gradient function. A d broadcast
         from v is summed to v's shape; one whose type still fixes a size that v's leaves open (or
         the other way round: `f32[?] * f32[2]` gives the first operand an adjoint of f32[2]) takes
         v's type through dg.sum_to, which checks the sizes at run time."""
         if d.tt.shape != v.tt.shape or d.tt.dtype != v.tt.dtype:
             d = w.sum_to(d, v.tt)
-            if type_text(d.tt) != type_text(v.tt):
-                d = w.dg("sum_to", [d, like])
+            if d.tt.mlir() != v.tt.mlir():
+                d = w.dg_op("sum_to", [d, like])
         adj[v] = w.add(adj[v], d) if v in adj else d
 
     # ------------------------------------------------------------ forward sweep
-    def forward(self, block: Block, env: dict, w: Grad, record: bool, effects: bool) -> dict:
+    def forward(self, block: Block, env: dict, w: VjpBuilder, record: bool, effects: bool) -> dict:
         """Copy the ops of `block` (its terminator excepted); with `record`, loops at this level are taped."""
         info = {}
         for op in block.ops:
@@ -416,7 +430,7 @@ class Autodiff:
                 env.update(zip(op.results, res))
         return info
 
-    def copy_region_op(self, op: Op, env: dict, w: Grad, effects: bool) -> None:
+    def copy_region_op(self, op: Op, env: dict, w: VjpBuilder, effects: bool) -> None:
         def region(b: Block):
             def write(w2):
                 args = []
@@ -437,28 +451,28 @@ class Autodiff:
         env.update(zip(op.results, res))
 
     @staticmethod
-    def tape_value(w: Grad, v: Value) -> Value:
+    def tape_value(w: VjpBuilder, v: Value) -> Value:
         """What a tape row holds for v: v itself, or an index (a loop counter of a gradient) as an i64."""
-        return w.dg("from_index", [v]) if v.tt.dtype == "index" else v
+        return w.dg_op("from_index", [v]) if v.tt.dtype == "index" else v
 
     @staticmethod
-    def read_tape(w: Grad, tape: Value, k: Value, like: Value) -> Value:
-        r = w.dg("tape_read", [tape, k])
-        return w.dg("to_index", [r]) if like.tt.dtype == "index" else r
+    def read_tape(w: VjpBuilder, tape: Value, k: Value, like: Value) -> Value:
+        r = w.dg_op("tape_read", [tape, k])
+        return w.dg_op("to_index", [r]) if like.tt.dtype == "index" else r
 
-    def index(self, w: Grad, value: int) -> Value:
+    def index(self, w: VjpBuilder, value: int) -> Value:
         return w.op("arith.constant", [], ["index"], {"value": f"{value} : index"})[0]
 
-    def arith(self, w: Grad, name: str, a: Value, b: Value) -> Value:
+    def arith(self, w: VjpBuilder, name: str, a: Value, b: Value) -> Value:
         return w.op(f"arith.{name}", [a, b], ["index"])[0]
 
-    def forward_for(self, op: Op, env: dict, w: Grad) -> dict:
+    def forward_for(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         lb, ub, st = (env[o] for o in op.operands[:3])
         inits = [env[o] for o in op.operands[3:]]
         zero = self.index(w, 0)
         n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
         rows = self.arith(w, "addi", n, self.index(w, 1))  # one row per iteration, then the final values
-        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), rows]) for v in inits]
+        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, v), rows]) for v in inits]
         body = op.regions[0]
 
         def write(w2):
@@ -469,7 +483,7 @@ class Autodiff:
             env[body.args[0]] = iv
             env.update(zip(body.args[1:], carried))
             k = self.arith(w2, "divsi", self.arith(w2, "subi", iv, lb), st)
-            tout = [w2.dg("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
+            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
             self.forward(body, env, w2, record=False, effects=True)
             t = body.ops[-1]
             w2.loc = t.loc
@@ -480,13 +494,13 @@ class Autodiff:
                    regions=[write])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        tapes = [w.dg("tape_push", [t, n, self.tape_value(w, r)]) for t, r in zip(res[m:], res[:m])]
+        tapes = [w.dg_op("tape_push", [t, n, self.tape_value(w, r)]) for t, r in zip(res[m:], res[:m])]
         return {"tapes": tapes, "n": n, "lb": lb, "st": st}
 
-    def forward_while(self, op: Op, env: dict, w: Grad) -> dict:
+    def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         inits = [env[o] for o in op.operands]
         before, after = op.regions
-        tapes = [w.dg("tape_alloc", [self.tape_value(w, v), self.index(w, 16)]) for v in inits]
+        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, v), self.index(w, 16)]) for v in inits]
         k0 = self.index(w, 0)
         cond_t = before.ops[-1]
 
@@ -496,7 +510,7 @@ class Autodiff:
             k = w2.value("index", "k")
             w2.block_header(carried + tin + [k])
             env.update(zip(before.args, carried))
-            tout = [w2.dg("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
+            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
             k1 = self.arith(w2, "addi", k, self.index(w2, 1))
             self.forward(before, env, w2, record=False, effects=True)
             w2.loc = cond_t.loc
@@ -522,7 +536,7 @@ class Autodiff:
         return {"tapes": res[m:-1], "total": res[-1]}
 
     # ------------------------------------------------------------ reverse sweep
-    def reverse(self, block: Block, env: dict, adj: dict, w: Grad, info: dict) -> None:
+    def reverse(self, block: Block, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
         for op in reversed(block.ops):
             if op.name in TERMINATORS:
                 continue
@@ -540,14 +554,14 @@ class Autodiff:
     def free_active(self, blocks: list) -> list:
         return [v for v in free_values(blocks) if v in self.active]
 
-    def reverse_dg(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+    def reverse_dg(self, op: Op, env: dict, adj: dict, w: VjpBuilder) -> None:
         douts = [adj.get(r) for r in op.results]
         if all(d is None for d in douts) or not any(o in self.active for o in op.operands) \
                 or not any(r in self.active for r in op.results):
             return
         opdef = OPS[op.dg]
         if opdef.vjp is None:
-            raise DgError(f"dg.{op.dg} has no gradient rule", loc_from_mlir(op.loc))
+            raise DgError(f"dg.{op.dg} has no gradient rule", loc_of(op.location))
         view = OpView(op, env)
         if len(douts) > 1:
             douts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, op.results)]
@@ -556,7 +570,7 @@ class Autodiff:
             if d is not None and o in self.active:
                 self.accumulate(w, adj, o, d, env[o])
 
-    def reverse_call(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+    def reverse_call(self, op: Op, env: dict, adj: dict, w: VjpBuilder) -> None:
         mask = tuple(i for i, o in enumerate(op.operands) if o in self.active)
         douts = [adj.get(r) for r in op.results if _float(r)]
         if not mask or all(d is None for d in douts):
@@ -573,7 +587,7 @@ class Autodiff:
         for i, g in zip(mask, outs[len(op.results):]):
             self.accumulate(w, adj, op.operands[i], g, env[op.operands[i]])
 
-    def reverse_if(self, op: Op, env: dict, adj: dict, w: Grad) -> None:
+    def reverse_if(self, op: Op, env: dict, adj: dict, w: VjpBuilder) -> None:
         seeds = [(r, adj[r]) for r in op.results if r in adj]
         free = self.free_active(op.regions)
         if not seeds or not free:
@@ -597,7 +611,7 @@ class Autodiff:
         for v, r in zip(free, res):
             adj[v] = r
 
-    def countdown(self, w: Grad, loc: str, trips: Value, one: Value, d_init: list, free: list, f_init: list,
+    def countdown(self, w: VjpBuilder, loc: str, trips: Value, one: Value, d_init: list, free: list, f_init: list,
                   step) -> tuple:
         """The reverse of a loop: an scf.for over k = trips-1 .. 0 carrying the adjoints of the loop-carried
         values (d_init) and of the free values (f_init). `step(w2, k, d_in, inner)` writes one iteration:
@@ -621,7 +635,7 @@ class Autodiff:
                    regions=[write])
         return res[:len(d_init)], res[len(d_init):]
 
-    def settle(self, w: Grad, adj: dict, free: list, f_res: list, inits: list, d_res: list, env: dict) -> None:
+    def settle(self, w: VjpBuilder, adj: dict, free: list, f_res: list, inits: list, d_res: list, env: dict) -> None:
         """After a reverse loop: the free values' adjoints (which started from adj) replace adj's; then the
         initial values get their share (an initial value may also be free in the body)."""
         for v, d in zip(free, f_res):
@@ -629,7 +643,7 @@ class Autodiff:
         for v, d in zip(inits, d_res):
             self.accumulate(w, adj, v, d, env[v])
 
-    def reuse_taped(self, w: Grad, body: Block, y: list, tapes: list, nxt: Value, env: dict) -> None:
+    def reuse_taped(self, w: VjpBuilder, body: Block, y: list, tapes: list, nxt: Value, env: dict) -> None:
         """Inside a reverse loop step: the values the body yields are the next iteration's carried
         values, which the tape holds (row `nxt`). The reverse reads them from there, so that the
         recomputed ops that made them (a step's matmuls, say) are left unused and are removed."""
@@ -638,7 +652,7 @@ class Autodiff:
             if v in made:
                 env[v] = self.read_tape(w, t, nxt, v)
 
-    def reverse_for(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
+    def reverse_for(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
         body = op.regions[0]
         carried = [i for i, a in enumerate(body.args[1:]) if a in self.active]
         free = self.free_active([body])
@@ -663,7 +677,7 @@ class Autodiff:
         d_res, f_res = self.countdown(w, op.loc, info["n"], self.index(w, 1), d_init, free, f_init, step)
         self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
 
-    def reverse_while(self, op: Op, env: dict, adj: dict, w: Grad, info: dict) -> None:
+    def reverse_while(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
         before, after = op.regions
         cond = before.ops[-1].operands[1:]
         tapes, total = info["tapes"], info["total"]
@@ -721,8 +735,9 @@ def needs_autodiff(text: str) -> bool:
     return "dg.kind" in text
 
 
-def run_autodiff(module):
-    """The `autodiff` pass: a new parsed module."""
-    from dg.lowering.passes import parse_ir
-
-    return parse_ir(differentiate(module), "<autodiff>")
+def run(module):
+    """The `autodiff` pass: a new module with every gradient declaration defined (the module
+    itself when it declares none)."""
+    if not any("dg.kind" in op.operation.attributes for op in module.body.operations):
+        return module
+    return parse(differentiate(module))

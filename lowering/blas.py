@@ -36,7 +36,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from dg.errors import DgError
+from dg.core.errors import DgError
+from dg.core.mlir import append_parsed, defining_op, ir, operations_under, user
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 _ELTS = {"f32": "s", "f64": "d"}
@@ -291,9 +292,6 @@ def replace_matmuls(module, helpers: dict) -> int:
     `@name(A, B, C)`, `helpers[(elt, overwrite)] = (name, function text, declarations text)`, the
     function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
     before (the fill is dropped); transpose copies feeding only the matmul become views. How many."""
-    from dg.dialects.dialect import append_parsed, operations_under
-    from dg.dialects.mlir import ir
-
     found = []
     for op in operations_under(module.body):
         if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
@@ -331,10 +329,6 @@ def replace_matmuls(module, helpers: dict) -> int:
 _TRANSPOSE_MAPS = ("affine_map<(d0, d1) -> (d1, d0)>", "affine_map<(d0, d1) -> (d0, d1)>")
 _PURE = ("memref.alloc", "memref.cast", "memref.dim", "memref.transpose", "memref.subview")
 
-
-def _owner(v):
-    o = v.owner
-    return getattr(o, "operation", o)
 
 
 def ops_between(first, last):
@@ -376,13 +370,11 @@ def _transposed_view(mm, i: int):
     uses): (a transposed view of the copy's source, the buffer's alloc), with the copy and the
     buffer's dealloc erased (the caller erases the alloc once the matmul is gone); else None.
     The BLAS helper passes the view to gemm with a transpose flag."""
-    from dg.dialects.mlir import ir
-
     buf = mm.operands[i]
-    alloc = _owner(buf)
+    alloc = defining_op(buf)
     if getattr(alloc, "name", None) != "memref.alloc":
         return None
-    users = [_owner(u) for u in buf.uses]
+    users = [user(u) for u in buf.uses]
     copies = [u for u in users if u.name == "linalg.generic"]
     deallocs = [u for u in users if u.name == "memref.dealloc"]
     if len(copies) != 1 or len(users) != len(deallocs) + 2 or len(deallocs) > 1:
@@ -417,8 +409,6 @@ def _transposed_view(mm, i: int):
 def _zero_fill_before(op):
     """The `linalg.fill` of zeros into the matmul's output right before it (the BLAS call then
     overwrites instead of accumulating), or None."""
-    from dg.dialects.mlir import ir
-
     ops = list(op.block.operations)
     i = next(j for j, o in enumerate(ops) if o.operation == op)
     if i == 0:

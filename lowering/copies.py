@@ -9,10 +9,10 @@ serves in Python. Copies between plain buffers stay, and become `memcpy`.
 """
 from __future__ import annotations
 
+from dg.core.mlir import ir, operations_under
+
 
 def _memref(t):
-    from dg.dialects.mlir import ir
-
     try:
         return ir.MemRefType(t)
     except ValueError:  # an unranked memref
@@ -27,8 +27,6 @@ def _plain(t) -> bool:
 
 def strided_copies_as_loops(module) -> int:
     """Replace the strided `memref.copy` ops; how many."""
-    from dg.dialects.dialect import operations_under
-
     found = []
     for op in operations_under(module.body):
         if op.name == "memref.copy":
@@ -45,8 +43,6 @@ def strided_copies_as_loops(module) -> int:
 def _linalg_copy(op) -> None:
     """A `linalg.copy` of the copy's source into its target, before it (built generically, so that
     MLIR's op-definition Python modules need not be imported)."""
-    from dg.dialects.mlir import ir
-
     src, dst = op.operands
     elt = ir.MemRefType(src.type).element_type
     with ir.InsertionPoint(op), op.location:

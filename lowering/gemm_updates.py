@@ -16,7 +16,9 @@ takes as long as gemm with beta = 0).
 """
 from __future__ import annotations
 
-from .blas import _ELTS, _owner, helper_name, helper_text, locate, ops_between
+from dg.core.mlir import append_parsed, defining_op, ir, operations_under, user
+
+from .blas import _ELTS, helper_name, helper_text, locate, ops_between
 
 _IDENTITY = "affine_map<(d0, d1) -> (d0, d1)>"
 _SCALAR = "affine_map<(d0, d1) -> ()>"
@@ -24,9 +26,6 @@ _SCALAR = "affine_map<(d0, d1) -> ()>"
 
 def fuse_gemm_updates(module) -> int:
     """Rewrite the matching gemm + update pairs of a bufferized module; how many."""
-    from dg.dialects.dialect import append_parsed, operations_under
-    from dg.dialects.mlir import ir
-
     lib = locate()
     if lib is None:
         return 0
@@ -50,8 +49,6 @@ def fuse_gemm_updates(module) -> int:
 
 
 def _is_arg_of(v, block) -> bool:
-    from dg.dialects.mlir import ir
-
     o = v.owner
     return isinstance(o, ir.Block) and o == block
 
@@ -59,22 +56,20 @@ def _is_arg_of(v, block) -> bool:
 def _update_of(call):
     """(G, the update generic, w, scale, negate) when the call's output feeds only an update; else None.
     `scale` is ("argument", a 0-d memref argument), ("constant", an `arith.constant` op) or None (1)."""
-    from dg.dialects.mlir import ir
-
     c = call.operands[2]
-    cast = _owner(c)
+    cast = defining_op(c)
     if getattr(cast, "name", None) != "memref.cast" or len(list(c.uses)) != 1:
         return None
     g = cast.operands[0]
     # Static shapes only: w is copied into G, and dg does not check at run time that dynamic
     # sizes of w and of the product agree.
-    if getattr(_owner(g), "name", None) != "memref.alloc" or not ir.MemRefType(g.type).has_static_shape:
+    if getattr(defining_op(g), "name", None) != "memref.alloc" or not ir.MemRefType(g.type).has_static_shape:
         return None
     block = call.block
     func = block.owner
     if getattr(getattr(func, "operation", func), "name", None) != "func.func":
         return None
-    users = [_owner(u) for u in g.uses]
+    users = [user(u) for u in g.uses]
     generics = [u for u in users if u.name == "linalg.generic"]
     rest = [u for u in users if u.name not in ("linalg.generic", "memref.dealloc") and u != cast]
     if len(generics) != 1 or rest:
@@ -89,9 +84,9 @@ def _update_of(call):
     if len(outs) != 1 or len(ins) not in (2, 3) or any("parallel" not in t for t in iters):
         return None
     out = outs[0]
-    if maps[-1] != _IDENTITY or out.type != g.type or getattr(_owner(out), "name", None) != "memref.alloc":
+    if maps[-1] != _IDENTITY or out.type != g.type or getattr(defining_op(out), "name", None) != "memref.alloc":
         return None
-    if not all(_after(_owner(u), gen) for u in out.uses if _owner(u) != gen):
+    if not all(_after(user(u), gen) for u in out.uses if user(u) != gen):
         return None
     body = gen.regions[0].blocks[0]
 
@@ -117,7 +112,7 @@ def _update_of(call):
         """The scale of G in v (None for 1), or False when v is neither G nor a scaled G."""
         if is_g(v):
             return None
-        mul = _owner(v)
+        mul = defining_op(v)
         if len(ops) != 3 or getattr(mul, "name", None) != "arith.mulf" or mul != ops[0]:
             return False
         a, b = mul.operands
@@ -126,7 +121,7 @@ def _update_of(call):
                 o = operand(sv)
                 if o is not None and o[1] == _SCALAR and _is_arg_of(o[0], block):
                     return "argument", o[0]  # a 0-d memref
-                const = _owner(sv)
+                const = defining_op(sv)
                 if not _is_arg_of(sv, body) and getattr(const, "name", None) == "arith.constant":
                     return "constant", const
         return False
@@ -167,7 +162,7 @@ def _views_of(roots) -> list:
             continue
         out.append(v)
         for u in v.uses:
-            o = _owner(u)
+            o = user(u)
             if o.name in _VIEWS:
                 todo.extend(o.results)
     return out
@@ -176,8 +171,6 @@ def _views_of(roots) -> list:
 def _written_operands(op) -> list:
     """The memref operands `op` may write: a BLAS helper's C, linalg outputs, store and copy
     targets; every operand of another call or an unknown op with memref operands."""
-    from dg.dialects.mlir import ir
-
     name = op.name
     if name == "func.call":
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
@@ -195,8 +188,6 @@ def _written_operands(op) -> list:
 def _written_between(first, last, roots) -> bool:
     """True when an op strictly between `first` and `last` (one block; nested regions included)
     may write one of `roots` or a view of it."""
-    from dg.dialects.dialect import operations_under
-
     watched = _views_of(roots)
     for o in ops_between(first, last) or []:
         for op in [o, *(x for r in o.regions for b in r.blocks for x in operations_under(b))]:
@@ -216,8 +207,6 @@ def _after(op, anchor) -> bool:
 
 
 def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
-    from dg.dialects.mlir import ir
-
     et = ir.MemRefType(g.type).element_type
     with ir.InsertionPoint(call), call.location:
         ir.Operation.create("memref.copy", results=[], operands=[w, g])
@@ -232,8 +221,8 @@ def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
             "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, False, scaled=True))})
     call.erase()
     out = gen.opview.outputs[0]
-    out_alloc = _owner(out)
-    g_deallocs = [_owner(u) for u in g.uses if _owner(u).name == "memref.dealloc"]
+    out_alloc = defining_op(out)
+    g_deallocs = [user(u) for u in g.uses if user(u).name == "memref.dealloc"]
     gen.erase()
     for d in g_deallocs:
         d.erase()

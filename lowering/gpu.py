@@ -1,11 +1,13 @@
 """dg IR -> gpu dialect -> NVVM -> PTX.
 
-Expects: a dg module (one specialization, gradients already made).
+Expects: a module at the `bufferized` stage (lowering.pipeline).
 Guarantees:
-- `to_gpu(module)` is the module after bufferization with its matmuls as
-  shared-memory tiled kernels (`gpu_matmul`) and its other parallel loops tiled, mapped to blocks and threads and outlined as `gpu.func`
-  kernels (`gpu.module`s) launched by `gpu.launch_func` from host code; the
-  sequential control flow (`scf.for`/`while`/`if`, calls) stays on the host.
+- the `gpu` stage (`gpu-matmuls`, then `to-kernels`: TO_KERNELS) is the
+  module with its matmuls as shared-memory tiled kernels (`gpu_matmul`) and
+  its other parallel loops tiled, mapped to blocks and threads and outlined
+  as `gpu.func` kernels (`gpu.module`s) launched by `gpu.launch_func` from
+  host code; the sequential control flow (`scf.for`/`while`/`if`, calls)
+  stays on the host.
 - `kernels_llvm(gpu_module)` is the kernels lowered to NVVM and translated
   to one LLVM IR module (text) for `nvptx64-nvidia-cuda`.
 - `ptx(module, arch)` is that module linked with libdevice (only what it
@@ -20,9 +22,8 @@ import os
 import re
 from pathlib import Path
 
-from dg.errors import DgError
-
-from . import gpu_matmul
+from dg.core.errors import DgError
+from dg.core.mlir import ir, llvm_dialect, operations_under, passmanager
 
 ARCHS = ("sm_80", "sm_90")
 DEFAULT_ARCH = "sm_90"
@@ -47,27 +48,8 @@ KERNELS_TO_NVVM = (
 )
 
 
-def to_gpu(dg_module):
-    """(ToLinalg result, module with host code and outlined kernels)."""
-    from dg.dialects.dialect import shared_context
-    from dg.dialects.mlir import passmanager
-    from dg.runtime.cpu import bufferized
-
-    lowered, m = bufferized(dg_module)
-    with shared_context():
-        try:
-            gpu_matmul.route_matmuls(m)
-            passmanager.PassManager.parse(TO_KERNELS).run(m.operation)
-        except Exception as e:
-            raise RuntimeError(f"lowering to the gpu dialect failed: {e}\n{lowered.text}") from None
-    return lowered, m
-
-
 def kernels_llvm(gpu_module) -> str:
     """The kernels of a `to_gpu` module as one LLVM IR module (text) for NVPTX."""
-    from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import ir, llvm_dialect, passmanager
-
     with gpu_module.context:
         m = ir.Module.parse(str(gpu_module))
         passmanager.PassManager.parse(KERNELS_TO_NVVM).run(m.operation)
@@ -205,6 +187,6 @@ def assemble(ptx_text: str, arch: str = DEFAULT_ARCH) -> bytes:
         return out.read_bytes()
 
 
-def ptx(dg_module, arch: str = DEFAULT_ARCH) -> str:
-    _, m = to_gpu(dg_module)
-    return llvm_to_ptx(kernels_llvm(m), arch)
+def ptx(gpu_module, arch: str = DEFAULT_ARCH) -> str:
+    """The PTX of a module at the `gpu` stage."""
+    return llvm_to_ptx(kernels_llvm(gpu_module), arch)

@@ -16,7 +16,7 @@ packed into the module's context global (`@dg.par_context`, as large as
 the largest context: a call of a compiled program runs alone, and a
 launch ends before the next begins; on the stack, it would make each
 frame of a recursive function larger) and a call hands `@__dg_par_K` to
-the runtime's thread pool (`dg.parallel_for`, `runtime.threads`) with the
+the runtime's thread pool (`core.abi.PARALLEL_FOR`, `runtime.threads`) with the
 number of first-axis iterations and an estimate of the work: the
 iterations of the loop and of the loops inside it whose bounds are known
 before it starts (or bounded by such a value), times the operations of
@@ -28,14 +28,10 @@ in place. Other `scf.parallel` loops stay sequential
 """
 from __future__ import annotations
 
-from dg.dialects.dialect import append_parsed, downcast, operations_under
-from dg.dialects.mlir import ir, passmanager
+from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
+from dg.core.mlir import append_parsed, constant_value, defining_op, downcast, ir, operations_under, passmanager
 
-from .builder import STATE
-from .sizes import _constant, _owner
-
-RUNTIME = "dg.parallel_for"  # a dotted name: no dg function can have it
-RUNTIME_DECL = f"llvm.func @{RUNTIME}(!llvm.ptr, !llvm.ptr, i64, i64)"
+RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
 # Operations a body running on another thread must not contain: calls (into Python, into dg
 # functions that check and count stack), MLIR's `memrefCopy` (a call into Python) and heap
@@ -44,16 +40,10 @@ _SERIAL_OPS = {"func.call", "func.call_indirect", "llvm.call", "memref.copy", "m
 _VIEWS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
           "memref.collapse_shape", "memref.transpose", "memref.view"}
 _SCALARS = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
-# Work (iterations times body operations, the estimate below) per thread below which sharing a
-# loop costs more than it saves (runtime.threads splits a loop in parts of at least this much):
-# waking a worker and waiting for it took some tens of microseconds on a 2-core virtual machine,
-# where a loop of this much work takes about as long.
-GRAIN = 1 << 21
 # A load or store counts as this many operations in the work estimate: a loop of few arithmetic
 # operations is bound by memory traffic, which costs more per element than what LLVM vectorizes.
 _MEMORY_COST = 8
 NOALIAS = "dg.noalias"  # a loop function's pointer arguments that alias no other (mark_loop_functions)
-IDENTITY = "parallel-1"  # part of the disk cache key (runtime.cpu.pipeline_identity)
 
 
 def _descriptor(t: "ir.MemRefType") -> str:
@@ -150,8 +140,8 @@ def _used_from_outside(nest: list, inside: set, dims: int) -> list:
     return order
 
 
-def _is_constant(v) -> bool:
-    owner = _owner(v)
+def _isconstant_value(v) -> bool:
+    owner = defining_op(v)
     return owner is not None and owner.name in ("arith.constant", "llvm.mlir.constant")
 
 
@@ -165,8 +155,8 @@ def _inner_bounds(nest: list, inside: set) -> list:
         for an upper bound the operand of a min that is set before the loop; None if none."""
         if b not in inside:
             return b
-        owner = _owner(b)
-        if _is_constant(b):
+        owner = defining_op(b)
+        if _isconstant_value(b):
             if b not in made:
                 made[b] = owner.clone(ip=ir.InsertionPoint(nest[0])).results[0]
             return made[b]
@@ -204,10 +194,10 @@ def _trips(lb: str, ub: str, st: str, out: str, unit: bool) -> list:
 def _root(v):
     """Where the memory a memref value views comes from: its allocation op, "argument" (a
     function's), "global", or None when not known here (a loop's or a branch's result)."""
-    owner = _owner(v)
+    owner = defining_op(v)
     while owner is not None and owner.name in _VIEWS:
         v = owner.operands[0]
-        owner = _owner(v)
+        owner = defining_op(v)
     if owner is None:
         block = v.owner  # v is a block's argument
         parent = getattr(block.owner, "operation", block.owner) if isinstance(block, ir.Block) else None
@@ -293,7 +283,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "%work = arith.fptosi %wc : f64 to i64",
                f"%fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
                "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
-               f"llvm.call @{RUNTIME}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
+               f"llvm.call @{PARALLEL_FOR}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
                "return"]
     return ("\n".join(loop) + "\n"
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
@@ -307,8 +297,8 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     dims = len(loop.regions[0].blocks[0].arguments)
     inside = _defined_inside(nest)
     outside = _used_from_outside(nest, inside, dims)
-    constants = [v for v in outside if _is_constant(v)]
-    passed = [v for v in outside if not _is_constant(v)]
+    constants = [v for v in outside if _isconstant_value(v)]
+    passed = [v for v in outside if not _isconstant_value(v)]
     fields = [_field(v.type) for v in passed]
     if any(f is None for f in fields):
         return False
@@ -317,14 +307,14 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     inner = [(operands[i], operands[dims + i], operands[2 * dims + i]) for i in range(1, dims)]
     inner += _inner_bounds(nest, inside)
     cost = sum(_MEMORY_COST if op.name in ("memref.load", "memref.store") else 1 for op in nest)
-    known = [tuple(_constant(b) for b in bounds) for bounds in [first, *inner]]
+    known = [tuple(constant_value(b) for b in bounds) for bounds in [first, *inner]]
     if all(None not in k for k in known):  # sizes known now: a loop too small to share stays put
         work = cost
         for lb, ub, st in known:
             work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
         if work < 2 * GRAIN:
             return False
-    units = [_constant(bounds[2]) == 1 for bounds in [first, *inner]]
+    units = [constant_value(bounds[2]) == 1 for bounds in [first, *inner]]
     text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, cost)
 
     helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
@@ -338,7 +328,7 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     value = dict(zip(passed, args[2:]))
     start = ir.InsertionPoint.at_block_begin(block)
     for c in constants:
-        value[c] = _owner(c).clone(ip=start).results[0]
+        value[c] = defining_op(c).clone(ip=start).results[0]
     clone = loop.clone(ip=ir.InsertionPoint(ops[-1]))
     for op in _nest(clone):
         for i, v in enumerate(op.operands):
@@ -347,7 +337,7 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     step = first[2]  # a constant step stays one, so that LLVM can vectorize the loop
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
-    clone.operands[2 * dims] = _owner(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
+    clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _isconstant_value(step) else args[-1]
 
     # The launch's body in the loop's place, on the context global and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]

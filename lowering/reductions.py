@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import re
 
-from dg.dialects.dialect import downcast, operations_under
-from dg.dialects.mlir import ir
+from dg.core.abi import GRAIN
+from dg.core.mlir import downcast, ir, operations_under, static_elements
 from dg.dialects.ops_reduce import _int_limits
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
-from .parallel import GRAIN, outermost
-from .sizes import static_elements
+from .parallel import outermost
 
 CHUNKS = 16
 ROWS_PER_CHUNK = 64  # at least this many rows per chunk: fewer rows make fewer chunks
-IDENTITY = "reductions-1"  # part of the disk cache key (runtime.cpu.pipeline_identity)
 
 _INF = {"f32": ("0x7F800000", "0xFF800000"), "f64": ("0x7FF0000000000000", "0xFFF0000000000000")}
 

@@ -1,55 +1,62 @@
-"""dg IR -> linalg/tensor/arith/math/scf IR (the "linalg" stage).
+"""dg IR -> linalg/tensor/arith/math/scf IR: the `to-linalg` pass (the "linalg" stage).
 
 Expects: a verified dg module (func, scf, arith index constants, dg ops).
 Guarantees: the same module with every dg op replaced by its registry
 `lower` facet's ops; func and scf ops are kept as they are (dg values are
 builtin tensors, so their types do not change). Functions get
-`llvm.emit_c_interface` so the CPU executor can call them.
+`llvm.emit_c_interface` so the CPU executor can call them. A function that
+can call itself first checks the stack left to it (`entry_guard`), and a
+loop ends when a check has failed. The tables of the checks (`dg.checks`:
+place, message) and host calls (`dg.host_calls`) go into the module.
 
 An op without a lowering raises a `DgError` naming the op and its `.dg`
 location: compiled mode never falls back silently.
 """
 from __future__ import annotations
 
-from dg.dialects.mlir import ir
-from dg.dialects.registry import OPS, attr_value
-from dg.dsl.types import parse_mlir_type
-from dg.errors import DgError, loc_from_mlir
+from dg.core.abi import STACK_POINTER, STATE, STATE_DECL
+from dg.core.attrs import attr_value, literal_text
+from dg.core.errors import DgError
+from dg.core.locations import loc_of
+from dg.core.mlir import ir, operations_under
+from dg.core.types import TensorType, parse_mlir_type
+from dg.core.writer import module_text
+from dg.dialects.builder import Builder, LowerOp, fail_if
+from dg.dialects.registry import OPS
 
-from .builder import Builder, LowerOp, entry_guard, not_failed, placeholder
+TERMINATORS = ("scf.yield", "scf.condition", "func.return")
 
 
-def _type_text(t) -> str:
-    return str(t)
+def run(module: "ir.Module") -> "ir.Module":
+    """The to-linalg pass: a new module."""
+    return ir.Module.parse(ToLinalg(module).text, module.context)
 
 
 class ToLinalg:
     def __init__(self, module: "ir.Module"):
         self.b = Builder()
         self.names: dict = {}
-        self.locs: list = []  # location texts, indexed by loc_id (runtime checks report these)
         out = []
-        with module.context:
-            self.recursive = recursive_functions(module)
-            for op in module.body.operations:
-                if op.operation.name == "func.func":
-                    self._function(op.operation)
-                    out += self.b.lines
-                    self.b.lines = []
-        head = ["module {"]
-        if self.b.checks:
-            head.append("  func.func private @dg_rt_fail(i64) attributes {llvm.emit_c_interface}")
-        head += [f"  {d}" for d in sorted(self.b.runtime_decls)]
-        self.checks = self.b.checks
-        self.host_calls = self.b.host_calls
-        self.text = "\n".join(head + out + ["}"]) + "\n"
+        self.recursive = recursive_functions(module)
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                self._function(op.operation)
+                out += self.b.lines
+                self.b.lines = []
+        tables = {"dg.checks": self.b.checks, "dg.host_calls": self.b.host_calls}
+        attrs = ", ".join(f"{k} = {literal_text(v)}" for k, v in tables.items() if v)
+        text = module_text([f"  {d}" for d in sorted(self.b.runtime_decls)] + out)
+        self.text = text.replace("module {", f"module attributes {{{attrs}}} {{", 1) if attrs else text
 
     def name(self, v) -> str:
         n = self.names.get(v)
         if n is None:
-            n = f"%v{len(self.names)}"
-            self.names[v] = n
+            n = self.names[v] = self.b.fresh("v")
         return n
+
+    def at(self, op) -> None:
+        """Write what follows at the location of `op` (an op or a function)."""
+        self.b.loc, self.b.where = str(op.location), loc_of(op.location)
 
     def _function(self, fop) -> None:
         b = self.b
@@ -59,70 +66,53 @@ class ToLinalg:
         params = ", ".join(f"{self.name(a)}: {a.type}" for a in block.arguments)
         results = ", ".join(str(t) for t in ftype.results)
         b.indent = 2
-        b.loc = ""
         sizes = f", dg.sizes = {fop.attributes['dg.sizes']}" if "dg.sizes" in fop.attributes else ""
-        b.emit(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface{sizes}}} {{")
-        b.indent = 4
-        if sym in self.recursive:
-            self._guarded_body(fop, block, ftype)
-        else:
-            self._block(block)
-        b.indent = 2
-        b.lines.append(f"  }} {fop.location}")
+        b.line(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface{sizes}}} {{")
+        with b.nested():
+            if sym in self.recursive:
+                self._guarded_body(fop, block, ftype)
+            else:
+                self._block(block)
+        b.line(f"}} {fop.location}")
 
     def _guarded_body(self, fop, block, ftype) -> None:
         """A function that can call itself checks the stack it has left, and returns placeholders
         at once when that is used up or when a check failed already."""
         b = self.b
-        b.loc = str(fop.location)
+        self.at(fop)
         stop = entry_guard(b)
-        lhs, names = self._results_of(len(ftype.results))
+        lhs, names = b.results(len(ftype.results))
         rt = ", ".join(str(t) for t in ftype.results)
-        b.lines.append(" " * b.indent + f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
-        b.indent += 2
-        outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
-        b.emit(f"scf.yield {', '.join(outs)} : {rt}" if outs else "scf.yield")
-        b.indent -= 2
-        b.lines.append(" " * b.indent + "} else {")
+        b.line(f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
+        with b.nested():
+            outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
+            b.emit(f"scf.yield {', '.join(outs)} : {rt}" if outs else "scf.yield")
+        b.line("} else {")
         self._region(block, self._yield)
-        b.lines.append(" " * b.indent + "}")
-        b.loc = str(fop.location)
+        b.line("}")
+        self.at(fop)
         b.emit(f"return {', '.join(names)} : {rt}" if names else "return")
-
-    def _results_of(self, n: int, prefix: str = "r") -> tuple:
-        """(`%r:n = `, `%r = ` or nothing, the result names) for n new values."""
-        if not n:
-            return "", []
-        r = self.b.fresh(prefix)
-        if n == 1:
-            return f"{r} = ", [r]
-        return f"{r}:{n} = ", [f"{r}#{i}" for i in range(n)]
 
     def _block(self, block, on_terminator=None) -> None:
         for op in block.operations:
             op = op.operation
-            if op.name in ("scf.yield", "scf.condition", "func.return"):
-                self.b.loc = str(op.location)
-                if on_terminator is not None:
-                    on_terminator(op)
-                else:
-                    vals = [self.name(v) for v in op.operands]
-                    types = [str(v.type) for v in op.operands]
-                    self.b.emit(f"return {', '.join(vals)} : {', '.join(types)}" if vals else "return")
+            if op.name in TERMINATORS:
+                self.at(op)
+                (on_terminator or (lambda t: self._yield(t, "return")))(op)
                 continue
             self._op(op)
 
     def _results(self, op) -> str:
         if len(op.results) == 1:
             return f"{self.name(op.results[0])} = "
-        lhs, names = self._results_of(len(op.results), "m")
+        lhs, names = self.b.results(len(op.results), "m")
         self.names.update(zip(op.results, names))
         return lhs
 
     def _op(self, op) -> None:
         b = self.b
         name = op.name
-        b.loc = str(op.location)
+        self.at(op)
         if name.startswith("dg."):
             return self._dg(op, name[3:])
         if name == "arith.constant":
@@ -147,7 +137,7 @@ class ToLinalg:
             return self._scf_for(op)
         if name == "scf.while":
             return self._scf_while(op)
-        raise DgError(f"compiled mode cannot lower the op '{name}'", loc_from_mlir(b.loc))
+        raise DgError(f"compiled mode cannot lower the op '{name}'", b.where)
 
     def _yield(self, op, keyword="scf.yield"):
         vals = [self.name(v) for v in op.operands]
@@ -157,23 +147,23 @@ class ToLinalg:
             self.b.emit(keyword)
 
     def _region(self, block, on_terminator):
-        self.b.indent += 2
-        self._block(block, on_terminator)
-        self.b.indent -= 2
+        with self.b.nested():
+            self._block(block, on_terminator)
 
     def _scf_if(self, op):
         b = self.b
         loc = b.loc
         lhs = self._results(op)
         rt = ", ".join(str(r.type) for r in op.results)
-        b.lines.append(" " * b.indent + f"{lhs}scf.if {self.name(op.operands[0])}" + (f" -> ({rt})" if rt else "") + " {")
+        b.line(f"{lhs}scf.if {self.name(op.operands[0])}" + (f" -> ({rt})" if rt else "") + " {")
         self._region(op.regions[0].blocks[0], self._yield)
-        b.lines.append(" " * b.indent + "} else {")
+        b.line("} else {")
         if len(op.regions[1].blocks):
             self._region(op.regions[1].blocks[0], self._yield)
         else:
-            b.lines.append(" " * (b.indent + 2) + "scf.yield")
-        b.lines.append(" " * b.indent + f"}} {loc}")
+            with b.nested():
+                b.line("scf.yield")
+        b.line(f"}} {loc}")
 
     def _scf_for(self, op):
         b = self.b
@@ -187,9 +177,9 @@ class ToLinalg:
         if len(ops) > 3:
             pairs = ", ".join(f"{self.name(a)} = {self.name(v)}" for a, v in zip(args[1:], ops[3:]))
             iters = f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in ops[3:])})"
-        b.lines.append(" " * b.indent + f"{lhs}scf.for {self.name(args[0])} = {lb} to {ub} step {st}{iters} {{")
+        b.line(f"{lhs}scf.for {self.name(args[0])} = {lb} to {ub} step {st}{iters} {{")
         self._region(body, self._yield)
-        b.lines.append(" " * b.indent + f"}} {loc}")
+        b.line(f"}} {loc}")
 
     def _scf_while(self, op):
         b = self.b
@@ -199,7 +189,7 @@ class ToLinalg:
         inits = ", ".join(f"{self.name(a)} = {self.name(v)}" for a, v in zip(before.arguments, op.operands))
         ts = ", ".join(str(v.type) for v in op.operands)
         rts = ", ".join(str(r.type) for r in op.results)
-        b.lines.append(" " * b.indent + f"{lhs}scf.while ({inits}) : ({ts}) -> ({rts}) {{")
+        b.line(f"{lhs}scf.while ({inits}) : ({ts}) -> ({rts}) {{")
 
         def cond(t):
             vals = list(t.operands)
@@ -211,32 +201,27 @@ class ToLinalg:
                 b.emit(f"scf.condition({c})")
 
         self._region(before, cond)
-        b.lines.append(" " * b.indent + "} do {")
-        bargs = ", ".join(f"{self.name(a)}: {a.type}" for a in after.arguments)
-        b.lines.append(" " * b.indent + f"^bb0({bargs}):")
+        b.line("} do {")
+        b.line(f"^bb0({', '.join(f'{self.name(a)}: {a.type}' for a in after.arguments)}):")
         self._region(after, self._yield)
-        b.lines.append(" " * b.indent + f"}} {loc}")
+        b.line(f"}} {loc}")
 
     def _dg(self, op, opname):
         b = self.b
         opdef = OPS.get(opname)
         if opdef is None or opdef.lower is None:
-            raise DgError(f"compiled mode cannot run 'dg.{opname}' yet (no lowering)", loc_from_mlir(b.loc))
-        attrs = {}
-        for aname, kind in opdef.attrs.items():
-            if aname in op.attributes:
-                attrs[aname] = attr_value(kind, op.attributes[aname])
+            raise DgError(f"compiled mode cannot run 'dg.{opname}' yet (no lowering)", b.where)
+        present = [a for a in opdef.attrs if a in op.attributes]
         lop = LowerOp(
             name=opname,
             operands=[self.name(v) for v in op.operands],
             types=[parse_mlir_type(str(v.type)) for v in op.operands],
             result_types=[parse_mlir_type(str(r.type)) for r in op.results],
-            attrs=attrs,
+            attrs={a: attr_value(opdef.attrs[a], op.attributes[a]) for a in present},
             loc=b.loc,
-            loc_id=len(self.locs),
-            raw={a: str(op.attributes[a]) for a in opdef.attrs if a in op.attributes},
+            where=b.where,
+            raw={a: str(op.attributes[a]) for a in present},
         )
-        self.locs.append(b.loc)
         outs = opdef.lower(b, lop)
         if outs is None:
             outs = []
@@ -248,8 +233,6 @@ class ToLinalg:
 
 def recursive_functions(module: "ir.Module") -> set:
     """The functions that can call themselves, directly or through others."""
-    from dg.dialects.dialect import operations_under
-
     graph = {}
     for op in module.body.operations:
         op = op.operation
@@ -271,5 +254,45 @@ def recursive_functions(module: "ir.Module") -> set:
     return found
 
 
-def to_linalg(module: "ir.Module") -> ToLinalg:
-    return ToLinalg(module)
+def state(b: Builder) -> str:
+    b.runtime_decls.add(STATE_DECL)
+    g = b.fresh("g")
+    b.emit(f"{g} = memref.get_global @{STATE} : memref<3xi64>")
+    return g
+
+
+def _state_word(b: Builder, g: str, i: int) -> str:
+    v = b.fresh("w")
+    b.emit(f"{v} = memref.load {g}[{b.const(i, 'index')}] : memref<3xi64>")
+    return v
+
+
+def not_failed(b: Builder) -> str:
+    """An i1: no check has failed in this call so far."""
+    return b.cmp("eq", _state_word(b, state(b), 0), b.const(0, "i64"), "i64")
+
+
+def entry_guard(b: Builder) -> str:
+    """At a function's entry: an i1 telling it to return at once, because a check failed already or
+    because the dg calls in progress used up their stack (a located error, not a crash)."""
+    g = state(b)
+    failed = b.cmp("ne", _state_word(b, g, 0), b.const(0, "i64"), "i64")
+    base, budget = _state_word(b, g, 1), _state_word(b, g, 2)
+    b.runtime_decls.add(f"func.func private @{STACK_POINTER}() -> i64")
+    spi = b.fresh("sp")
+    b.emit(f"{spi} = func.call @{STACK_POINTER}() : () -> i64")
+    first = b.cmp("eq", base, b.const(0, "i64"), "i64")
+    b.line(f"scf.if {first} {{")
+    with b.nested():
+        b.emit(f"memref.store {spi}, {g}[{b.const(1, 'index')}] : memref<3xi64>")
+    b.line("}")
+    top = b.select(first, spi, base, "i64")
+    deep = b.cmp("sgt", b.binary("arith.subi", top, spi, "i64"), budget, "i64")
+    fail_if(b, deep, "recursion too deep (the calls in progress used up the stack dg allows them)")
+    return b.binary("arith.ori", failed, deep, "i1")
+
+
+def placeholder(b: Builder, t: TensorType) -> str:
+    """A value of type t (dynamic sizes 1, zeros) returned by a call that stops early."""
+    one = b.const(1, "index")
+    return b.fill(t, [one] * t.rank, b.const(0, t.element))

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from dg.errors import DgError
+from dg.core.errors import DgError
 
 _names = itertools.count()
 

@@ -39,13 +39,13 @@ def _fingerprint(extra: str) -> str:
     """What compiled code depends on besides the dg IR: dg's own lowering code, versions, the host."""
     import llvmlite.binding as llvm
 
-    from dg.dialects import mlir
+    from dg.core import mlir
 
     h = hashlib.sha256(f"{FORMAT}\0{extra}\0{mlir.VERSION}\0{llvm.llvm_version_info}".encode())
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
     root = Path(__file__).resolve().parent.parent
-    for sub in ("dialects", "lowering", "runtime", "dsl"):
+    for sub in ("core", "dialects", "lowering", "runtime", "dsl"):
         for p in sorted((root / sub).glob("*.py")):
             h.update(p.name.encode())
             h.update(p.read_bytes())

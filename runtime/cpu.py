@@ -1,12 +1,14 @@
-"""The CPU executor: dg IR -> linalg -> LLVM via MLIR's passes -> machine code.
+"""The CPU executor: compiled dg code called on NumPy arrays.
 
-Expects: the dg IR text of one specialization (what the emitter made).
-Guarantees: `CpuProgram.build(text).call(symbol, arrays)` runs the
-compiled function on NumPy arrays and returns NumPy arrays. MLIR's
-`ExecutionEngine` compiles the module (opt level 3, position independent)
-and its object code is kept in the on-disk cache (`runtime.cache`); the
-object is loaded and linked with llvmlite's JIT, so a later process that
-finds it skips the dg emitter's lowering, MLIR and LLVM altogether.
+Expects: the dg IR of one specialization at the `grad` stage (what the
+emitter made, with its gradients). Guarantees:
+`CpuProgram.build(text, module).call(symbol, arrays)` runs the compiled
+function on NumPy arrays and returns NumPy arrays. The module goes down the
+pipeline to the LLVM dialect (`lowering.pipeline`, stage `llvm`); MLIR's
+`ExecutionEngine` compiles it (opt level 3, position independent) and its
+object code is kept in the on-disk cache (`runtime.cache`); the object is
+loaded and linked with llvmlite's JIT, so a later process that finds it
+skips the emitter, MLIR and LLVM altogether.
 Arguments travel as memref descriptors (int64 words, all of a call's in
 one buffer) pointing at the arrays' data (no copy); a dense result buffer
 becomes its NumPy array's memory, other results are copied out
@@ -14,67 +16,31 @@ becomes its NumPy array's memory, other results are copied out
 buffers the caller's). Compiled code reaches Python through process-wide
 runtime symbols (print, breakpoint, MLIR's `memrefCopy`) that dispatch to
 the program being called. A failed check stays in compiled code: it is
-recorded in the program's state global (`lowering.builder.STATE`), which
-the executor resets before a call and reads after it.
+recorded in the program's state global (`core.abi.STATE`), which the
+executor resets before a call and reads after it.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
+import os
 import struct
+import tempfile
 import threading
 
 import numpy as np
 
-from dg.dialects.dialect import append_parsed, shared_context
-from dg.dialects.mlir import LLVM_OPTIONS, ir, passmanager
-from dg.dsl.types import np_dtype, parse_mlir_type
-from dg.errors import DgRuntimeError, loc_from_mlir
-
-from dg.lowering import alloc_guard, blas, copies, gemm_updates, parallel, reductions, sizes
-from dg.lowering.builder import FAIL_DEF, STACK_POINTER, STACK_POINTER_DEF, STATE
+from dg.core.abi import GUARDED, HOST, LINKED, LONGJMP, SETJMP, STATE
+from dg.core.attrs import table
+from dg.core.errors import DgRuntimeError
+from dg.core.locations import loc_from_row
+from dg.core.mlir import ExecutionEngine, ir, set_llvm_options
+from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
+from dg.dialects.dialect import parse, shared_context
+from dg.lowering import blas, pipeline
 
 from . import cache, threads
-
-# Inlining (so that fusion and dead-code removal see a step and its gradient functions as one
-# body) and canonicalization (with one size per argument axis: lowering.sizes), the slices that
-# take all drop out, bufferization, then (between the
-# two) matmuls are routed to BLAS, then the rest down to LLVM.
-# No cse here: it would merge the zero-filled outputs of different matmuls into one buffer that
-# bufferization then copies for each of them (LLVM's GVN removes the redundancy cse would).
-# Canonicalization leaves out one MLIR pattern, ForOpTensorCastFolder: it moves a cast to a more
-# static type from a loop's initial value into the loop, which then claims that every iteration
-# yields that static shape. A loop that starts from an empty placeholder and yields an argument
-# (an early `return a` inside a loop) came out as an empty result. A pattern's name is the one
-# LLVM's getTypeName gives it, which differs between GCC and Clang builds: both are listed (MLIR
-# ignores a name it does not know; tests/test_sizes.py checks that the pattern stays off). The
-# inliner simplifies nothing itself: its default pipeline would be the full canonicalize.
-CANONICALIZE = ('canonicalize{disable-patterns="(anonymous namespace)::ForOpTensorCastFolder",'
-                '{anonymous}::ForOpTensorCastFolder}')
-SIMPLIFY = f'builtin.module(inline{{default-pipeline=""}}, {CANONICALIZE})'  # then sizes.share_argument_dims, and again
-BUFFERIZE = (
-    "builtin.module("
-    "func.func(linalg-fuse-elementwise-ops),"
-    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map allow-return-allocs-from-loops},"
-    "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
-)
-# bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
-# are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
-# Math functions of f16 and bf16 are computed in f32, as NumPy does.
-TO_LLVM = (
-    "builtin.module("
-    "func.func(convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
-    "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
-    "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
-    "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
-    "convert-arith-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"
-    "reconcile-unrealized-casts)"
-)
-
-# Loops vectorize with 512-bit registers where the CPU has them (LLVM prefers 256 on its own): f32
-# exp/tanh chains run half again as fast. A CPU without AVX-512 ignores the preference.
-FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"]]'
+from .interp import _Breakpoints, _Console
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -191,151 +157,32 @@ class _Runtime:
             return cls.symbols
         import llvmlite.binding as llvm
 
-        from dg.dsl.types import MLIR_TO_DG
-
         def add(name, cfunc):
             cls.keep.append(cfunc)
             cls.symbols[name] = ctypes.cast(cfunc, ctypes.c_void_p).value
 
         add("memrefCopy", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked),
                                            ctypes.POINTER(_Unranked))(_memref_copy))
-        add("_mlir_ciface_dg_rt_host_none", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda hid: cls.active().host(hid)))
+        add(f"_mlir_ciface_{HOST}none", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda hid: cls.active().host(hid)))
         for elt, dg_dtype in MLIR_TO_DG.items():
             def cb(hid, u, dt=np_dtype(dg_dtype)):
                 value = _view(u.contents, dt.itemsize).view(dt).copy()
                 cls.active().host(hid, value if value.ndim else value[()])
 
-            add(f"_mlir_ciface_dg_rt_host_{elt}", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb))
+            add(f"_mlir_ciface_{HOST}{elt}", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb))
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         lib = blas.locate()
         for name, addr in lib.addresses if lib else ():
             cls.symbols[name] = addr
         cls.symbols.update(threads.symbols())
-        cls.symbols.update(alloc_guard.symbols())
+        libc = ctypes.CDLL(None)  # the C library's setjmp and longjmp, for the allocation guards
+        cls.symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
+        cls.symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value
         for name, addr in cls.symbols.items():
             llvm.add_symbol(name, addr)
         return cls.symbols
 
-
-def pipeline_identity() -> str:
-    """What the machine code depends on besides the IR and dg's sources: passes and the BLAS found."""
-    return f"{SIMPLIFY}\0{BUFFERIZE}\0{reductions.IDENTITY}\0{parallel.IDENTITY}\0{TO_LLVM}\0{FUNCTION_ATTRIBUTES}\0{blas.identity()}\0{LLVM_OPTIONS}"
-
-
-def bufferized(dg_module: "ir.Module", entry: str | None = None):
-    """(ToLinalg result, module after BUFFERIZE): where the CPU and GPU lowerings part. With
-    `entry`, only that function is public, and only what it reaches is lowered further (the
-    inliner drops the functions it inlined everywhere)."""
-    from dg.lowering.to_linalg import to_linalg
-
-    lowered = to_linalg(dg_module)
-    with shared_context():
-        try:
-            m = ir.Module.parse(lowered.text)
-        except Exception as e:
-            raise RuntimeError(f"dg lowered to IR that does not parse: {e}\n{lowered.text}") from None
-        try:
-            if entry is not None:
-                _only_entry(m, entry)
-            passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
-            if sizes.share_argument_dims(m):
-                passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
-            sizes.fold_full_slices(m)
-            passmanager.PassManager.parse(BUFFERIZE).run(m.operation)
-        except Exception as e:
-            raise RuntimeError(f"bufferization failed: {e}\n{lowered.text}") from None
-    return lowered, m
-
-
-LINKED = "dg.fn."  # what compiled code calls a dg function `f`: `dg.fn.f` (see _link_names)
-
-
-def _link_names(m) -> None:
-    """Give the module's dg functions (those with bodies, before the runtime's get theirs) dotted
-    symbols, which no C library, MLIR or runtime function can have: a dg function named `memcpy`,
-    `sinf` or `malloc` would otherwise be what LLVM's and MLIR's own calls of those reach."""
-    for op in list(m.body.operations):
-        op = op.operation
-        if op.name == "func.func" and len(op.regions[0].blocks):
-            old = ir.StringAttr(op.attributes["sym_name"]).value
-            ir.SymbolTable.replace_all_symbol_uses(old, LINKED + old, m.operation)
-            op.attributes["sym_name"] = ir.StringAttr.get(LINKED + old)
-
-
-def _define_runtime_functions(m) -> None:
-    """Give the functions the lowering declared for the CPU their bodies: the stack pointer, and
-    `dg_rt_fail`, which records a failed check in the state word the executor reads."""
-    bodies = {STACK_POINTER: STACK_POINTER_DEF, "dg_rt_fail": FAIL_DEF}
-    for op in list(m.body.operations):
-        op = op.operation
-        name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None
-        if name in bodies and not len(op.regions[0].blocks):
-            append_parsed(m, bodies[name], lambda f: f.name == "func.func")  # not the state global again
-            op.erase()
-
-
-def _only_entry(m, entry: str) -> None:
-    """Make every function but `entry` private (no C interface) and drop those it does not reach."""
-    for op in m.body.operations:
-        op = op.operation
-        if op.name == "func.func" and len(op.regions[0].blocks) and ir.StringAttr(op.attributes["sym_name"]).value != entry:
-            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
-            if "llvm.emit_c_interface" in op.attributes:
-                del op.attributes["llvm.emit_c_interface"]
-    passmanager.PassManager.parse("builtin.module(symbol-dce)").run(m.operation)
-
-
-def _internal(m) -> None:
-    """Give the private functions internal linkage: the ExecutionEngine writes a wrapper for every
-    function that is visible outside the object, and the wrapper inlines the function once more."""
-    internal = ir.Attribute.parse("#llvm.linkage<internal>")
-    for op in m.body.operations:
-        op = op.operation
-        if (op.name == "func.func" and len(op.regions[0].blocks) and "sym_visibility" in op.attributes
-                and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
-            op.attributes["llvm.linkage"] = internal
-
-
-def lower_to_llvm(dg_module: "ir.Module", entry: str | None = None):
-    """(ToLinalg result, LLVM-dialect module) for a dg module; with `entry`, only that function is
-    callable and only what it reaches is compiled."""
-    lowered, m = bufferized(dg_module, entry)
-    with shared_context():
-        try:
-            _link_names(m)
-            _define_runtime_functions(m)
-            blas.route_matmuls(m)
-            gemm_updates.fuse_gemm_updates(m)
-            copies.strided_copies_as_loops(m)
-            reductions.reassociate(m)
-            reductions.split_leading_reductions(m)
-            parallel.outline_parallel_loops(m)
-            _internal(m)
-            alloc_guard.check_counts(m)
-            m.operation.attributes["llvm.data_layout"] = ir.StringAttr.get(_host_data_layout())
-            passmanager.PassManager.parse(TO_LLVM).run(m.operation)
-            parallel.mark_loop_functions(m)
-            lowered.alloc_sites = alloc_guard.guard(m)
-            common = list(ir.ArrayAttr(ir.Attribute.parse(FUNCTION_ATTRIBUTES)))
-            for op in m.body.operations:  # LLVM's function attributes (`passthrough`), and a function's own
-                if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
-                    attrs = op.operation.attributes
-                    own = list(ir.ArrayAttr(attrs["passthrough"])) if "passthrough" in attrs else []  # noinline
-                    attrs["passthrough"] = ir.ArrayAttr.get(common + own)
-        except Exception as e:
-            raise RuntimeError(f"lowering to LLVM failed: {e}\n{lowered.text}") from None
-    return lowered, m
-
-
-@functools.lru_cache(maxsize=None)
-def _host_data_layout() -> str:
-    """The host's LLVM data layout, which the module is lowered with: MLIR folds constant
-    addresses with it (without it, with LLVM's default layout, where an i64 is 4-aligned)."""
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    return str(llvm.Target.from_default_triple().create_target_machine().target_data)
 
 
 def _signatures(dg_module: "ir.Module") -> dict:
@@ -351,19 +198,18 @@ def _signatures(dg_module: "ir.Module") -> dict:
     return sigs
 
 
-def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[dict, bytes]:
-    """(metadata, object code) for a dg module: MLIR's pipeline, then its ExecutionEngine at -O3."""
-    import os
-    import tempfile
-
-    from dg.dialects.mlir import ExecutionEngine, set_llvm_options
-
+def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict, bytes]:
+    """(metadata, object code) for a module at the `grad` stage: the pipeline down to the LLVM
+    dialect, then MLIR's ExecutionEngine at -O3. With `entry`, only that function is callable and
+    only what it reaches is compiled."""
     set_llvm_options()
-    lowered, m = lower_to_llvm(dg_module, entry)
-    sigs = _signatures(dg_module)
+    sigs = _signatures(module)
     if entry is not None:
         sigs = {entry: sigs[entry]}
-    with shared_context():
+    m = pipeline.run_stage(module, "llvm", start="grad", entry=entry)
+    meta = {"signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
+            "host_calls": table(m, "dg.host_calls")}
+    with shared_context():  # (the engine takes the module)
         engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
@@ -376,83 +222,51 @@ def compile_object(dg_module: "ir.Module", entry: str | None = None) -> tuple[di
             blob = f.read()
     finally:
         os.unlink(path)
-    meta = {"signatures": sigs, "checks": [list(c) for c in lowered.checks], "alloc_sites": lowered.alloc_sites,
-            "host_calls": [[k, list(p)] for k, p in lowered.host_calls]}
     return meta, blob
-
-
-def _host_payload(kind, payload):
-    if kind == "print":
-        return (tuple(payload[0]), bool(payload[1]))
-    return tuple(payload)
 
 
 class CpuProgram:
     """A compiled dg module: its functions callable on NumPy arrays."""
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool, dg_text: str = "", entry: str | None = None):
+    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
         import llvmlite.binding as llvm
 
         _Runtime.install()
         self.from_cache = from_cache
-        self.dg_text = dg_text
-        self.entry = entry
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
-        self.checks = [tuple(c) for c in meta["checks"]]
-        self.alloc_sites = meta["alloc_sites"]
-        self.host_calls = [(k, _host_payload(k, p)) for k, p in meta["host_calls"]]
+        self.checks = [(loc_from_row(place), message) for place, message in meta["checks"]]
+        self.alloc_sites = [loc_from_row(place) for place in meta["alloc_sites"]]
+        self.host_calls = meta["host_calls"]
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
         self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
         self._jit.finalize_object()
-        at = self._jit.get_global_value_address(STATE)  # shared with the compiled code (lowering.builder)
+        at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
         self._state = (ctypes.c_int64 * 3).from_address(at) if at else None
         self._entry: dict = {}
         self._lock = threading.RLock()
-        self._stages = None
 
     @classmethod
-    def build(cls, dg_text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
-        """The program for this dg IR (every function callable, or only `entry`): from the disk cache,
-        else compiled (and stored there)."""
-        k = cache.key(dg_text, pipeline_identity() + f"|entry={entry}")
+    def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
+        """The program for this IR at the `grad` stage (every function callable, or only `entry`):
+        from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
+        there."""
+        k = cache.key(text, pipeline.identity() + f"|entry={entry}")
         hit = cache.load(k)
         if hit is not None:
-            return cls(*hit, from_cache=True, dg_text=dg_text, entry=entry)
-        if module is None:
-            from .modes import parse_verified
-
-            module = parse_verified(dg_text)
-        meta, blob = compile_object(module, entry)
+            return cls(*hit, from_cache=True)
+        meta, blob = compile_object(module or parse(text), entry)
         cache.store(k, meta, blob)
-        return cls(meta, blob, from_cache=False, dg_text=dg_text, entry=entry)
-
-    # ------------------------------------------------------------ stages (made again on demand)
-    def _lowered(self):
-        if self._stages is None:
-            from .modes import parse_verified
-
-            lowered, m = lower_to_llvm(parse_verified(self.dg_text), self.entry)
-            self._stages = (lowered.text, str(m))
-        return self._stages
-
-    @property
-    def linalg_text(self) -> str:
-        return self._lowered()[0]
-
-    @property
-    def llvm_text(self) -> str:
-        return self._lowered()[1]
+        return cls(meta, blob, from_cache=False)
 
     # ------------------------------------------------------------ callbacks from compiled code
     def host(self, hid: int, *value) -> None:
         """print or breakpoint from compiled code, as the interpreter does them."""
-        from .interp import _Breakpoints, _Console
-
-        kind, payload = self.host_calls[hid]
+        kind, *payload = self.host_calls[hid]
         if kind == "print":
-            _Console.print(*payload, *value)
+            pieces, end = payload
+            _Console.print(tuple(pieces), end, *value)
         else:
             _Breakpoints.add(*payload, *value)
 
@@ -461,7 +275,7 @@ class CpuProgram:
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
-            addr = self._jit.get_function_address(alloc_guard.GUARDED + LINKED + symbol)
+            addr = self._jit.get_function_address(GUARDED + LINKED + symbol)
             fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
             e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
                                              [t.rank for t in ins], outs)
@@ -490,7 +304,7 @@ class CpuProgram:
             stack, budget = local.stack, local.budget
         except AttributeError:
             stack, budget = local.stack, local.budget = [], _stack_budget()
-        # One call of a program at a time: its shared state (lowering.builder: the first failed
+        # One call of a program at a time: its shared state (core.abi.STATE: the first failed
         # check, the stack in use) belongs to that call. A call made from a callback inside it
         # (a breakpoint) nests: it saves the outer call's state and puts it back.
         failed = None
@@ -514,10 +328,10 @@ class CpuProgram:
         e.pool.append(bufs)
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
-                                 loc_from_mlir(self.alloc_sites[no_memory - 1]))
+                                 self.alloc_sites[no_memory - 1])
         if failed is not None:
             loc, message = self.checks[failed]
-            raise DgRuntimeError(message, loc_from_mlir(loc))
+            raise DgRuntimeError(message, loc)
         if not e.results:
             return None
         return out[0] if len(out) == 1 else tuple(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from dg.errors import DgError
+from dg.core.errors import DgError
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from dg.core.mlir import ir
 from dg.dialects.dialect import shared_context
-from dg.dialects.mlir import ir
-from dg.errors import DgError, loc_from_mlir
+from dg.core.errors import DgError
+from dg.core.locations import loc_of
 
 
 def to_dot(ir_text: str) -> str:
@@ -34,7 +35,7 @@ def to_dot(ir_text: str) -> str:
             for op in block.operations:
                 op = op.operation
                 nid = node_id(op)
-                where = loc_from_mlir(str(op.location))
+                where = loc_of(op.location)
                 label = op.name.replace("dg.", "") + (f"\\n{where.line}:{where.col}" if where else "")
                 lines.append(f'  {nid} [label="{label}"];')
                 for v in op.operands:

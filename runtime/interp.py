@@ -17,10 +17,12 @@ import sys
 
 import numpy as np
 
-from dg.dialects.mlir import ir
+from dg.core.mlir import ir
 from dg.dialects.ops_misc import failure_message
-from dg.dialects.registry import OPS, attr_value
-from dg.errors import DgError, DgRuntimeError, Loc, loc_from_mlir
+from dg.core.attrs import attr_value
+from dg.dialects.registry import OPS
+from dg.core.errors import DgError, DgRuntimeError, Loc
+from dg.core.locations import loc_of
 
 _file_ids = itertools.count()
 
@@ -73,7 +75,7 @@ class Translation:
 
     def __init__(self, module: "ir.Module"):
         self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi}
-        self.line_locs: dict = {}  # (filename, lineno) -> location text
+        self.line_locs: dict = {}  # line of the generated code -> the op's location
         self.def_locs: dict = {}  # the line of a function's `def` -> the function's location
         self.filename = f"<dg-interp-{next(_file_ids)}>"
         self.src: list[str] = []
@@ -118,7 +120,7 @@ class Translation:
         block = fop.regions[0].blocks[0]
         params = [self._name(a) for a in block.arguments]
         self._emit(0, f"def {_pyname(sym)}({', '.join(params)}):")
-        self.def_locs[len(self.src)] = str(fop.location)
+        self.def_locs[len(self.src)] = fop.location
         self._block(block, 1)
 
     def _block(self, block, indent: int, on_terminator=None) -> None:
@@ -139,7 +141,7 @@ class Translation:
 
     def _op(self, op, indent: int) -> None:
         name = op.name
-        loc = str(op.location)
+        loc = op.location
         res = [self._name(r) for r in op.results]
         lhs = ", ".join(res) + " =" if res else ""
         args = ", ".join(self._name(v) for v in op.operands)
@@ -161,24 +163,24 @@ class Translation:
             elif isinstance(attr, ir.FloatAttr):
                 val = repr(attr.value)
             else:
-                from dg.dialects.registry import dense_value
+                from dg.core.attrs import dense_value
                 val = self._const(dense_value(attr))
             self._emit(indent, f"{lhs} {val}", loc)
         elif name in _ARITH:
             self._emit(indent, f"{lhs} {_ARITH[name].format(*[self._name(v) for v in op.operands])}", loc)
         else:
-            raise DgRuntimeError(f"the interpreter cannot run the op '{name}'", loc_from_mlir(loc))
+            raise DgRuntimeError(f"the interpreter cannot run the op '{name}'", loc_of(loc))
 
     def _dg_op(self, op, opname, lhs, args, indent, loc):
         opdef = OPS.get(opname)
         if opdef is None:
-            raise DgRuntimeError(f"unknown dg op 'dg.{opname}'", loc_from_mlir(loc))
+            raise DgRuntimeError(f"unknown dg op 'dg.{opname}'", loc_of(loc))
         attrs = {}
         for aname, kind in opdef.attrs.items():
             if aname in op.attributes:
                 attrs[aname] = attr_value(kind, op.attributes[aname])
         if opname == "constant":
-            value = np.asarray(attrs["value"])
+            value = np.asarray(attrs["value"][0])
             value.flags.writeable = False
             self._emit(indent, f"{lhs} {self._const(value, 'C')}", loc)
             return
@@ -187,14 +189,14 @@ class Translation:
             self._emit(indent, f"{fn}({args})", loc)
             return
         if opname in ("assert", "check"):
-            where = loc_from_mlir(loc)
+            where = loc_of(loc)
             msg = failure_message(opname, attrs.get("msg") or "")
             err = self._const((msg, where), "A")
             self._emit(indent, f"if not {args}: _assert_failed({err})", loc)
             self.ns.setdefault("_assert_failed", _assert_failed)
             return
         if opname == "breakpoint":
-            where = str(loc_from_mlir(loc))
+            where = str(loc_of(loc))
             fn = self._const(functools.partial(_Breakpoints.add, attrs.get("name", ""), attrs.get("last", True), where))
             self._emit(indent, f"{fn}({args})", loc)
             return
@@ -220,7 +222,7 @@ class Translation:
             self._emit(indent, "else:")
             self._block(op.regions[1].blocks[0], indent + 1, term)
         elif res:
-            raise DgRuntimeError("scf.if with results needs an else region", loc_from_mlir(loc))
+            raise DgRuntimeError("scf.if with results needs an else region", loc_of(loc))
 
     def _scf_for(self, op, res, indent, loc):
         lb, ub, step = (self._name(v) for v in list(op.operands)[:3])
@@ -284,7 +286,7 @@ class Translation:
             if code.co_filename == self.filename:
                 found = self.def_locs.get(code.co_firstlineno) if of_function else self.line_locs.get(tb.tb_lineno)
             tb = tb.tb_next
-        return loc_from_mlir(found) if found else None
+        return loc_of(found) if found is not None else None
 
     def source(self) -> str:
         return "\n".join(self.src)
@@ -300,14 +302,14 @@ def _agreeing(impl, opdef, op, loc):
     """impl, first checking the sizes the op's `agree` facet says must be equal at run time (as
     compiled code does): NumPy alone would also broadcast a size that is 1 only at run time."""
     from dg.dialects.ops_elementwise import unknown_groups
-    from dg.dsl.types import parse_mlir_type
+    from dg.core.types import parse_mlir_type
 
     types = [parse_mlir_type(str(v.type)) for v in op.operands]
     groups, message = opdef.agree(types, parse_mlir_type(str(op.results[0].type)))
     groups = unknown_groups(groups, types)
     if not groups:
         return impl
-    where = loc_from_mlir(loc)
+    where = loc_of(loc)
 
     def checked(*args):
         for g in groups:

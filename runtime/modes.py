@@ -1,70 +1,53 @@
-"""Prepare and run a specialization in a mode, and show it at a stage.
+"""Prepare and run a specialization in a mode, and show it at a stage of the pipeline.
 
-`interp` parses and verifies the emitted dg IR once and translates it to
-Python (`runtime.interp`). Modes and stages that are not built yet say so
-with a `DgError`; nothing falls back silently to another mode.
+The interpreter runs the `grad` stage, translated to Python (`runtime.interp`); compiled CPU
+code is the pipeline down to `llvm`, then machine code (`runtime.cpu`). `.ir(stage)` shows any
+stage of `lowering.pipeline`, made from the specialization's own modules (each stage once). A
+mode or device that is not built says so with a `DgError`: nothing falls back silently.
 """
 from __future__ import annotations
 
-from dg.dialects.dialect import shared_context
-from dg.dialects.mlir import ir, passmanager
-from dg.errors import DgError
+from dg.core.errors import DgError
+from dg.dialects.dialect import asm, parse
+from dg.lowering import gpu, pipeline
+from dg.lowering.autodiff import needs_autodiff
 
 from . import interp
+from .cpu import CpuProgram
+from .cuda import require_driver
 
 
-def parse_verified(text: str):
-    ctx = shared_context()
-    with ctx:
-        try:
-            module = ir.Module.parse(text)
-        except Exception as e:  # an emitter bug, not a user error
-            raise RuntimeError(f"dg emitted IR that does not parse: {e}\n{text}") from None
-        if not module.operation.verify():
-            raise RuntimeError(f"dg emitted IR that does not verify:\n{text}")
-    return module
-
-
-def run_text(comp) -> str:
-    """The IR that runs: the dg stage, with gradients made by the autodiff pass when it asks for any."""
-    from dg.lowering.autodiff import differentiate, needs_autodiff
-
-    if comp.grad_text is None:
-        if needs_autodiff(comp.ir_text):
-            if comp.module is None:
-                comp.module = parse_verified(comp.ir_text)
-            comp.grad_module = parse_verified(differentiate(comp.module))
-            comp.grad_text = asm(comp.grad_module)
+def stage_module(comp, stage: str):
+    """The specialization's module at `stage`, made once (from the stage it starts from)."""
+    m = comp.stages.get(stage)
+    if m is None:
+        parent = pipeline.STAGES[stage][0]
+        if parent is None:
+            m = pipeline.run_stage(parse(comp.ir_text), stage, start=None)
         else:
-            comp.grad_text = comp.ir_text
-            comp.grad_module = comp.module
-    return comp.grad_text
+            m = pipeline.run_stage(stage_module(comp, parent), stage, start=parent, entry=comp.symbol)
+        comp.stages[stage] = m
+    return m
 
 
-def run_module(comp):
-    """The IR that runs, parsed (once)."""
-    text = run_text(comp)
-    if comp.grad_module is None:
-        comp.grad_module = parse_verified(text)
-        if text is comp.ir_text:
-            comp.module = comp.grad_module
-    return comp.grad_module
+def grad_text(comp) -> str:
+    """The IR that runs: the `grad` stage's text (the emitted text itself when it asks for no
+    gradients: then it is parsed only where a mode needs the module)."""
+    if not needs_autodiff(comp.ir_text):
+        return comp.ir_text
+    return asm(stage_module(comp, "grad"))
 
 
 def prepare(comp, mode: str, device: str) -> None:
     if mode == "interp":
         if device != "cpu":
             raise DgError(f"the interpreter runs on the CPU only (device '{device}' was asked for)")
-        comp.runner = interp.Translation(run_module(comp))
+        comp.runner = interp.Translation(stage_module(comp, "grad"))
         return
     if mode == "compiled" and device == "cpu":
-        from .cpu import CpuProgram
-
-        comp.runner = CpuProgram.build(run_text(comp), comp.grad_module, comp.symbol)  # parsed only on a cache miss
+        comp.runner = CpuProgram.build(grad_text(comp), comp.stages.get("grad"), comp.symbol)
         return
     if mode == "compiled" and device == "cuda":
-        from .cuda import require_driver
-
         require_driver()  # a located reason when there is no GPU, driver or cuda-python
         raise DgError("running compiled code on device 'cuda' is not built yet: PTX is "
                       "(`.ir('ptx')`); run with device='cpu'")
@@ -77,38 +60,10 @@ def execute(comp, mode: str, device: str, arrays):
     return comp.runner.call(comp.symbol, arrays)
 
 
-def asm(module) -> str:
-    return module.operation.get_asm(enable_debug_info=True, assume_verified=True)
-
-
-def optimized(module):
-    """The dg IR after MLIR's canonicalize and cse (dg ops are pure where the registry says so)."""
-    with module.context:
-        m = ir.Module.parse(asm(module))
-        pm = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
-        pm.run(m.operation)
-    return m
-
-
-def stage_text(comp, stage: str, device: str) -> str:
-    if comp.module is None:
-        comp.module = parse_verified(comp.ir_text)
-    if stage == "dg":
-        return asm(comp.module)
-    if stage == "grad":
-        return asm(run_module(comp))
-    if stage == "opt":
-        return asm(optimized(comp.module))
-    if stage in ("linalg", "llvm"):
-        from .cpu import CpuProgram
-
-        if comp.cpu is None:  # compiled mode already has it; the interpreter builds it on demand
-            comp.cpu = comp.runner if isinstance(comp.runner, CpuProgram) else CpuProgram.build(run_text(comp), comp.grad_module, comp.symbol)
-        return comp.cpu.linalg_text if stage == "linalg" else comp.cpu.llvm_text
-    if stage in ("gpu", "ptx"):
-        from dg.lowering import gpu
-
-        if stage == "gpu":
-            return str(gpu.to_gpu(run_module(comp))[1])
-        return gpu.ptx(run_module(comp))
-    raise DgError(f"stage '{stage}' is not built yet (available: dg, grad, opt, linalg, llvm, gpu, ptx)")
+def stage_text(comp, stage: str) -> str:
+    """The text of a stage: the dg stages and their lowering with locations, what bufferization
+    and the upstream lowerings make without them."""
+    if stage == "ptx":
+        return gpu.ptx(stage_module(comp, "gpu"))
+    m = stage_module(comp, stage)
+    return asm(m) if stage in ("dg", "grad", "opt", "linalg") else str(m)

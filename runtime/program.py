@@ -11,20 +11,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from dg.core.errors import DgError, DgErrors, DgTypeError, Loc
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
+from dg.dsl.parser import parse
 from dg.dsl.values import FuncRef, ModuleRef
-from dg.errors import DgError, DgErrors, DgTypeError, Loc
+from dg.lowering.pipeline import SHOWN
 
-from . import signature
+from . import modes, signature
 
 MODES = ("interp", "compiled")
 DEVICES = ("cpu", "cuda")
-STAGES = ("dg", "grad", "opt", "linalg", "llvm", "gpu", "ptx")
 
 
 def default_mode() -> str:
@@ -109,8 +110,6 @@ def load_import(name: str, search_dir: Path | None, loc: Loc) -> Source:
 
 
 def source_from_text(text: str, file: str, search_dir: Path | None) -> Source:
-    from dg.dsl.parser import parse
-
     return Source(parse(text, file), search_dir)
 
 
@@ -131,11 +130,8 @@ class Compiled:
     sig: signature.Signature
     ir_text: str  # the dg stage, as emitted
     result_proto: object
-    module: object = None  # parsed ir.Module
     runner: object = None
-    cpu: object = None  # the CPU program, when a stage below dg was asked for
-    grad_text: object = None  # the IR after the autodiff pass (the dg text itself when it has no gradients)
-    grad_module: object = None  # grad_text, parsed
+    stages: dict = field(default_factory=dict)  # stage -> its parsed module, made when asked for (runtime.modes)
 
 
 class DgModule:
@@ -223,8 +219,6 @@ class DgFunction:
         errors.raise_if_any()
         text = me.module_text()
         comp = Compiled(spec.symbol, sig, text, spec.result_proto)
-        from . import modes
-
         modes.prepare(comp, self.mode, self.device)
         return comp
 
@@ -241,15 +235,13 @@ class DgFunction:
                     self._seen.clear()
                 self._seen[fp] = comp
         self._last = comp
-        out = _modes().execute(comp, self.mode, self.device, arrays)
+        out = modes.execute(comp, self.mode, self.device, arrays)
         return signature.to_python(out, comp.result_proto)
 
     # ------------------------------------------------------------ IR at a stage
     def ir(self, stage: str = "dg", args=None) -> str:
-        from . import modes
-
-        if stage not in STAGES:
-            raise DgError(f"unknown stage '{stage}' (expected one of {', '.join(STAGES)})")
+        if stage not in SHOWN:
+            raise DgError(f"unknown stage '{stage}' (expected one of {', '.join(SHOWN)})")
         if args is not None:
             comp, _ = self.specialize(tuple(args))
         else:
@@ -260,23 +252,10 @@ class DgFunction:
                 else:
                     raise DgError(f"{self.name}() has not been called yet and its parameters are not all "
                                   f"annotated: pass args=(...) to choose a signature")
-        return modes.stage_text(comp, stage, self.device)
+        return modes.stage_text(comp, stage)
 
     def specialize_declared(self):
         return self._compiled(signature.declared_signature(self.fd)), None
-
-
-def _modes():
-    """runtime.modes (imported on first use: it imports the executors)."""
-    global _MODES
-    if _MODES is None:
-        from . import modes
-
-        _MODES = modes
-    return _MODES
-
-
-_MODES = None
 
 
 def check_source(source: Source) -> None:

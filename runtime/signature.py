@@ -15,9 +15,9 @@ import numpy as np
 
 from dg.dsl import ast as A
 from dg.dsl.emit import type_key
-from dg.dsl.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
-from dg.dsl.types import annotation_type as _annotation_type
-from dg.errors import DgTypeError
+from dg.core.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
+from dg.core.types import annotation_type as _annotation_type
+from dg.core.errors import DgTypeError
 
 
 @dataclass

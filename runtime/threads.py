@@ -22,7 +22,7 @@ import ctypes
 import os
 import threading
 
-from dg.lowering.parallel import GRAIN, RUNTIME
+from dg.core.abi import GRAIN, PARALLEL_FOR
 
 
 _IR = r"""
@@ -213,7 +213,7 @@ def symbols() -> dict:
     with _starting:  # two threads compiling their first programs at once start one pool
         if not _pool:
             _start()
-    return {RUNTIME: _pool["addr"]}
+    return {PARALLEL_FOR: _pool["addr"]}
 
 
 def _start() -> None:
@@ -228,7 +228,7 @@ def _start() -> None:
     jit = llvm.create_mcjit_compiler(module, target)
     jit.finalize_object()
     start = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("dg_pool_start"))
-    _pool.update(jit=jit, start=start, addr=jit.get_function_address(RUNTIME),
+    _pool.update(jit=jit, start=start, addr=jit.get_function_address(PARALLEL_FOR),
                  splits=jit.get_global_value_address("splits"))
     _pool["workers"] = start(count() - 1)
     if hasattr(os, "register_at_fork"):

@@ -9,8 +9,8 @@ import re
 import numpy as np
 
 import dg
+from dg.core.abi import GUARDED, LINKED
 from dg.lowering import alloc_guard
-from dg.runtime import cpu
 
 SRC = """
 def grow(x: f32[N], k: i64) -> f32[M]:
@@ -35,7 +35,7 @@ def test_every_malloc_goes_through_the_guard():
         calls = [f.split("(")[0] for f in functions if "llvm.call @malloc(" in f]
         assert calls == [f"internal @{alloc_guard.MALLOC}"], calls
         assert text.count(f"llvm.call @{alloc_guard.MALLOC}(") >= 2
-        assert f"@{alloc_guard.GUARDED}{cpu.LINKED}{fn}(" in text
+        assert f"@{GUARDED}{LINKED}{fn}(" in text
         getattr(m, fn)(*args)
 
 

@@ -1,9 +1,9 @@
-"""Compiled float32 exp and tanh are arith code (lowering/approx.py), accurate to 1.5 ulp."""
+"""Compiled float32 exp and tanh are arith code (dialects/approx.py), accurate to 1.5 ulp."""
 import numpy as np
 import pytest
 
 import dg
-from dg.lowering import approx
+from dg.dialects import approx
 
 SRC = """
 def ex(x: f32[N]) -> f32[N]:

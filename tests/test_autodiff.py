@@ -266,14 +266,15 @@ def test_reverse_loops_read_yielded_values_from_the_tape(name, extra):
     """A reverse step recomputes its body only for what the tape does not hold: the step's new
     hidden state is the next tape row, so the forward matmuls that made it are not run again
     (2 forward matmuls, then 3 in the reverse: dwx, dwh and the adjoint of h)."""
-    from dg.lowering.passes import parse_ir, run_pipeline
+    from dg.dialects.dialect import parse
+    from dg.lowering.pipeline import run_passes
 
     rng = np.random.default_rng(0)
     args = (rng.standard_normal((4, 2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32),
             rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((5, 5)).astype(np.float32)) + extra
     m = dg.loads(RECOMPUTE_SRC, mode="interp")
     fn = getattr(m, name)
-    out = str(run_pipeline(parse_ir(fn.ir("dg", args=args)), "autodiff,canonicalize"))
+    out = str(run_passes(parse(fn.ir("dg", args=args)), "autodiff,canonicalize"))
     vjp = out.split("__vjp_2_3(")[1].split("func.func")[0]
     assert vjp.count('"dg.matmul"') == 5
     got = fn(*args)

@@ -10,8 +10,9 @@ import pytest
 
 import dg
 from dg.dialects.dialect import shared_context
-from dg.dialects.mlir import ExecutionEngine, ir, passmanager
+from dg.core.mlir import ExecutionEngine, ir, passmanager
 from dg.lowering import blas
+from dg.lowering import cpu as lowering_cpu
 from dg.runtime import cpu
 
 SRC = """
@@ -118,7 +119,7 @@ def _descriptor(x):
 def _engine(mod, symbols=()):
     """The bufferized module lowered to LLVM and JIT-compiled, with the executor's runtime symbols
     (those in `symbols`, (name, address) pairs, in place of the executor's)."""
-    passmanager.PassManager.parse(cpu.TO_LLVM).run(mod.operation)
+    passmanager.PassManager.parse(lowering_cpu.TO_LLVM).run(mod.operation)
     engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
     for name, addr in {**cpu._Runtime.install(), **dict(symbols)}.items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))

@@ -92,7 +92,7 @@ def step(w: f32[3], x: f32[N, 3]):
     l, w2 = m.step(w, x)
     np.testing.assert_allclose(l, 2 * np.tanh(3.0), rtol=1e-6)
     np.testing.assert_allclose(w2, w - 0.1 * (1 - np.tanh(3.0) ** 2) * 2, rtol=1e-5)
-    from dg.runtime.cpu import LINKED
+    from dg.core.abi import LINKED
 
     text = m.step.ir("llvm")
     assert f"llvm.func @_mlir_ciface_{LINKED}step" in text

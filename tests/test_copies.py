@@ -3,7 +3,7 @@ import numpy as np
 
 import dg
 from dg.dialects.dialect import shared_context
-from dg.dialects.mlir import ir
+from dg.core.mlir import ir
 from dg.lowering import copies
 
 from .test_autodiff import RECOMPUTE_SRC as SRC  # a tanh RNN and its gradient, for and while

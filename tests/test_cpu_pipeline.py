@@ -2,7 +2,7 @@
 import numpy as np
 
 import dg
-from dg.dialects.mlir import ir
+from dg.core.mlir import ir
 
 SRC = """
 def loss(x: f32[N], w: f32[N]) -> f32:
@@ -19,16 +19,17 @@ def unused(x: f32[N]) -> f32[N]:
 def test_only_what_the_entry_reaches_is_bufferized():
     """The functions the entry calls (the loss, its gradient's) are inlined and dropped before
     bufferization: they are not bufferized and lowered once more each on their own."""
-    from dg.runtime import cpu
-    from dg.runtime.modes import parse_verified, run_text
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+    from dg.runtime.modes import grad_text
 
     m = dg.loads(SRC, mode="compiled", filename="entry.dg")
     x = np.linspace(-1, 1, 8).astype(np.float32)
     v, g = m.step(x, x)
     np.testing.assert_allclose(g, x * (1 - np.tanh(x * x) ** 2), rtol=1e-5)
-    text = run_text(m.step._last)  # what the executor compiles
+    text = grad_text(m.step._last)  # what the executor compiles
     assert text.count("func.func @") >= 3, text  # step, the gradient's functions, loss
-    _, b = cpu.bufferized(parse_verified(text), "step")
+    b = pipeline.run_stage(parse(text), "bufferized", start="grad", entry="step")
     defined = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in b.body.operations
                if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
     assert defined == ["step"], str(b)
@@ -38,13 +39,14 @@ def test_no_import_is_tried_again_and_again(monkeypatch):
     """Wrapping dg's ops in the bindings does not look for a missing Python module each time."""
     import builtins
 
-    from dg.runtime import cpu
-    from dg.runtime.modes import parse_verified, run_text
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+    from dg.runtime.modes import grad_text
 
     m = dg.loads(SRC, mode="compiled", filename="imports.dg")
     x = np.ones(8, np.float32)
     m.step(x, x)
-    text = run_text(m.step._last)
+    text = grad_text(m.step._last)
     failed = []
     real = builtins.__import__
 
@@ -56,13 +58,13 @@ def test_no_import_is_tried_again_and_again(monkeypatch):
             raise
 
     monkeypatch.setattr(builtins, "__import__", tracking)
-    cpu.lower_to_llvm(parse_verified(text), "step")
+    pipeline.run_stage(parse(text), "llvm", start="grad", entry="step")
     assert len(failed) <= 2, failed
 
 
 # A loop with a data-dependent bound, nested ifs, a `break` and an early return of a 10-tuple,
 # and no return after the loop: LLVM's SLP vectorizer spent 35 to 200 s on it (on 2 cores), now
-# off (dialects/mlir.LLVM_OPTIONS); the whole call takes about a second.
+# off (core/mlir.LLVM_OPTIONS); the whole call takes about a second.
 SLOW_TO_VECTORIZE = """
 def g(x: f32[N], w: f32[?, ?], a: f32, n: i64):
     s = a * 0.5

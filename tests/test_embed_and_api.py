@@ -141,7 +141,7 @@ def test_interpreter_translates_once():
     m = dg.loads("def f(x):\n    for i in range(3):\n        x = x + 1.0\n    return x\n", mode="interp")
     m.f(0.0)
     comp = m.f._last
-    comp.module = None  # the parsed module is no longer needed to run
+    comp.stages.clear()  # the parsed modules are no longer needed to run
     assert m.f(1.0) == 4.0
     assert "for " in comp.runner.source()
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.lowering import gpu
+from dg.dialects.dialect import parse
+from dg.lowering import gpu, gpu_matmul, pipeline
 from dg.runtime.cuda import driver_status
 
 SRC = """
@@ -36,10 +37,8 @@ def m():
 
 @pytest.mark.parametrize("arch", gpu.ARCHS)
 def test_ptx_for_each_arch_assembles(m, arch):
-    from dg.runtime.modes import parse_verified
-
     x = np.ones(4, np.float32)
-    text = gpu.ptx(parse_verified(m.chain.ir("dg", args=(x, x))), arch)
+    text = gpu.ptx(pipeline.run_stage(parse(m.chain.ir("dg", args=(x, x))), "gpu", start=None), arch)
     assert f".target {arch}" in text
     assert ".entry chain_kernel" in text
     # math functions come from libdevice, linked in and internalized: no external calls remain
@@ -124,9 +123,7 @@ def mmod():
 
 
 def _ptx(f, args):
-    from dg.runtime.modes import parse_verified
-
-    return gpu.ptx(parse_verified(f.ir("dg", args=args)))
+    return gpu.ptx(pipeline.run_stage(parse(f.ir("dg", args=args)), "gpu", start=None))
 
 
 def test_matmul_is_a_shared_memory_tiled_kernel(mmod):
@@ -139,7 +136,7 @@ def test_matmul_is_a_shared_memory_tiled_kernel(mmod):
     assert set(re.findall(r"threads in \(([^)]*)\)", text)) == {"%c16, %c16, %c1"}
     ptx = _ptx(mmod.mm, (a, b))
     assert ".shared" in ptx and "bar.sync" in ptx and "ld.shared" in ptx
-    assert ptx.count("fma.rn.f32") >= gpu.gpu_matmul.MICRO ** 2  # a 4 x 4 micro-tile per thread
+    assert ptx.count("fma.rn.f32") >= gpu_matmul.MICRO ** 2  # a 4 x 4 micro-tile per thread
     assert gpu.assemble(ptx)
 
 
@@ -155,13 +152,11 @@ def test_transposed_operands_are_views_not_copies(mmod):
 
 def test_thread_x_runs_along_the_contiguous_dimension(mmod):
     """Consecutive threads of a warp touch consecutive elements of a row-major array."""
+    from dg.core.mlir import passmanager
     from dg.dialects.dialect import shared_context
-    from dg.dialects.mlir import passmanager
-    from dg.runtime.cpu import bufferized
-    from dg.runtime.modes import parse_verified
 
     x = np.ones((40, 50), np.float32)
-    _, m = bufferized(parse_verified(mmod.ew.ir("dg", args=(x,))))
+    m = pipeline.run_stage(parse(mmod.ew.ir("dg", args=(x,))), "bufferized", start=None)
     upto = gpu.TO_KERNELS.split("func.func(convert-parallel-loops-to-gpu)")[0].rstrip(", ") + ")"
     with shared_context():
         passmanager.PassManager.parse(upto).run(m.operation)

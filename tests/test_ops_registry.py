@@ -5,7 +5,7 @@ import pytest
 
 from dg.dialects import OPS
 from dg.dialects.dialect import irdl_text, shared_context
-from dg.dsl.types import TensorType, dtype_of_np
+from dg.core.types import TensorType, dtype_of_np
 
 # Ops whose implementation needs a runtime (effects) or special inputs.
 NO_SAMPLE = {"print", "assert", "check", "breakpoint", "constant", "to_index", "from_index", "to_i1", "range_len",
@@ -78,9 +78,10 @@ def test_irdl_declares_every_op():
 
 
 def test_pure_ops_fold_away_when_unused():
-    from dg.lowering.passes import parse_ir, run_pipeline
+    from dg.dialects.dialect import parse
+    from dg.lowering.pipeline import run_passes
 
-    m = parse_ir('''
+    m = parse('''
 func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {
   %0 = "dg.exp"(%a) : (tensor<3xf32>) -> tensor<3xf32>
   %1 = "dg.exp"(%a) : (tensor<3xf32>) -> tensor<3xf32>
@@ -88,6 +89,6 @@ func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {
   %3 = "dg.tanh"(%a) : (tensor<3xf32>) -> tensor<3xf32>
   return %2 : tensor<3xf32>
 }''')
-    out = str(run_pipeline(m, "canonicalize,cse"))
+    out = str(run_passes(m, "canonicalize,cse"))
     assert out.count('"dg.exp"') == 1
     assert "dg.tanh" not in out

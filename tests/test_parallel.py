@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dg
-from dg.dialects.mlir import ir  # noqa: F401  (the bindings must import before the child runs)
+from dg.core.mlir import ir  # noqa: F401  (the bindings must import before the child runs)
 
 
 def _run(script: str, threads: int, tmp_path, **env) -> str:
@@ -263,7 +263,7 @@ def test_the_launch_takes_the_loops_place():
     """One loop function and the pool's entry; in the caller, in the loop's place, the context
     packed into the module's context global and a call of the pool (which runs a small loop on the
     calling thread). Nothing is allocated on the caller's stack for it."""
-    from dg.dialects.dialect import operations_under
+    from dg.core.mlir import operations_under
     from dg.lowering import parallel
 
     text = ("func.func @f(%b: memref<?xf32>, %c: i1) -> memref<?xf32> {\n"
@@ -292,9 +292,8 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
     """After the lowering to LLVM the loop function is `alwaysinline` (its one caller is the
     pool's entry) and keeps its `noalias` arguments."""
     from dg.dialects.dialect import shared_context
-    from dg.dialects.mlir import passmanager
-    from dg.lowering import parallel
-    from dg.runtime import cpu
+    from dg.core.mlir import passmanager
+    from dg.lowering import cpu, parallel
 
     m, _ = _outlined(NOALIAS_CASES["fresh"][0])
     with shared_context():

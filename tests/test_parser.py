@@ -7,7 +7,7 @@ import pytest
 
 from dg.dsl import ast as A
 from dg.dsl.parser import parse, parse_expr, parse_type
-from dg.errors import DgSyntaxError, Loc, source_line
+from dg.core.errors import DgSyntaxError, Loc, source_line
 
 FILE = "t.dg"
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dg.dsl import ast as A
 from dg.dsl.parser import parse, parse_expr
-from dg.errors import DgSyntaxError
+from dg.core.errors import DgSyntaxError
 
 FILE = "fuzz.dg"
 

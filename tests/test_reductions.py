@@ -4,7 +4,7 @@ Results on threads against the interpreter's are in tests/test_parallel.py; here
 reductions are split and what the split is made of."""
 import pytest
 
-from dg.dialects.mlir import ir
+from dg.core.mlir import ir
 
 
 def _generic(iterators: str, maps: str, ins: str, outs: str, body: str, elt: str = "f32") -> str:
@@ -56,7 +56,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_which_reductions_are_split(case):
-    from dg.dialects.dialect import operations_under, shared_context
+    from dg.core.mlir import operations_under
+    from dg.dialects.dialect import shared_context
     from dg.lowering import reductions
 
     text, split = CASES[case]
@@ -79,7 +80,8 @@ def test_which_reductions_are_split(case):
 def test_float_sums_may_be_reordered():
     """Sums of reductions get `reassoc` (LLVM vectorizes them); a max does not need it, a product
     keeps its order (inf * 0 where it was 0 or inf), and an element-wise add is not a reduction."""
-    from dg.dialects.dialect import operations_under, shared_context
+    from dg.core.mlir import operations_under
+    from dg.dialects.dialect import shared_context
     from dg.lowering import reductions
 
     ew = _generic('"parallel"', "affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>", "%x : memref<?xf32>",

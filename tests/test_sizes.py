@@ -1,4 +1,4 @@
-"""Run-time size checks fold away where the sizes are known to be equal (lowering/sizes.py).
+"""Run-time size checks fold away where the sizes are known to be equal (lowering/fold_sizes.py).
 
 A size the annotations name alike in two arguments is one SSA value in a function that only
 Python calls (its calls check the names), so the checks between them fold and the slices that
@@ -9,9 +9,8 @@ import pytest
 
 import dg
 from dg.dialects.dialect import shared_context
-from dg.dialects.mlir import ir, passmanager
-from dg.lowering import sizes
-from dg.runtime import cpu
+from dg.core.mlir import ir, passmanager
+from dg.lowering import fold_sizes, pipeline
 
 SRC = """
 def named(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
@@ -111,7 +110,7 @@ func.func @g(%a: tensor<?x?xf32>) -> index {
 """
     with shared_context():
         mod = ir.Module.parse(text)
-        sizes.share_argument_dims(mod)
+        fold_sizes.share_argument_dims(mod)
         passmanager.PassManager.parse("builtin.module(canonicalize)").run(mod.operation)
         return str(mod)
 
@@ -137,10 +136,10 @@ def test_names_of_a_called_function_are_not_trusted():
 def test_full_slices_drop_out():
     with shared_context():
         mod = ir.Module.parse(FUNC.replace("{SIZES}", "{}"))
-        sizes.share_argument_dims(mod)
-        passmanager.PassManager.parse(cpu.SIMPLIFY).run(mod.operation)
+        fold_sizes.share_argument_dims(mod)
+        passmanager.PassManager.parse(pipeline.SIMPLIFY).run(mod.operation)
         assert "tensor.extract_slice" in str(mod)
-        assert sizes.fold_full_slices(mod) == 1
+        assert fold_sizes.fold_full_slices(mod) == 1
         assert "tensor.extract_slice" not in str(mod)
 
 
@@ -148,7 +147,7 @@ def test_partial_slices_stay():
     text = FUNC.replace("{SIZES}", "{}").replace("[%n, %k3]", "[%n, %k2]")
     with shared_context():
         mod = ir.Module.parse(text)
-        assert sizes.fold_full_slices(mod) == 0
+        assert fold_sizes.fold_full_slices(mod) == 0
         assert "tensor.extract_slice" in str(mod)
 
 
@@ -165,14 +164,14 @@ func.func @f(%x: tensor<?x?x?xf32>, %b: index, %c: index) -> tensor<?x?xf32> {
 """
     with shared_context():
         mod = ir.Module.parse(text)
-        assert sizes.fold_full_slices(mod) == 0
+        assert fold_sizes.fold_full_slices(mod) == 0
 
 
 def test_simplify_keeps_a_loops_results_dynamic():
     """A cast to a more static type stays outside the loop: its results may take any size.
 
     MLIR's ForOpTensorCastFolder would give the loop the type of its placeholder (0 elements)
-    and cast every yield to it. cpu.SIMPLIFY turns that pattern off by name, in the inliner's
+    and cast every yield to it. pipeline.SIMPLIFY turns that pattern off by name, in the inliner's
     canonicalization too; a new MLIR that renamed it would fail here.
     """
     src = """
@@ -193,7 +192,7 @@ def test_simplify_keeps_a_loops_results_dynamic():
     """
     with shared_context():
         m = ir.Module.parse(src)
-        passmanager.PassManager.parse(cpu.SIMPLIFY).run(m.operation)
+        passmanager.PassManager.parse(pipeline.SIMPLIFY).run(m.operation)
         text = str(m)
     assert "tensor<0xf32>" in text  # the placeholder's size is folded...
     assert "-> (tensor<?xf32>)" in text and "-> (tensor<0xf32>)" not in text  # ...the loop's is not

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from dg.dialects import OPS
-from dg.dialects.registry import attr_text
-from dg.dsl.types import TensorType, dtype_of_np
+from dg.core.attrs import attr_text
+from dg.core.types import TensorType, dtype_of_np
 from dg.lowering.autodiff import differentiate
-from dg.lowering.passes import parse_ir
+from dg.dialects.dialect import parse
 from dg.runtime import interp
 
 EPS = 1e-6
@@ -125,7 +125,7 @@ func.func private @f_vjp({ins}, {rt.mlir()}) -> ({grads}) attributes {{dg.kind =
 
 def _differentiated(name, arrays, attrs):
     text, wrt = vjp_module_text(name, arrays, attrs)
-    out = differentiate(parse_ir(text, f"<vjp:{name}>"))
+    out = differentiate(parse(text, f"<vjp:{name}>"))
     return out, wrt
 
 
@@ -137,7 +137,7 @@ def _as_tuple(r):
 def test_vjp_matches_central_differences(name):
     arrays, attrs = _sample(name)
     out, wrt = _differentiated(name, arrays, attrs)
-    tr = interp.Translation(parse_ir(out, f"<vjp:{name}:out>"))
+    tr = interp.Translation(parse(out, f"<vjp:{name}:out>"))
     f = lambda xs: np.asarray(interp.run(tr, "f", xs), dtype=np.float64)  # noqa: E731
 
     y = f(arrays)
@@ -178,7 +178,7 @@ def test_vjp_compiled_agrees_with_interpreter(name):
 
     arrays, attrs = _sample(name)
     out, wrt = _differentiated(name, arrays, attrs)
-    tr = interp.Translation(parse_ir(out, f"<vjp:{name}:out>"))
+    tr = interp.Translation(parse(out, f"<vjp:{name}:out>"))
     y = np.asarray(interp.run(tr, "f", arrays))
     u = np.random.default_rng(7).standard_normal(y.shape)
     want = _as_tuple(interp.run(tr, "f_vjp", arrays + [u]))
@@ -192,13 +192,13 @@ def test_prod_vjp_at_zero_elements():
     """The product of the other elements, with no 0/0: one zero, two zeros, none."""
     x = np.array([[1.0, 0.0, 2.0], [3.0, 0.5, 0.25], [0.0, 4.0, 0.0]])
     out, _ = _differentiated("prod", [x], {"axes": (1,), "keepdims": False})
-    g = interp.run(interp.Translation(parse_ir(out)), "f_vjp", [x, np.ones(3)])
+    g = interp.run(interp.Translation(parse(out)), "f_vjp", [x, np.ones(3)])
     np.testing.assert_allclose(np.asarray(g), [[0.0, 2.0, 0.0], [0.125, 0.75, 1.5], [0.0, 0.0, 0.0]])
 
 
 def test_pow_vjp_at_zero_to_the_zero():
     a, b = np.array([0.0, 2.0]), np.array([0.0, 3.0])
     out, _ = _differentiated("pow", [a, b], {})
-    ga, gb = interp.run(interp.Translation(parse_ir(out)), "f_vjp", [a, b, np.ones(2)])
+    ga, gb = interp.run(interp.Translation(parse(out)), "f_vjp", [a, b, np.ones(2)])
     np.testing.assert_allclose(ga, [0.0, 12.0])
     assert np.all(np.isfinite(gb))

@@ -40,13 +40,12 @@ def _on_the_gpu(request, monkeypatch):
 def _ptx_of_every_program(request, monkeypatch):
     if "mode" not in request.fixturenames or request.getfixturevalue("mode") != "ptx":
         return
-    from dg.lowering import gpu
     from dg.runtime import modes
 
     prepare = modes.prepare
 
     def prepare_and_make_ptx(comp, mode, device):
         prepare(comp, mode, device)
-        assemble_ptx(gpu.ptx(modes.run_module(comp)), comp.symbol)
+        assemble_ptx(modes.stage_text(comp, "ptx"), comp.symbol)
 
     monkeypatch.setattr(modes, "prepare", prepare_and_make_ptx)

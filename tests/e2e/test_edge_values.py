@@ -140,7 +140,7 @@ def test_integer_power_with_a_negative_exponent_raises(m):
 
 def test_narrowing_to_half_precision_rounds_once(m):
     """f64 to f16 and bf16 as one rounding (compiled code called a function the JIT lacks)."""
-    from dg.dsl.types import DTYPES
+    from dg.core.types import DTYPES
 
     x = np.array([1.5, -3.3333, 1e-8, 65519.99, 70000.0, np.nan, np.inf, 1 + 2.0 ** -11 + 2.0 ** -40,
                   1 + 2.0 ** -11, 2.0 ** -25 * 1.0000001, 3.0e38])
@@ -153,7 +153,7 @@ def test_narrowing_to_half_precision_rounds_once(m):
 
 
 def test_bf16_arithmetic_rounds_after_each_operation(m):
-    from dg.dsl.types import DTYPES
+    from dg.core.types import DTYPES
 
     bf = DTYPES["bf16"][1]
     x = np.array([1.5, 2.25, -3.0, 0.1], np.float32).astype(bf)

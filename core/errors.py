@@ -7,46 +7,8 @@ the place.
 from __future__ import annotations
 
 import linecache
-import re
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Loc:
-    """A position in a `.dg` file: 1-based line and column."""
-
-    file: str
-    line: int
-    col: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
-
-    def mlir(self, name: str | None = None) -> str:
-        """The location as MLIR text: `loc("f.dg":3:5)`, or a name location."""
-        inner = f'"{_esc(self.file)}":{self.line}:{self.col}'
-        if name:
-            return f'loc("{_esc(name)}"({inner}))'
-        return f"loc({inner})"
-
-
-def _esc(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"')
-
-
-_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
-
-
-def loc_from_mlir(text: str) -> Loc | None:
-    """Recover the innermost file location from an MLIR location's text: in a call site's
-    (`callsite(CALLEE at CALLER)`, what inlining leaves) the callee's, as the interpreter, which
-    does not inline, reports it; otherwise the last one."""
-    matches = list(_LOC_RE.finditer(text))
-    if not matches:
-        return None
-    found = matches[0] if "callsite(" in text else matches[-1]
-    file = found.group(1).replace('\\"', '"').replace("\\\\", "\\")
-    return Loc(file, int(found.group(2)), int(found.group(3)))
+from .locations import Loc, loc_of  # noqa: F401  (errors are located)
 
 
 # Source text registered for files that do not exist on disk (dg.loads, tests).

@@ -120,8 +120,17 @@ class TensorType:
         return all(isinstance(d, int) for d in self.shape)
 
     def mlir(self) -> str:
+        """The MLIR type: a ranked tensor (`tensor<?x3xf32>`), or `index` or `i1` (the scalars
+        of loop bounds and conditions)."""
+        if self.dtype in ("index", "i1"):
+            return self.dtype
         dims = "".join(f"{d if isinstance(d, int) else '?'}x" for d in self.shape)
         return f"tensor<{dims}{DTYPES[self.dtype][0]}>"
+
+    @property
+    def element(self) -> str:
+        """The MLIR element type of the scalars inside (signless: a u64 key is an i64)."""
+        return DTYPES[self.dtype][0] if self.dtype not in ("index", "i1") else self.dtype
 
     def with_dtype(self, dt: str) -> "TensorType":
         return TensorType(dt, self.shape)
@@ -146,12 +155,10 @@ def parse_mlir_type(text: str) -> TensorType:
         return TensorType("index", ())
     if text == "i1":
         return TensorType("i1", ())
-    assert text.startswith("tensor<") and text.endswith(">"), text
-    body = text[len("tensor<"):-1]
-    parts = body.split("x")
-    elt = parts[-1]
-    dims = tuple(Sym() if p == "?" else int(p) for p in parts[:-1])
-    return TensorType(MLIR_TO_DG[elt], dims)
+    parts = text[len("tensor<"):-1].split("x")
+    if not (text.startswith("tensor<") and text.endswith(">")) or parts[-1] not in MLIR_TO_DG:
+        raise ShapeError(f"{text} is not a type of dg values (a ranked tensor of {', '.join(MLIR_TO_DG)})")
+    return TensorType(MLIR_TO_DG[parts[-1]], tuple(Sym() if p == "?" else int(p) for p in parts[:-1]))
 
 
 class ShapeError(Exception):

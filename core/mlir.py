@@ -62,5 +62,69 @@ def set_llvm_options() -> None:
         return
 
 
+def append_parsed(module, text: str, keep=None) -> None:
+    """Parse `text` in the module's context and move its top-level operations (those `keep`
+    accepts, all without it) to the end of the module's body."""
+    helper = ir.Module.parse(text, module.context)  # kept alive while its ops move over
+    for op in list(helper.body.operations):
+        if keep is None or keep(op.operation):
+            op.operation.detach_from_parent()
+            module.body.append(op)
+
+
+def downcast(x):
+    """An MLIR type, attribute or affine expression as its most specific Python class (the
+    bindings give the general one where they cannot tell)."""
+    return x.maybe_downcast() if hasattr(x, "maybe_downcast") else x
+
+
+def operations_under(block):
+    """Every operation under a block, depth first, read from the blocks' own lists (ops found
+    by `walk` must not be erased or moved afterwards; these may be)."""
+    for op in block.operations:
+        op = op.operation
+        yield op
+        for region in op.regions:
+            for b in region.blocks:
+                yield from operations_under(b)
+
+
+def defining_op(value):
+    """The op that defines `value`, or None for a block argument."""
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def constant_value(value):
+    """The integer an index or integer SSA value is an `arith.constant` of, or None."""
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(op.attributes["value"]).value
+
+
+def static_elements(t) -> int:
+    """The product of a shaped type's static sizes (a dynamic one counts as 1)."""
+    n = 1
+    for d in t.shape:
+        n *= d if d != ir.ShapedType.get_dynamic_size() else 1
+    return n
+
+
+def user(use):
+    """The op a use (an operand slot) belongs to."""
+    owner = use.owner
+    return getattr(owner, "operation", owner)
+
+
+def create(name: str, results=(), operands=(), **attributes):
+    """An op built generically (no op class of the bindings needed), at the insertion point and
+    location in effect."""
+    return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes)
+
+
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
-           "LLVM_OPTIONS", "set_llvm_options"]
+           "LLVM_OPTIONS", "set_llvm_options",
+           "append_parsed", "downcast", "operations_under", "defining_op", "constant_value",
+           "static_elements", "user", "create"]

@@ -15,41 +15,11 @@ slices take everything, and MLIR does not fold slices with dynamic sizes.
 """
 from __future__ import annotations
 
-
-def _owner(value):
-    """The op that defines `value`, or None for a block argument."""
-    from dg.dialects.mlir import ir
-
-    owner = value.owner
-    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-        owner = owner.operation
-    return owner if isinstance(owner, ir.Operation) else None
-
-
-def _constant(value):
-    """The integer an index SSA value is a constant of, or None."""
-    from dg.dialects.mlir import ir
-
-    owner = _owner(value)
-    if owner is None or owner.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
-
-
-def static_elements(t) -> int:
-    """The product of a shaped type's static sizes (a dynamic one counts as 1)."""
-    from dg.dialects.mlir import ir
-
-    n = 1
-    for d in t.shape:
-        n *= d if d != ir.ShapedType.get_dynamic_size() else 1
-    return n
+from dg.core.mlir import constant_value, defining_op, ir, operations_under
 
 
 def _mixed_sizes(op) -> list:
     """The sizes of a tensor.extract_slice: ints, and SSA values for the dynamic ones."""
-    from dg.dialects.mlir import ir
-
     dynamic = ir.ShapedType.get_dynamic_size()
     offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
     sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
@@ -60,12 +30,10 @@ def _mixed_sizes(op) -> list:
 def _size(value, axis: int):
     """The size of tensor `value` on `axis` as MLIR's shape reification sees it: an int, the SSA
     value it was made from (through destination-passing ops, tensor.empty and slices), or None."""
-    from dg.dialects.mlir import ir
-
     t = ir.RankedTensorType(value.type)
     if not t.is_dynamic_dim(axis):
         return t.shape[axis]
-    op = _owner(value)
+    op = defining_op(value)
     if op is None:
         return None
     if op.name.startswith("linalg.") and len(op.results):
@@ -82,16 +50,14 @@ def _same(size, source, axis: int) -> bool:
     """True when the SSA value or int `size` is the size of `source` on `axis`."""
     if isinstance(size, int):
         return size == _size(source, axis)
-    op = _owner(size)
-    if op is not None and op.name == "tensor.dim" and op.operands[0] == source and _constant(op.operands[1]) == axis:
+    op = defining_op(size)
+    if op is not None and op.name == "tensor.dim" and op.operands[0] == source and constant_value(op.operands[1]) == axis:
         return True
     known = _size(source, axis)
     return known is not None and not isinstance(known, int) and known == size
 
 
 def _takes_all(op) -> bool:
-    from dg.dialects.mlir import ir
-
     offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
     strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
     source = op.operands[0]
@@ -104,17 +70,12 @@ def _takes_all(op) -> bool:
 
 def _called(module) -> set:
     """The symbols that some func.call in the module calls."""
-    from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import ir
-
     return {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             for op in operations_under(module.body) if op.name == "func.call"}
 
 
 def _size_names(fop) -> dict:
     """(argument number, axis) -> name, from the function's `dg.sizes` attribute (dsl/emit.py)."""
-    from dg.dialects.mlir import ir
-
     if "dg.sizes" not in fop.attributes:
         return {}
     out = {}
@@ -130,9 +91,6 @@ def share_argument_dims(module) -> int:
     of the function; where the function is called only from Python, whose calls check that sizes
     the annotations name alike are equal (runtime/signature.py), one op for each name. How many
     ops were replaced."""
-    from dg.dialects.dialect import operations_under
-    from dg.dialects.mlir import ir
-
     index = ir.IndexType.get(module.context)
     called = _called(module)
     replaced = 0
@@ -149,7 +107,7 @@ def share_argument_dims(module) -> int:
         for op in operations_under(entry):
             if op.name != "tensor.dim":
                 continue
-            source, axis = op.operands[0], _constant(op.operands[1])
+            source, axis = op.operands[0], constant_value(op.operands[1])
             if axis is None or not isinstance(source, ir.BlockArgument) or source.owner != entry:
                 continue
             key = (source.arg_number, axis)
@@ -170,8 +128,6 @@ def share_argument_dims(module) -> int:
 
 def fold_full_slices(module) -> int:
     """Replace the slices that take all of their source by the source; how many."""
-    from dg.dialects.dialect import operations_under
-
     found = [op for op in operations_under(module.body)
              if op.name == "tensor.extract_slice" and _takes_all(op)]
     for op in found:

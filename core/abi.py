@@ -1,0 +1,35 @@
+"""The names and layouts compiled code and its executor share: the lowering writes them into
+the code, the runtime looks them up, registers them or reads them.
+
+Every name a dg function could have is kept away from these: the emitter renames a dg
+function whose name starts with `RESERVED` (dsl/), and the CPU lowering gives every dg
+function a dotted symbol (`LINKED` + its name), which no C library function can have.
+"""
+
+RESERVED = "dg_"
+
+# The state compiled code shares with its executor, a global of three i64:
+# [0] nonzero once a check failed: the failed check's id plus one, the first failure winning
+#     (loops and calls then wind down),
+# [1] the stack pointer at the outermost dg call (0 before it),
+# [2] how many bytes of stack dg calls may use (set by the executor per call).
+STATE = "dg_state"
+STATE_DECL = f"memref.global @{STATE} : memref<3xi64> = dense<0>"
+FAIL = "dg_rt_fail"  # (check id: i64): record a failed check
+STACK_POINTER = "dg_stack_pointer"  # () -> i64
+# Host calls (print, breakpoint): `dg_rt_host_<element type>(id, value as an unranked tensor)`
+# or `dg_rt_host_none(id)`; called through their C interface (`_mlir_ciface_` + name).
+HOST = "dg_rt_host_"
+
+LINKED = "dg.fn."  # what compiled code calls a dg function `f`: `dg.fn.f`
+GUARDED = "dg.guarded."  # `dg.guarded.<entry>(argv) -> i32`: the entry the executor calls
+SETJMP, LONGJMP = "dg.setjmp", "dg.longjmp"  # the C library's, under the names guarded code uses
+
+# The thread pool's entry: `dg.parallel_for(fn, ctx, n, work)` runs `fn(ctx, lo, hi)` over the
+# iterations [0, n) of an outlined loop, `work` its estimated cost.
+PARALLEL_FOR = "dg.parallel_for"
+# Work (iterations times body operations) per thread below which sharing a loop costs more than
+# it saves: waking a worker and waiting for it took some tens of microseconds on a 2-core
+# virtual machine, where a loop of this much work takes about as long. The lowering leaves
+# smaller loops in place; the pool splits loops in parts of at least this much.
+GRAIN = 1 << 21

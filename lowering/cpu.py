@@ -1,0 +1,129 @@
+"""The CPU's passes that are not a rewrite of their own module: from a bufferized module to the
+LLVM dialect.
+
+Expects: a module after the `bufferized` stage (lowering.pipeline). Guarantees: passes that
+give dg functions symbols no C library has, define the runtime functions the lowering declared,
+keep only an entry function callable, give private functions internal linkage, set the host's
+data layout, lower to the LLVM dialect and set LLVM's function attributes. The rewrites in
+between (BLAS calls, threads, allocation guards) have modules of their own.
+"""
+from __future__ import annotations
+
+import functools
+
+from dg.core.abi import FAIL, LINKED, STACK_POINTER, STATE, STATE_DECL
+from dg.core.mlir import append_parsed, ir, passmanager
+
+# bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
+# are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
+# Math functions of f16 and bf16 are computed in f32, as NumPy does.
+TO_LLVM = (
+    "builtin.module("
+    "func.func(convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
+    "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
+    "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
+    "convert-arith-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"
+    "reconcile-unrealized-casts)"
+)
+
+# Loops vectorize with 512-bit registers where the CPU has them (LLVM prefers 256 on its own): f32
+# exp/tanh chains run half again as fast. A CPU without AVX-512 ignores the preference.
+FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"]]'
+
+# A failed check's id plus one goes into word 0 of the state, the first failure winning: on the
+# CPU, `dg_rt_fail` (declared by the lowering) gets this body after bufferization, so that no
+# check calls back into Python (deep in a recursion there may be no stack left for that).
+FAIL_DEF = (f"{STATE_DECL}\n"  # for the text to parse on its own; the module has it already
+            f"func.func private @{FAIL}(%id: i64) {{\n"
+            f"  %g = memref.get_global @{STATE} : memref<3xi64>\n"
+            "  %c0 = arith.constant 0 : index\n"
+            "  %z = arith.constant 0 : i64\n"
+            "  %one = arith.constant 1 : i64\n"
+            "  %cur = memref.load %g[%c0] : memref<3xi64>\n"
+            "  %first = arith.cmpi eq, %cur, %z : i64\n"
+            "  scf.if %first {\n"
+            "    %v = arith.addi %id, %one : i64\n"
+            "    memref.store %v, %g[%c0] : memref<3xi64>\n"
+            "  }\n"
+            "  return\n}\n")
+# The stack pointer: declared by the lowering, defined after bufferization (which rejects the
+# LLVM intrinsic).
+STACK_POINTER_DEF = (f"func.func private @{STACK_POINTER}() -> i64 {{\n"
+                     "  %sp = llvm.intr.stacksave : !llvm.ptr\n"
+                     "  %i = llvm.ptrtoint %sp : !llvm.ptr to i64\n"
+                     "  return %i : i64\n}\n")
+
+
+def _functions(m):
+    """The module's functions that have a body, with their symbols."""
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            yield op, ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def only_entry(m, entry: str) -> None:
+    """Make every function but `entry` private (no C interface) and drop those it does not reach
+    (the inliner then drops the functions it inlined everywhere)."""
+    for op, name in _functions(m):
+        if name != entry:
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            if "llvm.emit_c_interface" in op.attributes:
+                del op.attributes["llvm.emit_c_interface"]
+    passmanager.PassManager.parse("builtin.module(symbol-dce)").run(m.operation)
+
+
+def link_names(m) -> None:
+    """Give the module's dg functions (those with bodies, before the runtime's get theirs) dotted
+    symbols, which no C library, MLIR or runtime function can have: a dg function named `memcpy`,
+    `sinf` or `malloc` would otherwise be what LLVM's and MLIR's own calls of those reach."""
+    for op, old in list(_functions(m)):
+        ir.SymbolTable.replace_all_symbol_uses(old, LINKED + old, m.operation)
+        op.attributes["sym_name"] = ir.StringAttr.get(LINKED + old)
+
+
+def define_runtime_functions(m) -> None:
+    """Give the functions the lowering declared for the CPU their bodies: the stack pointer, and
+    `dg_rt_fail`, which records a failed check in the state word the executor reads."""
+    bodies = {STACK_POINTER: STACK_POINTER_DEF, FAIL: FAIL_DEF}
+    for op in list(m.body.operations):
+        op = op.operation
+        name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None
+        if name in bodies and not len(op.regions[0].blocks):
+            append_parsed(m, bodies[name], lambda f: f.name == "func.func")  # not the state global again
+            op.erase()
+
+
+def internal_linkage(m) -> None:
+    """Give the private functions internal linkage: the ExecutionEngine writes a wrapper for every
+    function that is visible outside the object, and the wrapper inlines the function once more."""
+    internal = ir.Attribute.parse("#llvm.linkage<internal>")
+    for op, _ in _functions(m):
+        if "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private":
+            op.attributes["llvm.linkage"] = internal
+
+
+def host_data_layout(m) -> None:
+    """The host's LLVM data layout, which the module is lowered with: MLIR folds constant
+    addresses with it (without it, with LLVM's default layout, where an i64 is 4-aligned)."""
+    m.operation.attributes["llvm.data_layout"] = ir.StringAttr.get(_host_data_layout())
+
+
+@functools.cache
+def _host_data_layout() -> str:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    return str(llvm.Target.from_default_triple().create_target_machine().target_data)
+
+
+def function_attributes(m) -> None:
+    """LLVM's function attributes (`passthrough`) of FUNCTION_ATTRIBUTES on every function with a
+    body, besides a function's own."""
+    common = list(ir.ArrayAttr(ir.Attribute.parse(FUNCTION_ATTRIBUTES)))
+    for op in m.body.operations:
+        if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks):
+            attrs = op.operation.attributes
+            own = list(ir.ArrayAttr(attrs["passthrough"])) if "passthrough" in attrs else []  # noinline
+            attrs["passthrough"] = ir.ArrayAttr.get(common + own)

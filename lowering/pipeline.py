@@ -1,0 +1,207 @@
+"""The one ordered pipeline: every stage of dg, every pass in the order it runs.
+
+    dg ─autodiff─▶ grad ─canonicalize, cse─▶ opt
+                    └─to-linalg─▶ linalg ─inline-and-simplify … bufferize─▶ bufferized
+                                  ├─ CPU: link-names … to-llvm, guard-allocations ─▶ llvm
+                                  └─ GPU: gpu-matmuls, to-kernels ─▶ gpu ─(NVVM, llvmlite)─▶ ptx
+
+A stage is a point of the pipeline whose IR `.ir(stage)` and `dg ir --stage` show: its parent
+stage's IR after its passes (`STAGES`). The executors run the same list: the interpreter the
+`grad` stage, the CPU executor up to `llvm` (then LLVM's code generation), PTX from `gpu`.
+Every pass is named once, in `PASSES`, and `dg opt --passes NAME,…` runs any of them on textual
+IR, MLIR's own passes (`canonicalize`, `cse`, …) by their names; a pass takes a parsed module
+(and the options its name carries, `only-entry{entry=f}`) and gives the module back, changed in
+place or new. Tables the executor needs besides the code (the run-time checks' messages and
+places, the host calls, the allocation sites) travel in the module as `dg.*` attributes.
+"""
+from __future__ import annotations
+
+from dg.core.errors import DgError
+from dg.core.mlir import ir, passmanager
+from dg.dialects.dialect import asm, parse
+
+from dg.dialects import verify
+
+from . import (alloc_guard, autodiff, blas, copies, cpu, fold_sizes, gemm_updates, gpu, gpu_matmul, parallel,
+               reductions, to_linalg)
+
+# Canonicalization leaves out one MLIR pattern, ForOpTensorCastFolder: it moves a cast to a more
+# static type from a loop's initial value into the loop, which then claims that every iteration
+# yields that static shape. A loop that starts from an empty placeholder and yields an argument
+# (an early `return a` inside a loop) came out as an empty result. A pattern's name is the one
+# LLVM's getTypeName gives it, which differs between GCC and Clang builds: both are listed (MLIR
+# ignores a name it does not know; tests check that the pattern stays off).
+CANONICALIZE = ('canonicalize{disable-patterns="(anonymous namespace)::ForOpTensorCastFolder",'
+                '{anonymous}::ForOpTensorCastFolder}')
+# Inlining, so that fusion and dead-code removal see a step and its gradient functions as one
+# body. The inliner simplifies nothing itself (its default pipeline would be the full
+# canonicalize). No cse: it would merge the zero-filled outputs of different matmuls into one
+# buffer that bufferization then copies for each of them (LLVM's GVN removes what cse would).
+SIMPLIFY = f'builtin.module(inline{{default-pipeline=""}}, {CANONICALIZE})'
+BUFFERIZE = (
+    "builtin.module("
+    "func.func(linalg-fuse-elementwise-ops),"
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map "
+    "allow-return-allocs-from-loops},"
+    "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
+)
+
+
+def _mlir(pipeline: str):
+    def run(m):
+        passmanager.PassManager.parse(pipeline).run(m.operation)
+    run.__doc__ = f"MLIR's `{pipeline}`."
+    return run
+
+
+def _share_argument_dims(m):
+    """fold_sizes.share_argument_dims, then inline-and-simplify again where it shared any."""
+    if fold_sizes.share_argument_dims(m):
+        passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
+
+
+# Every dg pass, in pipeline order: name -> function(module, **options) -> module or None (in place).
+PASSES = {
+    "verify": verify.verify_module,
+    "autodiff": autodiff.run,
+    "to-linalg": to_linalg.run,
+    "only-entry": cpu.only_entry,
+    "inline-and-simplify": _mlir(SIMPLIFY),
+    "share-argument-dims": _share_argument_dims,
+    "fold-full-slices": fold_sizes.fold_full_slices,
+    "bufferize": _mlir(BUFFERIZE),
+    # CPU
+    "link-names": cpu.link_names,
+    "define-runtime-functions": cpu.define_runtime_functions,
+    "blas-matmuls": blas.route_matmuls,
+    "fuse-gemm-updates": gemm_updates.fuse_gemm_updates,
+    "strided-copies-as-loops": copies.strided_copies_as_loops,
+    "reassociate-reductions": reductions.reassociate,
+    "split-leading-reductions": reductions.split_leading_reductions,
+    "outline-parallel-loops": parallel.outline_parallel_loops,
+    "internal-linkage": cpu.internal_linkage,
+    "check-allocation-sizes": alloc_guard.check_counts,
+    "host-data-layout": cpu.host_data_layout,
+    "to-llvm": _mlir(cpu.TO_LLVM),
+    "mark-loop-functions": parallel.mark_loop_functions,
+    "guard-allocations": alloc_guard.guard,
+    "function-attributes": cpu.function_attributes,
+    # GPU
+    "gpu-matmuls": gpu_matmul.route_matmuls,
+    "to-kernels": _mlir(gpu.TO_KERNELS),
+}
+
+# stage -> (the stage it starts from, its passes)
+STAGES = {
+    "dg": (None, ["verify"]),
+    "grad": ("dg", ["autodiff"]),
+    "opt": ("grad", ["canonicalize", "cse"]),
+    "linalg": ("grad", ["to-linalg"]),
+    "bufferized": ("linalg", ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices",
+                              "bufferize"]),
+    "llvm": ("bufferized", ["link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
+                            "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
+                            "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
+                            "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",
+                            "function-attributes"]),
+    "gpu": ("bufferized", ["gpu-matmuls", "to-kernels"]),
+}
+SHOWN = ("dg", "grad", "opt", "linalg", "bufferized", "llvm", "gpu", "ptx")  # what .ir() can show
+
+
+def passes_to(stage: str) -> list[str]:
+    """The passes from the first stage to `stage`, in order."""
+    parent, passes = STAGES[stage]
+    return (passes_to(parent) if parent else []) + passes
+
+
+def identity() -> str:
+    """What compiled CPU code depends on besides its IR and dg's sources: the passes and their
+    MLIR pipelines, the BLAS found (part of the disk cache's key)."""
+    return "\0".join(passes_to("llvm") + [SIMPLIFY, BUFFERIZE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES, blas.identity()])
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split at commas that are not inside (), [] or {}."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _options(spec: str) -> tuple[str, dict]:
+    """`name{key=value key2=value2}` -> (name, {key: value})."""
+    name, _, rest = spec.partition("{")
+    options = dict(o.split("=", 1) for o in rest.rstrip("}").split() if "=" in o)
+    return name.strip(), options
+
+
+def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
+    """Run dg's passes and MLIR's (consecutive MLIR passes in one pass manager) on a module, the
+    passes a list of names or one comma-separated text;
+    `options` go to the dg passes that take them (`entry` to only-entry; a pass whose option is
+    not given is left out: only-entry without an entry keeps every function)."""
+    if isinstance(names, str):
+        names = split_top_level(names)
+    pending: list[str] = []
+
+    def flush(m):
+        if pending:
+            text = f"builtin.module({','.join(pending)})"
+            pending.clear()
+            with m.context:
+                try:
+                    pm = passmanager.PassManager.parse(text)
+                except Exception as e:
+                    raise DgError(f"unknown pass in '{text}': {e}") from e
+                try:
+                    pm.run(m.operation)
+                except Exception as e:
+                    raise RuntimeError(f"the pass pipeline '{text}' failed: {e}") from e
+        return m
+
+    for spec in names:
+        name, given = _options(spec)
+        fn = PASSES.get(name)
+        if fn is None:
+            pending.append(spec)
+            continue
+        module = flush(module)
+        wanted = dict(given, **{k: v for k, v in options.items() if v is not None and k in fn.__code__.co_varnames})
+        if fn is cpu.only_entry and "entry" not in wanted:
+            continue
+        with module.context:
+            try:
+                out = fn(module, **wanted)
+            except DgError:
+                raise
+            except Exception as e:
+                raise RuntimeError(f"the pass '{name}' failed: {e}") from e
+        if isinstance(out, ir.Module):
+            module = out
+    return flush(module)
+
+
+# The passes that leave the module they are given as it is (they make a new one).
+NEW_MODULE = ("autodiff", "to-linalg")
+
+
+def run_stage(module: "ir.Module", stage: str, start: str | None = "dg", **options) -> "ir.Module":
+    """The module at `stage`, from `module` at `start` (a stage on the way to it, None for the
+    emitted IR), which stays as it is."""
+    names = passes_to(stage)
+    done = passes_to(start) if start else []
+    if names[:len(done)] != done:
+        raise ValueError(f"stage '{start}' does not lead to '{stage}'")
+    names = names[len(done):]
+    if start and names and names[0] not in NEW_MODULE:
+        module = parse(asm(module))
+    return run_passes(module, names, **options)
