@@ -14,11 +14,29 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType
 
-
 from .builder import any_of, cast, fail_if, if_else, stand_in_if
-from .registry import OPS, OpDef, register
+from .ops_reduce import reduce_generic
+from .registry import OpDef, register
 
 
+# ---------------------------------------------------------------- slices of tapes, in lowerings
+def _dims(b, v, t):
+    return [b.dim(v, t, i) for i in range(t.rank)]
+
+
+def _sizes(b, v, t, first=0):
+    """Slice sizes of v's axes from `first` on: literals where static (so the slice keeps its static type)."""
+    return [str(d) if isinstance(d, int) else b.dim(v, t, i) for i, d in enumerate(t.shape) if i >= first]
+
+
+def _slice_text(k, sizes):
+    offs = ", ".join([k] + ["0"] * len(sizes))
+    szs = ", ".join(["1"] + sizes)
+    ones = ", ".join(["1"] * (len(sizes) + 1))
+    return f"[{offs}] [{szs}] [{ones}]"
+
+
+# ---------------------------------------------------------------- the ops
 def _tape_type(types):
     v = types[0]
     return TensorType(v.dtype, (Sym(),) + tuple(v.shape))
@@ -47,10 +65,19 @@ def _tape_read(tape, k):
     return r if r.ndim else r[()]
 
 
+def _lower_zeros_like(b, op):
+    t = op.result_types[0]
+    zero = b.const(0, t.element) if t.dtype != "bool" else b.const(False, "i1")
+    return b.fill(t, _dims(b, op.operands[0], op.types[0]), zero)
+
+
 register(OpDef(
     name="zeros_like", impl=lambda x: np.zeros_like(x), infer=lambda types: types[0],
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
-    doc="zeros of x's type and shape (adjoints that are zero)",
+    doc="""Zeros of x's type and shape (adjoints that are zero).
+
+        %z = "dg.zeros_like"(%x) : (tensor<?x3xf32>) -> tensor<?x3xf32>""",
+    lower=_lower_zeros_like,
 ))
 
 
@@ -72,98 +99,9 @@ def _sum_to(d, like):
     return np.sum(d, axis=axes, keepdims=True, dtype=d.dtype) if axes else d
 
 
-register(OpDef(
-    name="sum_to", impl=_sum_to, nargs=2, infer=_sum_to_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 2, 3)).astype(np.float32),
-                         rng.standard_normal((2, 1)).astype(np.float32)], {}),
-    doc="sum_to(d, like): d summed over the axes that broadcasting added or stretched (where like "
-        "has size 1 at run time), to like's shape (adjoints of broadcast operands)",
-))
-register(OpDef(
-    name="tape_alloc", impl=_tape_alloc, nargs=2, infer=_tape_type,
-    doc="tape_alloc(v, capacity: index): an empty tape for values shaped like v",
-))
-register(OpDef(
-    name="tape_push", impl=_tape_push, nargs=3, infer=lambda types: types[0],
-    doc="tape_push(tape, k: index, v): the tape with row k set to v (grown when k is past its end)",
-))
-register(OpDef(
-    name="tape_read", impl=_tape_read, nargs=2,
-    infer=lambda types: TensorType(types[0].dtype, tuple(types[0].shape[1:])),
-    doc="tape_read(tape, k: index): row k of the tape",
-))
-
-
-# ---------------------------------------------------------------- lowering facets
-def _dims(b, v, t):
-    return [b.dim(v, t, i) for i in range(t.rank)]
-
-
-def _lower_zeros_like(b, op):
-    t = op.result_types[0]
-    zero = b.const(0, t.element) if t.dtype != "bool" else b.const(False, "i1")
-    return b.fill(t, _dims(b, op.operands[0], op.types[0]), zero)
-
-
-def _lower_tape_alloc(b, op):
-    v, cap = op.operands
-    one = b.const(1, "index")
-    c = b.binary("arith.maxui", cap, one, "index")
-    return b.empty(op.result_types[0], [c] + _dims(b, v, op.types[0]))
-
-
-def _sizes(b, v, t, first=0):
-    """Slice sizes of v's axes from `first` on: literals where static (so the slice keeps its static type)."""
-    return [str(d) if isinstance(d, int) else b.dim(v, t, i) for i, d in enumerate(t.shape) if i >= first]
-
-
-def _slice_text(k, sizes):
-    offs = ", ".join([k] + ["0"] * len(sizes))
-    szs = ", ".join(["1"] + sizes)
-    ones = ", ".join(["1"] * (len(sizes) + 1))
-    return f"[{offs}] [{szs}] [{ones}]"
-
-
-def _lower_tape_push(b, op):
-    """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
-    tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
-    that nothing is written past a row's end."""
-    tape, k, v = op.operands
-    tt, vt = op.types[0], op.types[2]
-    if 0 in vt.shape:  # empty rows: nothing to keep (and a slice at offset 0 of a size-0 axis does not verify)
-        return tape
-    n = b.dim(tape, tt, 0)
-    rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
-    bad = any_of(b, [b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
-                     for i, d in enumerate(vt.shape) if not isinstance(d, int)])
-    if bad is not None:
-        fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
-                        "of a loop to keep their sizes")
-        v = stand_in_if(b, bad, v, vt, dict(enumerate(rows)))
-    row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
-    t = tt.mlir()
-
-    def grown(bb):
-        two = bb.binary("arith.muli", n, bb.const(2, "index"), "index")
-        k1 = bb.binary("arith.addi", k, bb.const(1, "index"), "index")
-        e = bb.empty(tt, [bb.binary("arith.maxui", two, k1, "index")] + rows)
-        g = bb.fresh("grown")
-        at = ", ".join(["0"] * tt.rank)
-        bb.emit(f"{g} = tensor.insert_slice {tape} into {e}[{at}] [{', '.join([n] + row)}] "
-                f"[{', '.join(['1'] * tt.rank)}] : {t} into {t}")
-        return g
-
-    r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
-    out = b.fresh("pushed")
-    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}")
-    return out
-
-
 def _lower_sum_to(b, op):
     """Leading axes and axes like declares 1 are summed always; an axis like has of unknown size is
     summed (under scf.if) when d's size there differs from like's at run time, i.e. like's is 1."""
-    from .ops_reduce import reduce_generic
-
     (d, dt), (like, lt) = zip(op.operands, op.types)
     out_t = op.result_types[0]
     ety = dt.element
@@ -211,6 +149,98 @@ def _lower_sum_to(b, op):
     return r
 
 
+def _vjp_sum_to(g, op, d):
+    """The adjoint of a sum to like's shape is that adjoint broadcast back to the summed one's
+    shape (like's sizes may be 1 only at run time: broadcast_to stretches those)."""
+    x = op.operands[0]
+    dims = [g.dim(x, i) for i, n in enumerate(x.tt.shape) if not isinstance(n, int)]
+    shape = tuple(n if isinstance(n, int) else -2 for n in x.tt.shape)
+    return [g.dg_op("broadcast_to", [d] + dims, {"shape": shape}), None]
+
+
+register(OpDef(
+    name="sum_to", impl=_sum_to, nargs=2, infer=_sum_to_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 2, 3)).astype(np.float32),
+                         rng.standard_normal((2, 1)).astype(np.float32)], {}),
+    doc="""d summed over the axes that broadcasting added or stretched (where `like` has size 1 at run
+    time), to like's shape: the adjoint of an operand that was broadcast.
+
+        %y = "dg.sum_to"(%d, %like) : (tensor<4x2x3xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>""",
+    lower=_lower_sum_to,
+    vjp=_vjp_sum_to,
+))
+
+
+def _lower_tape_alloc(b, op):
+    v, cap = op.operands
+    one = b.const(1, "index")
+    c = b.binary("arith.maxui", cap, one, "index")
+    return b.empty(op.result_types[0], [c] + _dims(b, v, op.types[0]))
+
+
+register(OpDef(
+    name="tape_alloc", impl=_tape_alloc, nargs=2, infer=_tape_type,
+    doc="""An empty tape of `capacity` rows (an index) for values shaped like v.
+
+        %t = "dg.tape_alloc"(%v, %n) : (tensor<3xf32>, index) -> tensor<?x3xf32>""",
+    lower=_lower_tape_alloc,
+))
+
+
+def _lower_tape_push(b, op):
+    """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
+    tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
+    that nothing is written past a row's end."""
+    tape, k, v = op.operands
+    tt, vt = op.types[0], op.types[2]
+    if 0 in vt.shape:  # empty rows: nothing to keep (and a slice at offset 0 of a size-0 axis does not verify)
+        return tape
+    n = b.dim(tape, tt, 0)
+    rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
+    bad = any_of(b, [b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
+                     for i, d in enumerate(vt.shape) if not isinstance(d, int)])
+    if bad is not None:
+        fail_if(b, bad, "a loop-carried value changed shape: gradients need the carried values "
+                        "of a loop to keep their sizes")
+        v = stand_in_if(b, bad, v, vt, dict(enumerate(rows)))
+    row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
+    t = tt.mlir()
+
+    def grown(bb):
+        two = bb.binary("arith.muli", n, bb.const(2, "index"), "index")
+        k1 = bb.binary("arith.addi", k, bb.const(1, "index"), "index")
+        e = bb.empty(tt, [bb.binary("arith.maxui", two, k1, "index")] + rows)
+        g = bb.fresh("grown")
+        at = ", ".join(["0"] * tt.rank)
+        bb.emit(f"{g} = tensor.insert_slice {tape} into {e}[{at}] [{', '.join([n] + row)}] "
+                f"[{', '.join(['1'] * tt.rank)}] : {t} into {t}")
+        return g
+
+    r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
+    out = b.fresh("pushed")
+    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}")
+    return out
+
+
+def _vjp_tape_push(g, op, d):
+    tape, k, v = op.operands
+    rows = g.dim(tape, 0)
+    # Row k was overwritten: nothing flows to the old row. (setitem copies: d may have other uses.)
+    cleared = g.dg_op("setitem", [d, g.const(0.0, d), g.dg_op("from_index", [k])], {"spec": ("i:$",)})
+    d_tape = g.dg_op("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
+    return [d_tape, None, g.dg_op("tape_read", [d, k])]
+
+
+register(OpDef(
+    name="tape_push", impl=_tape_push, nargs=3, infer=lambda types: types[0],
+    doc="""The tape with row k (an index) set to v, grown (doubled) first when k is past its end.
+
+        %t2 = "dg.tape_push"(%t, %k, %v) : (tensor<?x3xf32>, index, tensor<3xf32>) -> tensor<?x3xf32>""",
+    lower=_lower_tape_push,
+    vjp=_vjp_tape_push,
+))
+
+
 def _lower_tape_read(b, op):
     tape, k = op.operands
     tt, rt = op.types[0], op.result_types[0]
@@ -222,39 +252,17 @@ def _lower_tape_read(b, op):
     return r
 
 
-OPS["zeros_like"].lower = _lower_zeros_like
-OPS["sum_to"].lower = _lower_sum_to
-OPS["tape_alloc"].lower = _lower_tape_alloc
-OPS["tape_push"].lower = _lower_tape_push
-OPS["tape_read"].lower = _lower_tape_read
-
-
-# ---------------------------------------------------------------- vjp facets (gradients of gradients)
-def _vjp_tape_push(g, op, d):
-    tape, k, v = op.operands
-    rows = g.dim(tape, 0)
-    # Row k was overwritten: nothing flows to the old row. (setitem copies: d may have other uses.)
-    cleared = g.dg_op("setitem", [d, g.const(0.0, d), g.dg_op("from_index", [k])], {"spec": ("i:$",)})
-    d_tape = g.dg_op("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
-    return [d_tape, None, g.dg_op("tape_read", [d, k])]
-
-
 def _vjp_tape_read(g, op, d):
     tape, k = op.operands
     return [g.dg_op("tape_push", [g.zeros_like(tape), k, d]), None]
 
 
-OPS["tape_push"].vjp = _vjp_tape_push
-OPS["tape_read"].vjp = _vjp_tape_read
+register(OpDef(
+    name="tape_read", impl=_tape_read, nargs=2,
+    infer=lambda types: TensorType(types[0].dtype, tuple(types[0].shape[1:])),
+    doc="""Row k (an index) of the tape.
 
-
-def _vjp_sum_to(g, op, d):
-    """The adjoint of a sum to like's shape is that adjoint broadcast back to the summed one's
-    shape (like's sizes may be 1 only at run time: broadcast_to stretches those)."""
-    x = op.operands[0]
-    dims = [g.dim(x, i) for i, n in enumerate(x.tt.shape) if not isinstance(n, int)]
-    shape = tuple(n if isinstance(n, int) else -2 for n in x.tt.shape)
-    return [g.dg_op("broadcast_to", [d] + dims, {"shape": shape}), None]
-
-
-OPS["sum_to"].vjp = _vjp_sum_to
+        %v = "dg.tape_read"(%t, %k) : (tensor<?x3xf32>, index) -> tensor<3xf32>""",
+    lower=_lower_tape_read,
+    vjp=_vjp_tape_read,
+))

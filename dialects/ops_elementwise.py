@@ -1,206 +1,21 @@
-"""Elementwise ops: unary math, binary arithmetic with broadcasting, comparisons.
+"""Element-wise ops: unary math, binary arithmetic with broadcasting, comparisons, logic.
 
 Operands of a binary op share one element type (the emitter casts), shapes
-broadcast as in NumPy. Comparisons and logical ops give `bool`.
+broadcast as in NumPy. Comparisons and logical ops give `bool`. Each op's
+lowering is a `linalg.generic` whose body computes one element (`map_generic`);
+the pieces of broadcasting that other ops' lowerings share come first.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_float
+from dg.core.types import DTYPES, ShapeError, TensorType, broadcast_shapes, is_float
 
 from .builder import fail_if, stand_in_if
-from .registry import OpDef, register
+from .registry import OpDef, example, register
 
 
-def _same(types, **_):
-    return types[0]
-
-
-def _float_only(name):
-    def rule(types, **_):
-        if not is_float(types[0].dtype):
-            raise ShapeError(f"{name} needs a float tensor, got {types[0]}")
-        return types[0]
-
-    return rule
-
-
-def _unary_sample(dtype=np.float32, positive=False):
-    def sample(rng):
-        x = rng.standard_normal((3, 4)).astype(dtype)
-        if positive:
-            x = np.abs(x) + 0.5
-        return [x], {}
-
-    return sample
-
-
-def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return (1.0 / (1.0 + np.exp(-x))).astype(x.dtype)
-
-
-def _gelu(x):
-    # tanh approximation (as JAX's default).
-    c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
-    return (0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))).astype(x.dtype)
-
-
-def _rsqrt(x):
-    return (1.0 / np.sqrt(x)).astype(x.dtype)
-
-
-def _relu(x):
-    return np.maximum(x, np.zeros((), x.dtype))
-
-
-def _softplus(x):
-    return np.logaddexp(np.zeros((), x.dtype), x)
-
-
-def _round(x):
-    return np.round(x)  # half to even, as NumPy and Python 3
-
-
-def _sign(x):
-    return np.sign(x)
-
-
-# name -> (impl, float only?, positive inputs in samples?, doc)
-UNARY = {
-    "neg": (np.negative, False, False, "-x"),
-    "exp": (np.exp, True, False, "e**x"),
-    "log": (np.log, True, True, "natural logarithm"),
-    "log1p": (np.log1p, True, True, "log(1 + x)"),
-    "sqrt": (np.sqrt, True, True, "square root"),
-    "rsqrt": (_rsqrt, True, True, "1 / sqrt(x)"),
-    "abs": (np.abs, False, False, "absolute value"),
-    "sign": (_sign, False, False, "-1, 0 or 1"),
-    "sin": (np.sin, True, False, "sine"),
-    "cos": (np.cos, True, False, "cosine"),
-    "tanh": (np.tanh, True, False, "hyperbolic tangent"),
-    "sigmoid": (_sigmoid, True, False, "1 / (1 + exp(-x))"),
-    "relu": (_relu, False, False, "max(x, 0)"),
-    "gelu": (_gelu, True, False, "GELU, tanh approximation"),
-    "softplus": (_softplus, True, False, "log(1 + exp(x))"),
-    "floor": (np.floor, True, False, "round down"),
-    "ceil": (np.ceil, True, False, "round up"),
-    "round": (_round, True, False, "round half to even"),
-}
-
-for _name, (_impl, _fonly, _pos, _doc) in UNARY.items():
-    register(OpDef(
-        name=_name, impl=_impl, nargs=1,
-        infer=_float_only(_name) if _fonly else _same,
-        sample=_unary_sample(positive=_pos), doc=_doc,
-    ))
-
-
-def _lnot(x):
-    return np.logical_not(x)
-
-
-register(OpDef(
-    name="not", impl=_lnot, nargs=1,
-    infer=lambda types, **_: types[0].with_dtype("bool"),
-    sample=lambda rng: ([rng.standard_normal((3,)) > 0], {}),
-    doc="logical not of a bool tensor",
-))
-
-
-def _bcast(types, **_):
-    return TensorType(types[0].dtype, broadcast_shapes(*(t.shape for t in types)))
-
-
-def _bcast_bool(types, **_):
-    return TensorType("bool", broadcast_shapes(*(t.shape for t in types)))
-
-
-def _bin_sample(positive_rhs=False, dtype=np.float32):
-    def sample(rng):
-        a = rng.standard_normal((3, 1, 4)).astype(dtype)
-        b = rng.standard_normal((2, 4)).astype(dtype)
-        if positive_rhs:
-            b = np.abs(b) + 0.5
-            a = np.abs(a) + 0.5
-        return [a, b], {}
-
-    return sample
-
-
-def _div(a, b):
-    return np.true_divide(a, b).astype(a.dtype, copy=False)
-
-
-def _pow(a, b):
-    return np.power(a, b)
-
-
-BINARY = {
-    "add": (np.add, False, "a + b"),
-    "sub": (np.subtract, False, "a - b"),
-    "mul": (np.multiply, False, "a * b"),
-    "div": (_div, True, "a / b (float)"),
-    "floordiv": (np.floor_divide, True, "a // b (floor)"),
-    "mod": (np.mod, True, "a % b (sign of b, as Python)"),
-    "pow": (_pow, True, "a ** b"),
-    "maximum": (np.maximum, False, "elementwise max"),
-    "minimum": (np.minimum, False, "elementwise min"),
-}
-for _name, (_impl, _pos, _doc) in BINARY.items():
-    register(OpDef(name=_name, impl=_impl, nargs=2, infer=_bcast,
-                   sample=_bin_sample(positive_rhs=_pos), doc=_doc))
-
-COMPARE = {
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
-}
-for _name, _impl in COMPARE.items():
-    register(OpDef(name=_name, impl=_impl, nargs=2, infer=_bcast_bool,
-                   sample=_bin_sample(), doc=f"comparison ({_name})"))
-
-for _name, _impl in {"and": np.logical_and, "or": np.logical_or}.items():
-    register(OpDef(
-        name=_name, impl=_impl, nargs=2, infer=_bcast_bool,
-        sample=lambda rng: ([rng.standard_normal((3, 1)) > 0, rng.standard_normal((4,)) > 0], {}),
-        doc=f"logical {_name}",
-    ))
-
-
-def _where_rule(types, **_):
-    c, a, b = types
-    if c.dtype != "bool":
-        raise ShapeError(f"where needs a bool condition, got {c}")
-    return TensorType(a.dtype, broadcast_shapes(c.shape, a.shape, b.shape))
-
-
-def _where(c, a, b):
-    return np.where(c, a, b)
-
-
-register(OpDef(
-    name="where", impl=_where, nargs=3, infer=_where_rule,
-    sample=lambda rng: ([rng.standard_normal((3, 1)) > 0,
-                         rng.standard_normal((3, 4)).astype(np.float32),
-                         rng.standard_normal((4,)).astype(np.float32)], {}),
-    doc="c ? a : b, elementwise with broadcasting",
-))
-
-
-# ---------------------------------------------------------------- lowering facets
-# Each lowering writes a linalg.generic whose body computes one element. The
-# scalar rules below take the builder, the element type kind ("f", "i", "b")
-# and the MLIR element type, and the input scalars.
-from .registry import OPS as _OPS  # noqa: E402
-
-
-def _kind(dtype: str) -> str:
-    from dg.core.types import DTYPES
-
-    return DTYPES[dtype][2]
-
-
+# ---------------------------------------------------------------- broadcasting, shared by lowerings
 def broadcast_maps(in_types, out_t):
     """Indexing maps of inputs broadcast (NumPy rules) to the output shape."""
     R = out_t.rank
@@ -346,14 +161,200 @@ def contracted_operands(b, vals, types, members, message) -> list:
 
 
 def lower_elementwise(scalar_fn, out_dtype_from=None):
+    """The `lower` facet of an element-wise op: `scalar_fn(b, kind, element type, input scalars,
+    op)` gives one element (`kind` "f", "i", "b" or "u": of the result's element type, or of
+    operand `out_dtype_from`'s)."""
     def lower(b, op):
         out_t = op.result_types[0]
         src_t = op.types[out_dtype_from] if out_dtype_from is not None else out_t
-        kind, ety = _kind(src_t.dtype), src_t.element
+        kind, ety = DTYPES[src_t.dtype][2], src_t.element
         return map_generic(b, out_t, list(zip(op.operands, op.types)),
                            lambda bb, args: scalar_fn(bb, kind, ety, args, op))
 
     return lower
+
+
+_CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+_CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+
+
+def int_predicate(pred: str, kind: str) -> str:
+    """A signed integer comparison's predicate for an integer kind: unsigned for bools (True is
+    the i1 1, which a signed comparison reads as -1) and u64."""
+    return "u" + pred[1:] if kind in "bu" and pred[0] == "s" else pred
+
+
+# ---------------------------------------------------------------- unary ops
+def _same(types, **_):
+    return types[0]
+
+
+def _float_only(name):
+    def rule(types, **_):
+        if not is_float(types[0].dtype):
+            raise ShapeError(f"{name} needs a float tensor, got {types[0]}")
+        return types[0]
+
+    return rule
+
+
+def _unary_sample(positive):
+    def sample(rng):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        return [np.abs(x) + 0.5 if positive else x], {}
+
+    return sample
+
+
+def unary(name: str, impl, element, vjp, summary: str, float_only: bool = True, positive: bool = False) -> None:
+    """One unary op: its NumPy implementation, its element's lowering `element(b, kind, ety, x)`,
+    its adjoint `vjp(g, x, y, d)` (x the operand, y the result, d its adjoint; None: zero almost
+    everywhere), on float tensors only or on any."""
+    register(OpDef(
+        name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same,
+        lower=lower_elementwise(lambda b, kind, ety, args, op: element(b, kind, ety, args[0])),
+        vjp=lambda g, op, d: [vjp(g, op.operands[0], op.results[0], d)],
+        sample=_unary_sample(positive),
+        doc=f"{summary}, element by element.\n\n    " + example(name, "tensor<3xf32>", "tensor<3xf32>"),
+    ))
+
+
+def _math(fname):
+    return lambda b, kind, ety, x: b.unary(fname, x, ety)
+
+
+def _none(g, x, y, d):  # piecewise constant: zero almost everywhere
+    return None
+
+
+def _neg(b, kind, ety, x):
+    if kind == "f":
+        return b.unary("arith.negf", x, ety)
+    return b.binary("arith.subi", b.const(0, ety), x, ety)
+
+
+def _sign(b, kind, ety, x):
+    zero, one, mone = b.const(0, ety), b.const(1, ety), b.const(-1, ety)
+    pos = b.cmp("ogt" if kind == "f" else "sgt", x, zero, ety)
+    neg = b.cmp("olt" if kind == "f" else "slt", x, zero, ety)
+    s2 = b.select(pos, one, b.select(neg, mone, zero, ety), ety)
+    if kind == "f":  # NaN stays NaN
+        return b.select(b.cmp("uno", x, x, ety), x, s2, ety)
+    return s2
+
+
+def _sigmoid(x):
+    with np.errstate(over="ignore"):
+        return (1.0 / (1.0 + np.exp(-x))).astype(x.dtype)
+
+
+def _lower_sigmoid(b, kind, ety, x):
+    one = b.const(1.0, ety)
+    e = b.unary("math.exp", b.unary("arith.negf", x, ety), ety)
+    return b.binary("arith.divf", one, b.binary("arith.addf", one, e, ety), ety)
+
+
+def _gelu(x):
+    # tanh approximation (as JAX's default).
+    c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
+    return (0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))).astype(x.dtype)
+
+
+def _lower_gelu(b, kind, ety, x):
+    c = b.const(float(np.sqrt(2.0 / np.pi)), ety)
+    k = b.const(0.044715, ety)
+    half, one = b.const(0.5, ety), b.const(1.0, ety)
+    x3 = b.binary("arith.mulf", b.binary("arith.mulf", x, x, ety), x, ety)
+    inner = b.binary("arith.mulf", c, b.binary("arith.addf", x, b.binary("arith.mulf", k, x3, ety), ety), ety)
+    t = b.unary("math.tanh", inner, ety)
+    return b.binary("arith.mulf", b.binary("arith.mulf", half, x, ety), b.binary("arith.addf", one, t, ety), ety)
+
+
+def _gelu_grad(g, x, y, d):
+    c = g.const(float(np.sqrt(2.0 / np.pi)), x)
+    k = g.const(0.044715, x)
+    half, one, three = g.const(0.5, x), g.const(1.0, x), g.const(3.0, x)
+    x2 = g.mul(x, x)
+    t = g.dg_op("tanh", [g.mul(c, g.add(x, g.mul(k, g.mul(x2, x))))])
+    dt = g.mul(g.sub(one, g.mul(t, t)), g.mul(c, g.add(one, g.mul(three, g.mul(k, x2)))))
+    return g.mul(d, g.add(g.mul(half, g.add(one, t)), g.mul(half, g.mul(x, dt))))
+
+
+def _lower_softplus(b, kind, ety, x):
+    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), without overflow.
+    m = b.binary("arith.maximumf", x, b.const(0.0, ety), ety)
+    e = b.unary("math.exp", b.unary("arith.negf", b.unary("math.absf", x, ety), ety), ety)
+    return b.binary("arith.addf", m, b.unary("math.log1p", e, ety), ety)
+
+
+unary("neg", np.negative, _neg, lambda g, x, y, d: g.neg(d), "-x", float_only=False)
+unary("exp", np.exp, _math("math.exp"), lambda g, x, y, d: g.mul(d, y), "e**x")
+unary("log", np.log, _math("math.log"), lambda g, x, y, d: g.div(d, x), "natural logarithm", positive=True)
+unary("log1p", np.log1p, _math("math.log1p"), lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)), "log(1 + x)",
+      positive=True)
+unary("sqrt", np.sqrt, _math("math.sqrt"), lambda g, x, y, d: g.div(g.mul(d, g.const(0.5, x)), y), "square root",
+      positive=True)
+unary("rsqrt", lambda x: (1.0 / np.sqrt(x)).astype(x.dtype), _math("math.rsqrt"),
+      lambda g, x, y, d: g.mul(d, g.div(g.mul(g.const(-0.5, x), y), x)), "1 / sqrt(x)", positive=True)
+unary("abs", np.abs, lambda b, kind, ety, x: b.unary("math.absf" if kind == "f" else "math.absi", x, ety),
+      lambda g, x, y, d: g.mul(d, g.dg_op("sign", [x])), "absolute value", float_only=False)
+unary("sign", np.sign, _sign, _none, "-1, 0 or 1", float_only=False)
+unary("sin", np.sin, _math("math.sin"), lambda g, x, y, d: g.mul(d, g.dg_op("cos", [x])), "sine")
+unary("cos", np.cos, _math("math.cos"), lambda g, x, y, d: g.neg(g.mul(d, g.dg_op("sin", [x]))), "cosine")
+unary("tanh", np.tanh, _math("math.tanh"), lambda g, x, y, d: g.mul(d, g.sub(g.const(1.0, x), g.mul(y, y))),
+      "hyperbolic tangent")
+unary("sigmoid", _sigmoid, _lower_sigmoid, lambda g, x, y, d: g.mul(d, g.mul(y, g.sub(g.const(1.0, x), y))),
+      "1 / (1 + exp(-x))")
+unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)),
+      lambda b, kind, ety, x: b.binary("arith.maximumf" if kind == "f" else "arith.maxsi", x, b.const(0, ety), ety),
+      lambda g, x, y, d: g.where(g.dg_op("gt", [x, g.const(0.0, x)]), d, g.zeros_like(d)), "max(x, 0)",
+      float_only=False)
+unary("gelu", _gelu, _lower_gelu, _gelu_grad, "GELU, tanh approximation")
+unary("softplus", lambda x: np.logaddexp(np.zeros((), x.dtype), x), _lower_softplus,
+      lambda g, x, y, d: g.mul(d, g.dg_op("sigmoid", [x])), "log(1 + exp(x))")
+unary("floor", np.floor, _math("math.floor"), _none, "round down")
+unary("ceil", np.ceil, _math("math.ceil"), _none, "round up")
+unary("round", np.round, _math("math.roundeven"), _none, "round half to even (as NumPy and Python 3)")
+
+register(OpDef(
+    name="not", impl=np.logical_not, nargs=1,
+    infer=lambda types, **_: types[0].with_dtype("bool"),
+    lower=lower_elementwise(lambda b, kind, ety, args, op: b.binary("arith.xori", args[0], b.const(True, "i1"), "i1")),
+    sample=lambda rng: ([rng.standard_normal((3,)) > 0], {}),
+    doc='Logical not of a bool tensor.\n\n    ' + example("not", "tensor<3xi1>", "tensor<3xi1>"),
+))
+
+
+# ---------------------------------------------------------------- binary ops, comparisons, logic
+def _bcast(types, **_):
+    return TensorType(types[0].dtype, broadcast_shapes(*(t.shape for t in types)))
+
+
+def _bcast_bool(types, **_):
+    return TensorType("bool", broadcast_shapes(*(t.shape for t in types)))
+
+
+def _bin_sample(positive=False, dtype=np.float32):
+    def sample(rng):
+        a = rng.standard_normal((3, 1, 4)).astype(dtype)
+        b = rng.standard_normal((2, 4)).astype(dtype)
+        if positive:
+            a, b = np.abs(a) + 0.5, np.abs(b) + 0.5
+        return [a, b], {}
+
+    return sample
+
+
+def binary(name: str, impl, element, vjp, summary: str, infer=_bcast, out_dtype_from=None, sample=None) -> None:
+    """One op of two operands that broadcast: its element's lowering `element(b, kind, ety, args,
+    op)`, its VJP `vjp(g, op, d)`."""
+    out = "tensor<2x4xi1>" if infer is _bcast_bool else "tensor<2x4xf32>"
+    register(OpDef(
+        name=name, impl=impl, nargs=2, infer=infer, agree=broadcast_groups,
+        lower=lower_elementwise(element, out_dtype_from), vjp=vjp, sample=sample or _bin_sample(),
+        doc=f"{summary}, element by element, the operands broadcast.\n\n    "
+            + example(name, "tensor<2x1xf32>, tensor<4xf32>", out),
+    ))
 
 
 def _fi(fop, iop):
@@ -434,179 +435,6 @@ def _sc_pow(b, kind, ety, args, op):
     return b.binary("math.ipowi", args[0], args[1], ety)
 
 
-_CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
-_CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
-
-
-def int_predicate(pred: str, kind: str) -> str:
-    """A signed integer comparison's predicate for an integer kind: unsigned for bools (True is
-    the i1 1, which a signed comparison reads as -1) and u64."""
-    return "u" + pred[1:] if kind in "bu" and pred[0] == "s" else pred
-
-
-def _sc_cmp(name):
-    def f(b, kind, ety, args, op):
-        return b.cmp(_CMPF[name] if kind == "f" else int_predicate(_CMPI[name], kind), args[0], args[1], ety)
-
-    return f
-
-
-def _sc_extremum(fop, iop):
-    def f(b, kind, ety, args, op):
-        return b.binary(fop if kind == "f" else iop.replace("si", "ui") if kind in "bu" else iop, args[0], args[1], ety)
-
-    return f
-
-
-for _name, _fn in {
-    "add": _fi("arith.addf", "arith.addi"), "sub": _fi("arith.subf", "arith.subi"),
-    "mul": _fi("arith.mulf", "arith.muli"), "div": _fi("arith.divf", "arith.divsi"),
-    "floordiv": _sc_floordiv, "mod": _sc_mod, "pow": _sc_pow,
-    "maximum": _sc_extremum("arith.maximumf", "arith.maxsi"), "minimum": _sc_extremum("arith.minimumf", "arith.minsi"),
-}.items():
-    _OPS[_name].lower = lower_elementwise(_fn)
-
-for _name in COMPARE:
-    _OPS[_name].lower = lower_elementwise(_sc_cmp(_name), out_dtype_from=0)
-
-_OPS["and"].lower = lower_elementwise(lambda b, k, e, a, op: b.binary("arith.andi", a[0], a[1], "i1"))
-_OPS["or"].lower = lower_elementwise(lambda b, k, e, a, op: b.binary("arith.ori", a[0], a[1], "i1"))
-
-
-def _sc_not(b, kind, ety, args, op):
-    return b.binary("arith.xori", args[0], b.const(True, "i1"), "i1")
-
-
-def _sc_where(b, kind, ety, args, op):
-    r = b.select(args[0], args[1], args[2], ety)
-    return r
-
-
-_OPS["not"].lower = lower_elementwise(_sc_not)
-_OPS["where"].lower = lower_elementwise(_sc_where)
-
-for _name in [*BINARY, *COMPARE, "and", "or", "where"]:
-    _OPS[_name].agree = broadcast_groups
-
-
-def _math(fname):
-    def f(b, kind, ety, args, op):
-        return b.unary(fname, args[0], ety)
-
-    return f
-
-
-def _sc_neg(b, kind, ety, args, op):
-    if kind == "f":
-        return b.unary("arith.negf", args[0], ety)
-    return b.binary("arith.subi", b.const(0, ety), args[0], ety)
-
-
-def _sc_abs(b, kind, ety, args, op):
-    return b.unary("math.absf" if kind == "f" else "math.absi", args[0], ety)
-
-
-def _sc_sign(b, kind, ety, args, op):
-    x = args[0]
-    zero, one, mone = b.const(0, ety), b.const(1, ety), b.const(-1, ety)
-    pos = b.cmp("ogt" if kind == "f" else "sgt", x, zero, ety)
-    neg = b.cmp("olt" if kind == "f" else "slt", x, zero, ety)
-    s2 = b.select(pos, one, b.select(neg, mone, zero, ety), ety)
-    if kind == "f":  # NaN stays NaN
-        return b.select(b.cmp("uno", x, x, ety), x, s2, ety)
-    return s2
-
-
-def _sc_relu(b, kind, ety, args, op):
-    zero = b.const(0, ety)
-    return b.binary("arith.maximumf" if kind == "f" else "arith.maxsi", args[0], zero, ety)
-
-
-def _sc_sigmoid(b, kind, ety, args, op):
-    one = b.const(1.0, ety)
-    e = b.unary("math.exp", b.unary("arith.negf", args[0], ety), ety)
-    return b.binary("arith.divf", one, b.binary("arith.addf", one, e, ety), ety)
-
-
-def _sc_gelu(b, kind, ety, args, op):
-    x = args[0]
-    c = b.const(float(np.sqrt(2.0 / np.pi)), ety)
-    k = b.const(0.044715, ety)
-    half, one = b.const(0.5, ety), b.const(1.0, ety)
-    x3 = b.binary("arith.mulf", b.binary("arith.mulf", x, x, ety), x, ety)
-    inner = b.binary("arith.mulf", c, b.binary("arith.addf", x, b.binary("arith.mulf", k, x3, ety), ety), ety)
-    t = b.unary("math.tanh", inner, ety)
-    return b.binary("arith.mulf", b.binary("arith.mulf", half, x, ety), b.binary("arith.addf", one, t, ety), ety)
-
-
-def _sc_softplus(b, kind, ety, args, op):
-    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), without overflow.
-    x = args[0]
-    zero = b.const(0.0, ety)
-    m = b.binary("arith.maximumf", x, zero, ety)
-    e = b.unary("math.exp", b.unary("arith.negf", b.unary("math.absf", x, ety), ety), ety)
-    return b.binary("arith.addf", m, b.unary("math.log1p", e, ety), ety)
-
-
-_UNARY_LOWER = {
-    "neg": _sc_neg, "exp": _math("math.exp"), "log": _math("math.log"), "log1p": _math("math.log1p"),
-    "sqrt": _math("math.sqrt"), "rsqrt": _math("math.rsqrt"), "abs": _sc_abs, "sign": _sc_sign,
-    "sin": _math("math.sin"), "cos": _math("math.cos"), "tanh": _math("math.tanh"), "sigmoid": _sc_sigmoid,
-    "relu": _sc_relu, "gelu": _sc_gelu, "softplus": _sc_softplus, "floor": _math("math.floor"),
-    "ceil": _math("math.ceil"), "round": _math("math.roundeven"),
-}
-for _name, _fn in _UNARY_LOWER.items():
-    _OPS[_name].lower = lower_elementwise(_fn)
-
-
-# ---------------------------------------------------------------- vjp facets
-# vjp(g, op, d) -> one adjoint per operand (None: no contribution), in the
-# result's (broadcast) shape; the autodiff pass sums broadcast axes away.
-def _vjp_unary(rule):
-    def vjp(g, op, d):
-        return [rule(g, op.operands[0], op.results[0], d)]
-    return vjp
-
-
-def _gelu_grad(g, x, y, d):
-    c = g.const(float(np.sqrt(2.0 / np.pi)), x)
-    k = g.const(0.044715, x)
-    half, one, three = g.const(0.5, x), g.const(1.0, x), g.const(3.0, x)
-    x2 = g.mul(x, x)
-    t = g.dg_op("tanh", [g.mul(c, g.add(x, g.mul(k, g.mul(x2, x))))])
-    dt = g.mul(g.sub(one, g.mul(t, t)), g.mul(c, g.add(one, g.mul(three, g.mul(k, x2)))))
-    return g.mul(d, g.add(g.mul(half, g.add(one, t)), g.mul(half, g.mul(x, dt))))
-
-
-_UNARY_VJPS = {
-    "neg": lambda g, x, y, d: g.neg(d),
-    "exp": lambda g, x, y, d: g.mul(d, y),
-    "log": lambda g, x, y, d: g.div(d, x),
-    "log1p": lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)),
-    "sqrt": lambda g, x, y, d: g.div(g.mul(d, g.const(0.5, x)), y),
-    "rsqrt": lambda g, x, y, d: g.mul(d, g.div(g.mul(g.const(-0.5, x), y), x)),
-    "tanh": lambda g, x, y, d: g.mul(d, g.sub(g.const(1.0, x), g.mul(y, y))),
-    "sigmoid": lambda g, x, y, d: g.mul(d, g.mul(y, g.sub(g.const(1.0, x), y))),
-    "relu": lambda g, x, y, d: g.where(g.dg_op("gt", [x, g.const(0.0, x)]), d, g.zeros_like(d)),
-    "abs": lambda g, x, y, d: g.mul(d, g.dg_op("sign", [x])),
-    "sin": lambda g, x, y, d: g.mul(d, g.dg_op("cos", [x])),
-    "cos": lambda g, x, y, d: g.neg(g.mul(d, g.dg_op("sin", [x]))),
-    "softplus": lambda g, x, y, d: g.mul(d, g.dg_op("sigmoid", [x])),
-    "gelu": _gelu_grad,
-    # piecewise constant: zero almost everywhere
-    "sign": lambda g, x, y, d: None, "floor": lambda g, x, y, d: None,
-    "ceil": lambda g, x, y, d: None, "round": lambda g, x, y, d: None,
-}
-for _n, _rule in _UNARY_VJPS.items():
-    _OPS[_n].vjp = _vjp_unary(_rule)
-
-
-def _vjp_div(g, op, d):
-    a, b = op.operands
-    y = op.results[0]
-    return [g.div(d, b), g.neg(g.div(g.mul(d, y), b))]
-
-
 def _vjp_pow(g, op, d):
     a, b = op.operands
     y = op.results[0]
@@ -619,6 +447,13 @@ def _vjp_pow(g, op, d):
     return [da, db]
 
 
+def _extremum(fop, iop):
+    def f(b, kind, ety, args, op):
+        return b.binary(fop if kind == "f" else iop.replace("si", "ui") if kind in "bu" else iop, args[0], args[1], ety)
+
+    return f
+
+
 def _vjp_extremum(pick):
     def vjp(g, op, d):
         a, b = op.operands
@@ -626,25 +461,53 @@ def _vjp_extremum(pick):
         tie = g.dg_op("eq", [a, b])
         half = g.mul(d, g.const(0.5, a))
         zero = g.zeros_like(d)
-        da = g.where(wins, d, g.where(tie, half, zero))
-        db = g.where(wins, zero, g.where(tie, half, d))
-        return [da, db]
+        return [g.where(wins, d, g.where(tie, half, zero)), g.where(wins, zero, g.where(tie, half, d))]
     return vjp
 
 
-def _vjp_mod(g, op, d):
-    a, b = op.operands
-    return [d, g.neg(g.mul(d, g.dg_op("floor", [g.div(a, b)])))]
+binary("add", np.add, _fi("arith.addf", "arith.addi"), lambda g, op, d: [d, d], "a + b")
+binary("sub", np.subtract, _fi("arith.subf", "arith.subi"), lambda g, op, d: [d, g.neg(d)], "a - b")
+binary("mul", np.multiply, _fi("arith.mulf", "arith.muli"),
+       lambda g, op, d: [g.mul(d, op.operands[1]), g.mul(d, op.operands[0])], "a * b")
+binary("div", lambda a, b: np.true_divide(a, b).astype(a.dtype, copy=False), _fi("arith.divf", "arith.divsi"),
+       lambda g, op, d: [g.div(d, op.operands[1]), g.neg(g.div(g.mul(d, op.results[0]), op.operands[1]))],
+       "a / b (float)", sample=_bin_sample(positive=True))
+binary("floordiv", np.floor_divide, _sc_floordiv, lambda g, op, d: [None, None], "a // b (floor)",
+       sample=_bin_sample(positive=True))
+binary("mod", np.mod, _sc_mod,
+       lambda g, op, d: [d, g.neg(g.mul(d, g.dg_op("floor", [g.div(*op.operands)])))],
+       "a % b (the sign of b, as Python)", sample=_bin_sample(positive=True))
+binary("pow", np.power, _sc_pow, _vjp_pow, "a ** b", sample=_bin_sample(positive=True))
+binary("maximum", np.maximum, _extremum("arith.maximumf", "arith.maxsi"), _vjp_extremum("gt"), "the larger")
+binary("minimum", np.minimum, _extremum("arith.minimumf", "arith.minsi"), _vjp_extremum("lt"), "the smaller")
+
+for _name, _impl in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+                     "eq": np.equal, "ne": np.not_equal}.items():
+    binary(_name, _impl, lambda b, kind, ety, args, op, p=_name: b.cmp(
+        _CMPF[p] if kind == "f" else int_predicate(_CMPI[p], kind), args[0], args[1], ety),
+        None, f"comparison ({_name})", infer=_bcast_bool, out_dtype_from=0)
+
+_bools = lambda rng: ([rng.standard_normal((3, 1)) > 0, rng.standard_normal((4,)) > 0], {})  # noqa: E731
+binary("and", np.logical_and, lambda b, k, e, a, op: b.binary("arith.andi", a[0], a[1], "i1"), None, "logical and",
+       infer=_bcast_bool, sample=_bools)
+binary("or", np.logical_or, lambda b, k, e, a, op: b.binary("arith.ori", a[0], a[1], "i1"), None, "logical or",
+       infer=_bcast_bool, sample=_bools)
 
 
-_OPS["add"].vjp = lambda g, op, d: [d, d]
-_OPS["sub"].vjp = lambda g, op, d: [d, g.neg(d)]
-_OPS["mul"].vjp = lambda g, op, d: [g.mul(d, op.operands[1]), g.mul(d, op.operands[0])]
-_OPS["div"].vjp = _vjp_div
-_OPS["pow"].vjp = _vjp_pow
-_OPS["maximum"].vjp = _vjp_extremum("gt")
-_OPS["minimum"].vjp = _vjp_extremum("lt")
-_OPS["mod"].vjp = _vjp_mod
-_OPS["floordiv"].vjp = lambda g, op, d: [None, None]
-_OPS["where"].vjp = lambda g, op, d: [None, g.where(op.operands[0], d, g.zeros_like(d)),
-                                     g.where(op.operands[0], g.zeros_like(d), d)]
+def _where_rule(types, **_):
+    c, a, b = types
+    if c.dtype != "bool":
+        raise ShapeError(f"where needs a bool condition, got {c}")
+    return TensorType(a.dtype, broadcast_shapes(c.shape, a.shape, b.shape))
+
+
+register(OpDef(
+    name="where", impl=np.where, nargs=3, infer=_where_rule, agree=broadcast_groups,
+    lower=lower_elementwise(lambda b, kind, ety, args, op: b.select(args[0], args[1], args[2], ety)),
+    vjp=lambda g, op, d: [None, g.where(op.operands[0], d, g.zeros_like(d)), g.where(op.operands[0], g.zeros_like(d), d)],
+    sample=lambda rng: ([rng.standard_normal((3, 1)) > 0,
+                         rng.standard_normal((3, 4)).astype(np.float32),
+                         rng.standard_normal((4,)).astype(np.float32)], {}),
+    doc="c ? a : b, element by element, the operands broadcast.\n\n    "
+        + example("where", "tensor<2x1xi1>, tensor<2x4xf32>, tensor<4xf32>", "tensor<2x4xf32>"),
+))

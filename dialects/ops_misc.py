@@ -12,7 +12,7 @@ import numpy as np
 from dg.core.types import ShapeError, TensorType, is_int
 
 from .builder import fail_if, host_call
-from .registry import OPS, OpDef, register
+from .registry import OpDef, register
 
 
 def format_value(v) -> str:
@@ -28,11 +28,20 @@ def _print(*vals, pieces=(), end=True):
     return " ".join(out)
 
 
+def _lower_print(b, op):
+    """A host call: the executor's console prints the same text as the interpreter's."""
+    host_call(b, op, "print", list(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True)))
+
+
 register(OpDef(
     name="print", impl=_print, nargs=None, nfixed=0, nresults=0, pure=False,
     attrs={"pieces": "strs", "end": "bool"},
     infer=lambda types, pieces=(), end=True: [],
-    doc='print: one op per value (at most one operand), pieces "\\0" marks the value; end closes the line',
+    doc="""Print: one op per value (at most one operand), its place among `pieces` marked "\\0"; `end`
+    closes the line.
+
+        "dg.print"(%x) {pieces = ["x =", "\\00"], end = true} : (tensor<3xf32>) -> ()""",
+    lower=_lower_print,
 ))
 
 
@@ -46,21 +55,50 @@ def _assert(c, msg=""):
     return bool(c)
 
 
+def failure_message(opname: str, msg: str) -> str:
+    """What a failed `assert` or `check` says (both modes)."""
+    if opname == "check":
+        return msg
+    return f"assertion failed{': ' + msg if msg else ''}"
+
+
+def _lower_assert(b, op):
+    c = b.extract(op.operands[0], op.types[0])
+    bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
+    fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or ""))
+
+
 register(OpDef(
     name="assert", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
-    infer=_assert_rule, doc="fail with msg (a located DgRuntimeError) when the condition is false",
+    infer=_assert_rule,
+    doc="""Fail with `msg` (a located DgRuntimeError) when the condition is false.
+
+        "dg.assert"(%c) {msg = "x must be positive"} : (tensor<i1>) -> ()""",
+    lower=_lower_assert,
 ))
 
 register(OpDef(
     name="check", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
-    infer=_assert_rule, doc="dg's own run-time check (a declared size, say): fail with msg when false",
+    infer=_assert_rule,
+    doc="""dg's own run-time check (of a declared size, say): fail with `msg` when the condition is false.
+
+        "dg.check"(%c) {msg = "the argument has the wrong size in axis 0"} : (tensor<i1>) -> ()""",
+    lower=_lower_assert,
 ))
+
+
+def _lower_breakpoint(b, op):
+    """A host call per variable; the last opens pdb with the values gathered so far."""
+    host_call(b, op, "breakpoint", op.attrs.get("name", ""), bool(op.attrs.get("last", True)), str(op.where))
 
 
 register(OpDef(
     name="breakpoint", impl=lambda *vals, name="", last=True: None, nargs=None, nfixed=0, nresults=0,
     pure=False, attrs={"name": "str", "last": "bool"}, infer=lambda types, name="", last=True: [],
-    doc="breakpoint(): one op per dg variable in scope (name, value); the last opens pdb with them all",
+    doc="""breakpoint(): one op per dg variable in scope (its name and value); the last opens pdb with them all.
+
+        "dg.breakpoint"(%x) {name = "x", last = true} : (tensor<3xf32>) -> ()""",
+    lower=_lower_breakpoint,
 ))
 
 
@@ -68,10 +106,17 @@ def _identity(x):
     return x
 
 
+def _lower_identity(b, op):
+    return op.operands[0]
+
+
 register(OpDef(
     name="stop_gradient", impl=_identity, infer=lambda types: types[0],
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {}),
-    doc="identity whose gradient is zero",
+    doc="""x, through which no gradient flows.
+
+        %y = "dg.stop_gradient"(%x) : (tensor<3xf32>) -> tensor<3xf32>""",
+    lower=_lower_identity,
 ))
 
 
@@ -82,13 +127,34 @@ def _scalar_int_rule(types):
     return TensorType("index", ())
 
 
+def _lower_to_index(b, op):
+    s = b.extract(op.operands[0], op.types[0])
+    r = b.fresh("i")
+    b.emit(f"{r} = arith.index_cast {s} : i64 to index")
+    return r
+
+
 register(OpDef(
     name="to_index", impl=int, infer=_scalar_int_rule,
-    doc="i64 scalar tensor -> index (for scf.for bounds)",
+    doc="""An i64 scalar as an index (the bounds of scf.for).
+
+        %n = "dg.to_index"(%x) : (tensor<i64>) -> index""",
+    lower=_lower_to_index,
 ))
+
+
+def _lower_from_index(b, op):
+    s = b.fresh("s")
+    b.emit(f"{s} = arith.index_cast {op.operands[0]} : index to i64")
+    return b.scalar_tensor(s, op.result_types[0])
+
+
 register(OpDef(
     name="from_index", impl=np.int64, infer=lambda types: TensorType("i64", ()),
-    doc="index -> i64 scalar tensor (an scf.for induction variable as a dg value)",
+    doc="""An index as an i64 scalar (scf.for's induction variable as a dg value).
+
+        %x = "dg.from_index"(%i) : (index) -> tensor<i64>""",
+    lower=_lower_from_index,
 ))
 
 
@@ -98,9 +164,16 @@ def _to_i1_rule(types):
     return TensorType("i1", ())
 
 
+def _lower_to_i1(b, op):
+    return b.extract(op.operands[0], op.types[0])
+
+
 register(OpDef(
     name="to_i1", impl=bool, infer=_to_i1_rule,
-    doc="bool scalar tensor -> i1 (for scf.if / scf.condition)",
+    doc="""A bool scalar as an i1 (the condition of scf.if and scf.condition).
+
+        %c = "dg.to_i1"(%x) : (tensor<i1>) -> i1""",
+    lower=_lower_to_i1,
 ))
 
 
@@ -108,31 +181,6 @@ def _range_len(a, b, s):
     if s == 0:
         raise ValueError("range() step cannot be zero")
     return max(0, -((a - b) // s)) if s > 0 else max(0, -((b - a) // -s))
-
-
-register(OpDef(
-    name="range_len", impl=lambda a, b, s: int(_range_len(int(a), int(b), int(s))), nargs=3,
-    infer=lambda types: TensorType("index", ()),
-    doc="the trip count of range(a, b, s) as an index (any sign of step)",
-))
-
-
-# ---------------------------------------------------------------- lowering facets
-def _lower_to_index(b, op):
-    s = b.extract(op.operands[0], op.types[0])
-    r = b.fresh("i")
-    b.emit(f"{r} = arith.index_cast {s} : i64 to index")
-    return r
-
-
-def _lower_from_index(b, op):
-    s = b.fresh("s")
-    b.emit(f"{s} = arith.index_cast {op.operands[0]} : index to i64")
-    return b.scalar_tensor(s, op.result_types[0])
-
-
-def _lower_to_i1(b, op):
-    return b.extract(op.operands[0], op.types[0])
 
 
 def _lower_range_len(b, op):
@@ -156,42 +204,11 @@ def _lower_range_len(b, op):
     return r
 
 
-def _lower_identity(b, op):
-    return op.operands[0]
+register(OpDef(
+    name="range_len", impl=lambda a, b, s: int(_range_len(int(a), int(b), int(s))), nargs=3,
+    infer=lambda types: TensorType("index", ()),
+    doc="""The trip count of range(a, b, s) as an index (either sign of the step; a step of 0 fails).
 
-
-OPS["to_index"].lower = _lower_to_index
-OPS["from_index"].lower = _lower_from_index
-OPS["to_i1"].lower = _lower_to_i1
-OPS["range_len"].lower = _lower_range_len
-OPS["stop_gradient"].lower = _lower_identity
-
-
-def failure_message(opname: str, msg: str) -> str:
-    """What a failed `assert` or `check` says (both modes)."""
-    if opname == "check":
-        return msg
-    return f"assertion failed{': ' + msg if msg else ''}"
-
-
-def _lower_assert(b, op):
-    c = b.extract(op.operands[0], op.types[0])
-    bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
-    fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or ""))
-
-
-OPS["assert"].lower = OPS["check"].lower = _lower_assert
-
-
-def _lower_print(b, op):
-    """A host call: the executor's console prints the same text as the interpreter's."""
-    host_call(b, op, "print", list(op.attrs.get("pieces", ())), bool(op.attrs.get("end", True)))
-
-
-def _lower_breakpoint(b, op):
-    """A host call per variable; the last opens pdb with the values gathered so far."""
-    host_call(b, op, "breakpoint", op.attrs.get("name", ""), bool(op.attrs.get("last", True)), str(op.where))
-
-
-OPS["print"].lower = _lower_print
-OPS["breakpoint"].lower = _lower_breakpoint
+        %n = "dg.range_len"(%a, %b, %s) : (tensor<i64>, tensor<i64>, tensor<i64>) -> index""",
+    lower=_lower_range_len,
+))

@@ -13,8 +13,10 @@ import numpy as np
 from dg.core.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
 
 from .builder import index_in_range, readable
-from .registry import OPS, OpDef, register
-from .ops_shape import DYN, _shape_from, _type_shape, truncate_float
+from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, map_generic
+from .ops_reduce import _drop_kept, count_of, lse_keep, max_keep, sum_keep
+from .ops_shape import DYN, _shape_from, _sizes_from, _type_shape, truncate_float
+from .registry import OpDef, register
 
 
 # ---------------------------------------------------------------- matmul
@@ -40,163 +42,6 @@ def _matmul(a, b):
     return np.matmul(a, b)
 
 
-register(OpDef(
-    name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)], {}),
-    doc="matrix product with NumPy's rules (1-D operands, batch broadcasting)",
-))
-
-
-def _outer_rule(types):
-    a, b = types
-    return TensorType(a.dtype, (a.shape[0] if a.rank else 1, b.shape[0] if b.rank else 1)) if a.rank <= 1 and b.rank <= 1 \
-        else TensorType(a.dtype, (Sym(), Sym()))
-
-
-def _outer(a, b):
-    return np.outer(a, b)
-
-
-register(OpDef(
-    name="outer", impl=_outer, nargs=2, infer=_outer_rule,
-    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32), rng.standard_normal((4,)).astype(np.float32)], {}),
-    doc="outer product of two vectors",
-))
-
-
-# ---------------------------------------------------------------- softmax family
-def _axis_rule(types, axis=-1):
-    t = types[0]
-    if not is_float(t.dtype):
-        raise ShapeError(f"needs a float tensor, got {t}")
-    if not 0 <= axis < t.rank:
-        raise ShapeError(f"axis {axis} is out of range for {t}")
-    return t
-
-
-def _softmax(x, axis=-1):
-    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # (an empty axis gives an empty result)
-    e = np.exp(x - m)
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
-def _log_softmax(x, axis=-1):
-    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
-    s = x - m
-    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
-
-
-for _name, _impl in {"softmax": _softmax, "log_softmax": _log_softmax}.items():
-    register(OpDef(
-        name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
-        sample=lambda rng: ([rng.standard_normal((3, 5)).astype(np.float32)], {"axis": 1}),
-        doc=f"{_name} along an axis",
-    ))
-
-
-def _ce_rule(types):
-    logits, labels = types
-    if not is_float(logits.dtype) or logits.rank != 2:
-        raise ShapeError(f"cross_entropy: logits must be a float [batch, classes] tensor, got {logits}")
-    if not is_int(labels.dtype) or labels.rank != 1:
-        raise ShapeError(f"cross_entropy: labels must be an integer [batch] tensor, got {labels}")
-    a, b = logits.shape[0], labels.shape[0]
-    if isinstance(a, int) and isinstance(b, int) and a != b:
-        raise ShapeError(f"cross_entropy: {a} rows of logits but {b} labels")
-    return TensorType(logits.dtype, ())
-
-
-def _cross_entropy(logits, labels):
-    n, c = logits.shape
-    if np.any((labels < 0) | (labels >= c)):
-        raise IndexError(f"cross_entropy: a label is outside [0, {c})")
-    if labels.shape[0] != n:
-        raise ValueError(f"cross_entropy: {n} rows of logits but {labels.shape[0]} labels")
-    lsm = _log_softmax(logits, axis=1)
-    return np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype)
-
-
-register(OpDef(
-    name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([0, 2, 1, 2])], {}),
-    doc="mean softmax cross-entropy of logits [N, C] against integer labels [N]",
-))
-
-
-# ---------------------------------------------------------------- random
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def splitmix64(z):
-    z = np.asarray(z, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = z + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
-def _key(seed):
-    return splitmix64(np.asarray(seed).astype(np.uint64))
-
-
-register(OpDef(
-    name="key", impl=_key, infer=lambda types: TensorType("u64", ()),
-    sample=lambda rng: ([np.int64(42)], {}), doc="a random key from an integer seed",
-))
-
-
-def _split(k):
-    return splitmix64(k ^ np.uint64(1)), splitmix64(k ^ np.uint64(2))
-
-
-register(OpDef(
-    name="split", impl=_split, nresults=2,
-    infer=lambda types: [TensorType("u64", ()), TensorType("u64", ())],
-    sample=lambda rng: ([np.uint64(7)], {}), doc="two independent keys from one",
-))
-
-
-def _bits(k, n):
-    with np.errstate(over="ignore"):
-        ctr = (np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN) + np.asarray(k, np.uint64)
-    return splitmix64(ctr)
-
-
-def uniform_bits(k, shape):
-    n = int(np.prod(shape, dtype=np.int64))
-    u = (_bits(k, n) >> np.uint64(40)).astype(np.float64) * (1.0 / (1 << 24))
-    return u.reshape(shape)
-
-
-def _rand_rule(types, shape=(), dtype=np.float32):
-    if types[0].dtype != "u64":
-        raise ShapeError(f"expected a key (from key(seed) or split), got {types[0]}")
-    return TensorType(dtype, _type_shape(shape))
-
-
-def _uniform(k, *dims, shape=(), dtype=np.float32):
-    return uniform_bits(k, _shape_from(shape, dims)).astype(np_dtype(dtype))
-
-
-def _normal(k, *dims, shape=(), dtype=np.float32):
-    sh = _shape_from(shape, dims)
-    k1, k2 = _split(k)
-    u1 = uniform_bits(k1, sh)
-    u2 = uniform_bits(k2, sh)
-    z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
-    return z.astype(np_dtype(dtype))
-
-
-for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
-    register(OpDef(
-        name=_name, impl=_impl, nargs=None, attrs={"shape": "ints", "dtype": "dtype"}, infer=_rand_rule,
-        sample=lambda rng: ([np.uint64(3), np.int64(4)], {"shape": (DYN, 2), "dtype": "f32"}),
-        doc=f"{_name} random numbers; operands: key, then one i64 per -2 in shape",
-    ))
-
-
-# ---------------------------------------------------------------- lowering facets
 def _batch_rank(types, out_t) -> int:
     return out_t.rank - sum(1 for t in types if t.rank >= 2)
 
@@ -212,23 +57,9 @@ def _batch_exprs(t, out_t, batch) -> list:
     return exprs
 
 
-def _batch_groups(types, out_t) -> tuple:
-    """The `agree` facet of matmul: per batch axis of the result, the operand axes on it that are
-    not declared 1."""
-    batch = _batch_rank(types, out_t)
-    exprs = [_batch_exprs(t, out_t, batch) for t in types]
-    groups = [[(n, j) for n, ex in enumerate(exprs) for j, e in enumerate(ex) if e == f"d{i}"]
-              for i in range(batch)]
-    from .ops_elementwise import BROADCAST_ONLY_DECLARED
-
-    return groups, f"matmul: batch sizes could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
-
-
 def _lower_matmul(b, op):
     """2-D x 2-D as linalg.matmul; other ranks as a linalg.generic contraction. Sizes the
     annotations leave unrelated (the inner sizes, the batch sizes) are checked at run time."""
-    from .ops_elementwise import agreeing_operands, contracted_operands
-
     vals, types = list(op.operands), list(op.types)
     at, ct = types
     out_t = op.result_types[0]
@@ -277,8 +108,53 @@ def _lower_matmul(b, op):
                      ", ".join(out_dims), its, body)
 
 
-OPS["matmul"].lower = _lower_matmul
-OPS["matmul"].agree = _batch_groups
+def _batch_groups(types, out_t) -> tuple:
+    """The `agree` facet of matmul: per batch axis of the result, the operand axes on it that are
+    not declared 1."""
+    batch = _batch_rank(types, out_t)
+    exprs = [_batch_exprs(t, out_t, batch) for t in types]
+    groups = [[(n, j) for n, ex in enumerate(exprs) for j, e in enumerate(ex) if e == f"d{i}"]
+              for i in range(batch)]
+    return groups, f"matmul: batch sizes could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
+
+
+def _vjp_matmul(g, op, d):
+    a, b = op.operands
+    if a.tt.rank == 1 and b.tt.rank == 1:  # dot product
+        return [g.mul(d, b), g.mul(d, a)]
+    if a.tt.rank == 1:  # [k] @ [..., k, n] -> [..., n]
+        da = g.dg_op("matmul", [b, g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])  # [..., k, 1]
+        da = g.dg_op("squeeze", [da], {"axes": (da.tt.rank - 1,)})
+        db = g.mul(g.dg_op("expand_dims", [a], {"axes": (1,)}), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank - 1,)}))
+        return [da, db]
+    if b.tt.rank == 1:  # [..., m, k] @ [k] -> [..., m]
+        da = g.mul(g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
+        db = g.dg_op("matmul", [g.transpose_last(a), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])
+        db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 1,)})
+        return [da, db]
+    return [g.dg_op("matmul", [d, g.transpose_last(b)]), g.dg_op("matmul", [g.transpose_last(a), d])]
+
+
+register(OpDef(
+    name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)], {}),
+    doc="""The matrix product with NumPy's rules (1-D operands, batch axes broadcast).
+
+        %y = "dg.matmul"(%a, %b) : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>""",
+    lower=_lower_matmul,
+    agree=_batch_groups,
+    vjp=_vjp_matmul,
+))
+
+
+def _outer_rule(types):
+    a, b = types
+    return TensorType(a.dtype, (a.shape[0] if a.rank else 1, b.shape[0] if b.rank else 1)) if a.rank <= 1 and b.rank <= 1 \
+        else TensorType(a.dtype, (Sym(), Sym()))
+
+
+def _outer(a, b):
+    return np.outer(a, b)
 
 
 def _lower_outer(b, op):
@@ -291,15 +167,47 @@ def _lower_outer(b, op):
                      lambda bb, a: bb.binary(mul, a[0], a[1], ety))
 
 
-OPS["outer"].lower = _lower_outer
+def _vjp_outer(g, op, d):
+    a, b = op.operands
+    return [g.dg_op("matmul", [d, b]), g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": (1, 0)}), a])]
+
+
+register(OpDef(
+    name="outer", impl=_outer, nargs=2, infer=_outer_rule,
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32), rng.standard_normal((4,)).astype(np.float32)], {}),
+    doc="""The outer product of two vectors.
+
+        %y = "dg.outer"(%a, %b) : (tensor<2xf32>, tensor<3xf32>) -> tensor<2x3xf32>""",
+    lower=_lower_outer,
+    vjp=_vjp_outer,
+))
+
+
+# ---------------------------------------------------------------- softmax family
+def _axis_rule(types, axis=-1):
+    t = types[0]
+    if not is_float(t.dtype):
+        raise ShapeError(f"needs a float tensor, got {t}")
+    if not 0 <= axis < t.rank:
+        raise ShapeError(f"axis {axis} is out of range for {t}")
+    return t
+
+
+def _softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # (an empty axis gives an empty result)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    s = x - m
+    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
 
 
 def _lower_softmax_family(log):
     def lower(b, op):
         """exp(x - m) / sum(exp(x - m)), or (x - m) - log(sum(exp(x - m))), with m the max."""
-        from .ops_elementwise import map_generic
-        from .ops_reduce import max_keep, sum_keep
-
         x, xt = op.operands[0], op.types[0]
         ety = xt.element
         axes = (op.attrs["axis"],)
@@ -315,12 +223,55 @@ def _lower_softmax_family(log):
     return lower
 
 
+def _vjp_softmax(g, op, d):
+    y = op.results[0]
+    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
+    s = g.dg_op("sum", [g.mul(d, y)], {"axes": (axis,), "keepdims": True})
+    return [g.mul(y, g.sub(d, s))]
+
+
+def _vjp_log_softmax(g, op, d):
+    y = op.results[0]
+    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
+    s = g.dg_op("sum", [d], {"axes": (axis,), "keepdims": True})
+    return [g.sub(d, g.mul(g.dg_op("exp", [y]), s))]
+
+
+for _name, _impl, _vjp in [("softmax", _softmax, _vjp_softmax), ("log_softmax", _log_softmax, _vjp_log_softmax)]:
+    register(OpDef(
+        name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
+        lower=_lower_softmax_family(_name == "log_softmax"), vjp=_vjp,
+        sample=lambda rng: ([rng.standard_normal((3, 5)).astype(np.float32)], {"axis": 1}),
+        doc=f"""{_name} along `axis`, computed from x - max(x) (no overflow).
+
+        %y = "dg.{_name}"(%x) {{axis = 1 : i64}} : (tensor<2x5xf32>) -> tensor<2x5xf32>""",
+    ))
+
+
+def _ce_rule(types):
+    logits, labels = types
+    if not is_float(logits.dtype) or logits.rank != 2:
+        raise ShapeError(f"cross_entropy: logits must be a float [batch, classes] tensor, got {logits}")
+    if not is_int(labels.dtype) or labels.rank != 1:
+        raise ShapeError(f"cross_entropy: labels must be an integer [batch] tensor, got {labels}")
+    a, b = logits.shape[0], labels.shape[0]
+    if isinstance(a, int) and isinstance(b, int) and a != b:
+        raise ShapeError(f"cross_entropy: {a} rows of logits but {b} labels")
+    return TensorType(logits.dtype, ())
+
+
+def _cross_entropy(logits, labels):
+    n, c = logits.shape
+    if np.any((labels < 0) | (labels >= c)):
+        raise IndexError(f"cross_entropy: a label is outside [0, {c})")
+    if labels.shape[0] != n:
+        raise ValueError(f"cross_entropy: {n} rows of logits but {labels.shape[0]} labels")
+    lsm = _log_softmax(logits, axis=1)
+    return np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype)
+
+
 def _lower_cross_entropy(b, op):
     """mean over rows of lse(logits[i]) - logits[i, labels[i]]; labels checked in range."""
-    from dg.core.types import TensorType
-    from .ops_elementwise import map_generic
-    from .ops_reduce import count_of, lse_keep, sum_keep
-
     (x, xt), (y, yt) = zip(op.operands, op.types)
     ety = xt.element
     lse, kt = lse_keep(b, x, xt, (1,))  # [N, 1]
@@ -337,9 +288,6 @@ def _lower_cross_entropy(b, op):
         bb.emit(f"{v} = tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}")
         return bb.binary("arith.subf", a[0], v, ety)
 
-    lse_rows = b.fresh("rs")
-    from .ops_reduce import _drop_kept
-
     lse_rows = _drop_kept(b, lse, kt, rows_t, (1,))
     losses = map_generic(b, rows_t, [(lse_rows, rows_t), (y, yt)], picked)
     total, tt = sum_keep(b, losses, rows_t, (0,))
@@ -349,9 +297,36 @@ def _lower_cross_entropy(b, op):
     return map_generic(b, out_t, [(scalar, out_t)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
 
 
-OPS["softmax"].lower = _lower_softmax_family(False)
-OPS["log_softmax"].lower = _lower_softmax_family(True)
-OPS["cross_entropy"].lower = _lower_cross_entropy
+def _vjp_cross_entropy(g, op, d):
+    logits, labels = op.operands
+    p = g.dg_op("softmax", [logits], {"axis": 1})
+    oh = g.onehot(labels, logits, 1)
+    n = g.dg_op("cast", [g.dim(logits, 0)], {"dtype": logits.tt.dtype})
+    return [g.mul(g.sub(p, oh), g.div(d, n)), None]
+
+
+register(OpDef(
+    name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([0, 2, 1, 2])], {}),
+    doc="""The mean softmax cross-entropy of logits [N, C] against integer labels [N].
+
+        %y = "dg.cross_entropy"(%x, %t) : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>""",
+    lower=_lower_cross_entropy,
+    vjp=_vjp_cross_entropy,
+))
+
+
+# ---------------------------------------------------------------- random
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def splitmix64(z):
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = z + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 def _i64(v: int) -> int:
@@ -370,19 +345,79 @@ def splitmix_ir(b, z):
     return shr_xor(z, 31)
 
 
-def _lower_key(b, op):
-    s = b.extract(op.operands[0], op.types[0])
-    return b.scalar_tensor(splitmix_ir(b, s), op.result_types[0])
-
-
 def split_ir(b, k):
     return (splitmix_ir(b, b.binary("arith.xori", k, b.const(1, "i64"), "i64")),
             splitmix_ir(b, b.binary("arith.xori", k, b.const(2, "i64"), "i64")))
 
 
+def _key(seed):
+    return splitmix64(np.asarray(seed).astype(np.uint64))
+
+
+def _lower_key(b, op):
+    s = b.extract(op.operands[0], op.types[0])
+    return b.scalar_tensor(splitmix_ir(b, s), op.result_types[0])
+
+
+register(OpDef(
+    name="key", impl=_key, infer=lambda types: TensorType("u64", ()),
+    sample=lambda rng: ([np.int64(42)], {}),
+    doc="""A random key (u64, an i64 in MLIR) from an integer seed.
+
+        %k = "dg.key"(%s) : (tensor<i64>) -> tensor<i64>""",
+    lower=_lower_key,
+))
+
+
+def _split(k):
+    return splitmix64(k ^ np.uint64(1)), splitmix64(k ^ np.uint64(2))
+
+
 def _lower_split(b, op):
     k = b.extract(op.operands[0], op.types[0])
     return [b.scalar_tensor(v, t) for v, t in zip(split_ir(b, k), op.result_types)]
+
+
+register(OpDef(
+    name="split", impl=_split, nresults=2,
+    infer=lambda types: [TensorType("u64", ()), TensorType("u64", ())],
+    sample=lambda rng: ([np.uint64(7)], {}),
+    doc="""Two independent keys from one.
+
+        %k:2 = "dg.split"(%k0) : (tensor<i64>) -> (tensor<i64>, tensor<i64>)""",
+    lower=_lower_split,
+))
+
+
+def _bits(k, n):
+    with np.errstate(over="ignore"):
+        ctr = (np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN) + np.asarray(k, np.uint64)
+    return splitmix64(ctr)
+
+
+def uniform_bits(k, shape):
+    n = int(np.prod(shape, dtype=np.int64))
+    u = (_bits(k, n) >> np.uint64(40)).astype(np.float64) * (1.0 / (1 << 24))
+    return u.reshape(shape)
+
+
+def _rand_rule(types, shape=(), dtype=np.float32):
+    if types[0].dtype != "u64":
+        raise ShapeError(f"expected a key (from key(seed) or split), got {types[0]}")
+    return TensorType(dtype, _type_shape(shape))
+
+
+def _uniform(k, *dims, shape=(), dtype=np.float32):
+    return uniform_bits(k, _shape_from(shape, dims)).astype(np_dtype(dtype))
+
+
+def _normal(k, *dims, shape=(), dtype=np.float32):
+    sh = _shape_from(shape, dims)
+    k1, k2 = _split(k)
+    u1 = uniform_bits(k1, sh)
+    u2 = uniform_bits(k2, sh)
+    z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+    return z.astype(np_dtype(dtype))
 
 
 def _uniform_f64(bb, key, flat_i64):
@@ -395,8 +430,6 @@ def _uniform_f64(bb, key, flat_i64):
 
 def _lower_random(normal):
     def lower(b, op):
-        from .ops_shape import _sizes_from
-
         out_t = op.result_types[0]
         ety = out_t.element
         key = b.extract(op.operands[0], op.types[0])
@@ -434,59 +467,13 @@ def _lower_random(normal):
     return lower
 
 
-OPS["key"].lower = _lower_key
-OPS["split"].lower = _lower_split
-OPS["uniform"].lower = _lower_random(False)
-OPS["normal"].lower = _lower_random(True)
+for _name, _impl in {"uniform": _uniform, "normal": _normal}.items():
+    register(OpDef(
+        name=_name, impl=_impl, nargs=None, attrs={"shape": "ints", "dtype": "dtype"}, infer=_rand_rule,
+        lower=_lower_random(_name == "normal"),
+        sample=lambda rng: ([np.uint64(3), np.int64(4)], {"shape": (DYN, 2), "dtype": "f32"}),
+        doc=f"""{_name} random numbers of `shape` from a key; operands: the key, then one i64 scalar per -2
+    in shape.
 
-
-# ---------------------------------------------------------------- vjp facets
-def _vjp_matmul(g, op, d):
-    a, b = op.operands
-    if a.tt.rank == 1 and b.tt.rank == 1:  # dot product
-        return [g.mul(d, b), g.mul(d, a)]
-    if a.tt.rank == 1:  # [k] @ [..., k, n] -> [..., n]
-        da = g.dg_op("matmul", [b, g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])  # [..., k, 1]
-        da = g.dg_op("squeeze", [da], {"axes": (da.tt.rank - 1,)})
-        db = g.mul(g.dg_op("expand_dims", [a], {"axes": (1,)}), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank - 1,)}))
-        return [da, db]
-    if b.tt.rank == 1:  # [..., m, k] @ [k] -> [..., m]
-        da = g.mul(g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
-        db = g.dg_op("matmul", [g.transpose_last(a), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])
-        db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 1,)})
-        return [da, db]
-    return [g.dg_op("matmul", [d, g.transpose_last(b)]), g.dg_op("matmul", [g.transpose_last(a), d])]
-
-
-def _vjp_outer(g, op, d):
-    a, b = op.operands
-    return [g.dg_op("matmul", [d, b]), g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": (1, 0)}), a])]
-
-
-def _vjp_softmax(g, op, d):
-    y = op.results[0]
-    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
-    s = g.dg_op("sum", [g.mul(d, y)], {"axes": (axis,), "keepdims": True})
-    return [g.mul(y, g.sub(d, s))]
-
-
-def _vjp_log_softmax(g, op, d):
-    y = op.results[0]
-    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
-    s = g.dg_op("sum", [d], {"axes": (axis,), "keepdims": True})
-    return [g.sub(d, g.mul(g.dg_op("exp", [y]), s))]
-
-
-def _vjp_cross_entropy(g, op, d):
-    logits, labels = op.operands
-    p = g.dg_op("softmax", [logits], {"axis": 1})
-    oh = g.onehot(labels, logits, 1)
-    n = g.dg_op("cast", [g.dim(logits, 0)], {"dtype": logits.tt.dtype})
-    return [g.mul(g.sub(p, oh), g.div(d, n)), None]
-
-
-OPS["matmul"].vjp = _vjp_matmul
-OPS["outer"].vjp = _vjp_outer
-OPS["softmax"].vjp = _vjp_softmax
-OPS["log_softmax"].vjp = _vjp_log_softmax
-OPS["cross_entropy"].vjp = _vjp_cross_entropy
+        %y = "dg.{_name}"(%k, %n) {{shape = array<i64: -2, 2>, dtype = f32}} : (tensor<i64>, tensor<i64>) -> tensor<?x2xf32>""",
+    ))

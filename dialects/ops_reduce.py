@@ -2,125 +2,29 @@
 
 The emitter turns `axis=None` into every axis, so an empty `axes` reduces
 nothing. `argmax`/`argmin` reduce over at most one axis (all axes means the
-flattened index) and give `i64`.
+flattened index) and give `i64`. The lowering of a reduction is a
+`linalg.generic` with reduction iterators (`reduce_generic`); the pieces that
+other ops' lowerings reuse (softmax, cross-entropy) come first.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dg.core.types import ShapeError, TensorType, is_float
+from dg.core.types import DTYPES, ShapeError, TensorType, is_float
 
 from .builder import fail_if
-from .registry import OPS, OpDef, register
+from .ops_elementwise import int_predicate, map_generic, out_sizes
+from .ops_shape import squeeze_generic
+from .registry import OpDef, example, register
 
 
-def _reduced_shape(t: TensorType, axes, keepdims):
-    for a in axes:
-        if not 0 <= a < t.rank:
-            raise ShapeError(f"axis {a} is out of range for {t}")
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(t.shape))
-    return tuple(d for i, d in enumerate(t.shape) if i not in axes)
-
-
-def _rule(float_only=False, out_dtype=None):
-    def rule(types, axes=(), keepdims=False):
-        t = types[0]
-        if float_only and not is_float(t.dtype):
-            raise ShapeError(f"needs a float tensor, got {t}")
-        return TensorType(out_dtype or t.dtype, _reduced_shape(t, axes, keepdims))
-
-    return rule
-
-
-def _sample(rng):
-    return [rng.standard_normal((2, 3, 4)).astype(np.float32)], {"axes": (0, 2), "keepdims": False}
-
-
-def _red(fn):
-    def impl(x, axes=(), keepdims=False):
-        r = fn(x, axis=tuple(axes), keepdims=keepdims)
-        return np.asarray(r, dtype=x.dtype) if not isinstance(r, np.ndarray) or r.dtype != x.dtype else r
-
-    return impl
-
-
-def _logsumexp(x, axis, keepdims):
-    if x.size == 0:
-        return np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))
-    s = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
-    return s if keepdims else np.squeeze(s, axis=axis)
-
-
-def _var(x, axis, keepdims):
-    return np.var(x, axis=axis, keepdims=keepdims)
-
-
-def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-
-
-def _prod(x, axis, keepdims):
-    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-
-
-REDUCTIONS = {
-    "sum": (_sum, False),
-    "mean": (np.mean, True),
-    "max": (np.max, False),
-    "min": (np.min, False),
-    "prod": (_prod, False),
-    "logsumexp": (_logsumexp, True),
-    "var": (_var, True),
-}
-for _name, (_fn, _fonly) in REDUCTIONS.items():
-    register(OpDef(
-        name=_name, impl=_red(_fn), nargs=1,
-        attrs={"axes": "ints", "keepdims": "bool"}, defaults={"keepdims": False},
-        infer=_rule(float_only=_fonly), sample=_sample, doc=f"{_name} over axes",
-    ))
-
-
-def _arg(fn):
-    def impl(x, axes=(), keepdims=False):
-        if len(axes) == x.ndim and x.ndim != 1:
-            r = fn(x.reshape(-1))
-            if keepdims:
-                r = np.reshape(r, (1,) * x.ndim)
-            return np.asarray(r, dtype=np.int64)
-        return np.asarray(fn(x, axis=axes[0], keepdims=keepdims), dtype=np.int64)
-
-    return impl
-
-
-def _arg_rule(types, axes=(), keepdims=False):
-    t = types[0]
-    if len(axes) > 1 and len(axes) != t.rank:
-        raise ShapeError("argmax/argmin take one axis or None")
-    return TensorType("i64", _reduced_shape(t, axes, keepdims))
-
-
-for _name, _fn in {"argmax": np.argmax, "argmin": np.argmin}.items():
-    register(OpDef(
-        name=_name, impl=_arg(_fn), nargs=1,
-        attrs={"axes": "ints", "keepdims": "bool"}, defaults={"keepdims": False},
-        infer=_arg_rule,
-        sample=lambda rng: ([rng.standard_normal((3, 4)).astype(np.float32)], {"axes": (1,), "keepdims": False}),
-        doc=f"{_name} over one axis, or over the flattened tensor",
-    ))
-
-
-# ---------------------------------------------------------------- lowering facets
+# ---------------------------------------------------------------- reductions as generics, shared by lowerings
 def reduce_generic(b, x, xt, axes, keepdims, out_t, init_scalar, combine):
     """A linalg.generic reducing `axes` of x into out_t (filled with init_scalar first). With no
     axes (a 0-d x), an elementwise map: a generic that reads its own output under parallel
     iterators is a reduction in disguise, which elementwise fusion repeated for every element of
     the consumer it was fused into."""
     if not axes:
-        from .ops_elementwise import map_generic
-
         return map_generic(b, out_t, [(x, xt)], lambda bb, a: combine(bb, a[0], init_scalar))
     R = xt.rank
     sizes = []
@@ -172,15 +76,89 @@ def _fail_if_empty(b, x, xt, axes, message: str) -> None:
     fail_if(b, empty, message)
 
 
+def _keep_type(t, axes):
+    return TensorType(t.dtype, tuple(1 if i in axes else d for i, d in enumerate(t.shape)))
+
+
+def _drop_kept(b, r, kept_t, out_t, axes):
+    """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
+    if kept_t.rank == out_t.rank:  # keepdims (the result's sizes may be named otherwise)
+        return r
+    return squeeze_generic(b, r, kept_t, out_t, set(axes))
+
+
+def max_keep(b, x, xt, axes):
+    ety = xt.element
+    kt = _keep_type(xt, axes)
+    init = b.const(float("-inf"), ety)
+    return reduce_generic(b, x, xt, axes, True, kt, init,
+                          lambda bb, a, o: bb.binary("arith.maximumf", a, o, ety)), kt
+
+
+def sum_keep(b, x, xt, axes):
+    ety = xt.element
+    kt = _keep_type(xt, axes)
+    return reduce_generic(b, x, xt, axes, True, kt, b.const(0.0, ety),
+                          lambda bb, a, o: bb.binary("arith.addf", a, o, ety)), kt
+
+
+def lse_keep(b, x, xt, axes):
+    """log(sum(exp(x - m))) + m over axes, with keepdims (m the max, finite-guarded)."""
+    ety = xt.element
+    m, kt = max_keep(b, x, xt, axes)
+    zero = b.const(0.0, ety)
+
+    def finite(bb, a):
+        inf = bb.const(float("inf"), ety)
+        isfin = bb.cmp("one", bb.unary("math.absf", a[0], ety), inf, ety)
+        return bb.select(isfin, a[0], zero, ety)
+
+    mf = map_generic(b, kt, [(m, kt)], finite)
+    e = map_generic(b, xt, [(x, xt), (mf, kt)],
+                    lambda bb, a: bb.unary("math.exp", bb.binary("arith.subf", a[0], a[1], ety), ety))
+    s, _ = sum_keep(b, e, xt, axes)
+    return map_generic(b, kt, [(s, kt), (mf, kt)],
+                       lambda bb, a: bb.binary("arith.addf", bb.unary("math.log", a[0], ety), a[1], ety)), kt
+
+
+
+# ---------------------------------------------------------------- sum, mean, prod, max, min
+def _reduced_shape(t: TensorType, axes, keepdims):
+    for a in axes:
+        if not 0 <= a < t.rank:
+            raise ShapeError(f"axis {a} is out of range for {t}")
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(t.shape))
+    return tuple(d for i, d in enumerate(t.shape) if i not in axes)
+
+
+def _rule(float_only=False, out_dtype=None):
+    def rule(types, axes=(), keepdims=False):
+        t = types[0]
+        if float_only and not is_float(t.dtype):
+            raise ShapeError(f"needs a float tensor, got {t}")
+        return TensorType(out_dtype or t.dtype, _reduced_shape(t, axes, keepdims))
+
+    return rule
+
+
+def _sample(rng):
+    return [rng.standard_normal((2, 3, 4)).astype(np.float32)], {"axes": (0, 2), "keepdims": False}
+
+
+def _red(fn):
+    def impl(x, axes=(), keepdims=False):
+        r = fn(x, axis=tuple(axes), keepdims=keepdims)
+        return np.asarray(r, dtype=x.dtype) if not isinstance(r, np.ndarray) or r.dtype != x.dtype else r
+
+    return impl
+
+
 def _lower_reduce(kind):
     def lower(b, op):
         x, xt, out_t = op.operands[0], op.types[0], op.result_types[0]
         axes, keep = tuple(op.attrs.get("axes", ())), op.attrs.get("keepdims", False)
         if kind in ("sum", "mean") and xt.dtype == "f16":  # as NumPy: added up in f32, rounded once
-            from dg.core.types import TensorType
-
-            from .ops_elementwise import map_generic
-
             wide_in, wide_out = TensorType("f32", xt.shape), TensorType("f32", out_t.shape)
             x = map_generic(b, wide_in, [(x, xt)], lambda bb, a: bb.unary("arith.extf", a[0], "f16 to f32"))
             r = reduce(b, x, wide_in, axes, keep, wide_out)
@@ -215,8 +193,6 @@ def _lower_reduce(kind):
         if kind != "mean":
             return r
         n = count_of(b, x, xt, axes, ety)
-        from .ops_elementwise import out_sizes
-
         sizes = out_sizes(b, [r], [out_t], out_t)
         e = b.empty(out_t, sizes)
         omap = ", ".join(f"d{i}" for i in range(out_t.rank))
@@ -226,165 +202,6 @@ def _lower_reduce(kind):
     return lower
 
 
-for _k in ("sum", "mean", "prod", "max", "min"):
-    OPS[_k].lower = _lower_reduce(_k)
-
-
-def _keep_type(t, axes):
-    from dg.core.types import TensorType
-
-    return TensorType(t.dtype, tuple(1 if i in axes else d for i, d in enumerate(t.shape)))
-
-
-def _drop_kept(b, r, kept_t, out_t, axes):
-    """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
-    if kept_t.rank == out_t.rank:  # keepdims (the result's sizes may be named otherwise)
-        return r
-    from .ops_shape import squeeze_generic
-
-    return squeeze_generic(b, r, kept_t, out_t, set(axes))
-
-
-def max_keep(b, x, xt, axes):
-    ety = xt.element
-    kt = _keep_type(xt, axes)
-    init = b.const(float("-inf"), ety)
-    return reduce_generic(b, x, xt, axes, True, kt, init,
-                          lambda bb, a, o: bb.binary("arith.maximumf", a, o, ety)), kt
-
-
-def sum_keep(b, x, xt, axes):
-    ety = xt.element
-    kt = _keep_type(xt, axes)
-    return reduce_generic(b, x, xt, axes, True, kt, b.const(0.0, ety),
-                          lambda bb, a, o: bb.binary("arith.addf", a, o, ety)), kt
-
-
-def lse_keep(b, x, xt, axes):
-    """log(sum(exp(x - m))) + m over axes, with keepdims (m the max, finite-guarded)."""
-    from .ops_elementwise import map_generic
-
-    ety = xt.element
-    m, kt = max_keep(b, x, xt, axes)
-    zero = b.const(0.0, ety)
-
-    def finite(bb, a):
-        inf = bb.const(float("inf"), ety)
-        isfin = bb.cmp("one", bb.unary("math.absf", a[0], ety), inf, ety)
-        return bb.select(isfin, a[0], zero, ety)
-
-    mf = map_generic(b, kt, [(m, kt)], finite)
-    e = map_generic(b, xt, [(x, xt), (mf, kt)],
-                    lambda bb, a: bb.unary("math.exp", bb.binary("arith.subf", a[0], a[1], ety), ety))
-    s, _ = sum_keep(b, e, xt, axes)
-    return map_generic(b, kt, [(s, kt), (mf, kt)],
-                       lambda bb, a: bb.binary("arith.addf", bb.unary("math.log", a[0], ety), a[1], ety)), kt
-
-
-def _lower_logsumexp(b, op):
-    x, xt = op.operands[0], op.types[0]
-    axes = tuple(op.attrs.get("axes", ()))
-    r, kt = lse_keep(b, x, xt, axes)
-    return _drop_kept(b, r, kt, op.result_types[0], axes)
-
-
-def _lower_var(b, op):
-    from .ops_elementwise import map_generic
-
-    x, xt = op.operands[0], op.types[0]
-    axes = tuple(op.attrs.get("axes", ()))
-    ety = xt.element
-    n = count_of(b, x, xt, axes, ety)
-    s, kt = sum_keep(b, x, xt, axes)
-    mean = map_generic(b, kt, [(s, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
-
-    def sq(bb, a):
-        d = bb.binary("arith.subf", a[0], a[1], ety)
-        return bb.binary("arith.mulf", d, d, ety)
-
-    d2 = map_generic(b, xt, [(x, xt), (mean, kt)], sq)
-    ss, _ = sum_keep(b, d2, xt, axes)
-    v = map_generic(b, kt, [(ss, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
-    return _drop_kept(b, v, kt, op.result_types[0], axes)
-
-
-def _lower_arg(is_max):
-    def lower(b, op):
-        """Index of the first max (min) over one axis, or over the flattened tensor."""
-        from dg.core.types import DTYPES
-        from .ops_elementwise import int_predicate
-
-        x, xt = op.operands[0], op.types[0]
-        out_t = op.result_types[0]
-        axes = tuple(op.attrs.get("axes", ()))
-        keep = op.attrs.get("keepdims", False)
-        ety = xt.element
-        isf = ety.startswith("f") or ety == "bf16"
-        R = xt.rank
-        # Two outputs: the best value so far and its (flat) index.
-        kt = _keep_type(xt, axes)
-        vt = kt
-        from dg.core.types import TensorType
-
-        it = TensorType("i64", kt.shape)
-        sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
-        _fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
-        worst = float("-inf") if is_max else float("inf")
-        if not isf:
-            worst = _int_limits(ety)[0 if is_max else 1]
-        vinit = b.fill(vt, sizes, b.const(worst, ety))
-        iinit = b.fill(it, sizes, b.const(-1, "i64"))
-        in_map = ", ".join(f"d{i}" for i in range(R))
-        out_map = ", ".join("0" if i in axes else f"d{i}" for i in range(R))
-        dims = ", ".join(f"d{i}" for i in range(R))
-        its = ", ".join('"reduction"' if i in axes else '"parallel"' for i in range(R))
-        strides = []
-        for i in axes:  # row-major flat index over the reduced axes
-            s = b.const(1, "index")
-            for j in axes:
-                if j > i:
-                    s = b.binary("arith.muli", s, b.dim(x, xt, j), "index")
-            strides.append((i, s))
-        r = b.fresh("am")
-        b.emit(f"{r}:2 = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({in_map})>, "
-               f"affine_map<({dims}) -> ({out_map})>, affine_map<({dims}) -> ({out_map})>], iterator_types = [{its}]}} "
-               f"ins({x} : {xt.mlir()}) outs({vinit}, {iinit} : {vt.mlir()}, {it.mlir()}) {{")
-        a, bv, bi = b.fresh("a"), b.fresh("o"), b.fresh("o")
-        b.lines.append(" " * b.indent + f"^bb0({a}: {ety}, {bv}: {ety}, {bi}: i64):")
-        b.indent += 2
-        flat = b.const(0, "index")
-        for i, s in strides:
-            li = b.fresh("li")
-            b.emit(f"{li} = linalg.index {i} : index")
-            flat = b.binary("arith.addi", flat, b.binary("arith.muli", li, s, "index"), "index")
-        fi = b.fresh("x")
-        b.emit(f"{fi} = arith.index_cast {flat} : index to i64")
-        pred = ("ogt" if is_max else "olt") if isf else int_predicate("sgt" if is_max else "slt", DTYPES[xt.dtype][2])
-        better = b.cmp(pred, a, bv, ety)
-        if isf:  # NaN wins, as in NumPy; the first one is kept
-            nan_new = b.cmp("uno", a, a, ety)
-            nan_old = b.cmp("uno", bv, bv, ety)
-            better = b.binary("arith.andi", b.binary("arith.ori", better, nan_new, "i1"),
-                              b.binary("arith.xori", nan_old, b.const(True, "i1"), "i1"), "i1")
-        first = b.cmp("slt", bi, b.const(0, "i64"), "i64")
-        take = b.binary("arith.ori", better, first, "i1")
-        nv = b.select(take, a, bv, ety)
-        ni = b.select(take, fi, bi, "i64")
-        b.emit(f"linalg.yield {nv}, {ni} : {ety}, i64")
-        b.indent -= 2
-        b.lines.append(" " * b.indent + f"}} -> ({vt.mlir()}, {it.mlir()}) {b.loc}")
-        return _drop_kept(b, f"{r}#1", it, out_t, axes) if not keep else f"{r}#1"
-
-    return lower
-
-
-OPS["logsumexp"].lower = _lower_logsumexp
-OPS["var"].lower = _lower_var
-OPS["argmax"].lower = _lower_arg(True)
-OPS["argmin"].lower = _lower_arg(False)
-
-
-# ---------------------------------------------------------------- vjp facets
 def _vjp_sum(g, op, d):
     x, = op.operands
     return [g.unreduce(d, x, op.attrs.get("axes", ()), op.attrs.get("keepdims", False))]
@@ -422,11 +239,76 @@ def _vjp_prod(g, op, d):
     return [g.mul(g.unreduce(d, x, axes, keep), g.where(is0, at_zero, at_nonzero))]
 
 
+def _sum(x, axis, keepdims):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _prod(x, axis, keepdims):
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def reduction(name: str, fn, vjp, summary: str, float_only: bool = False, lower=None) -> None:
+    """One reduction: NumPy's `fn(x, axis, keepdims)`, its VJP, its lowering (a generic combining
+    with one operation, `_lower_reduce`, unless given)."""
+    register(OpDef(
+        name=name, impl=_red(fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"},
+        infer=_rule(float_only=float_only), lower=lower or _lower_reduce(name), vjp=vjp, sample=_sample,
+        doc=f"{summary} over `axes`.\n\n    " + example(name, "tensor<2x3xf32>", "tensor<3xf32>",
+                                                        "axes = array<i64: 0>, keepdims = false"),
+    ))
+
+
+reduction("sum", _sum, _vjp_sum, "The sum")
+reduction("mean", np.mean, _vjp_mean, "The mean", float_only=True)
+reduction("max", np.max, _vjp_extremum, "The largest element")
+reduction("min", np.min, _vjp_extremum, "The smallest element")
+reduction("prod", _prod, _vjp_prod, "The product")
+
+
+# ---------------------------------------------------------------- logsumexp, var
+def _logsumexp(x, axis, keepdims):
+    if x.size == 0:
+        return np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))
+    s = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return s if keepdims else np.squeeze(s, axis=axis)
+
+
+def _lower_logsumexp(b, op):
+    x, xt = op.operands[0], op.types[0]
+    axes = tuple(op.attrs.get("axes", ()))
+    r, kt = lse_keep(b, x, xt, axes)
+    return _drop_kept(b, r, kt, op.result_types[0], axes)
+
+
 def _vjp_logsumexp(g, op, d):
     x, = op.operands
     axes, keep = op.attrs.get("axes", ()), op.attrs.get("keepdims", False)
     p = g.dg_op("exp", [g.sub(x, g.unreduce(op.results[0], x, axes, keep))])
     return [g.mul(g.unreduce(d, x, axes, keep), p)]
+
+
+reduction("logsumexp", _logsumexp, _vjp_logsumexp, "log(sum(exp(x))), without overflow", float_only=True,
+          lower=_lower_logsumexp)
+
+
+def _lower_var(b, op):
+    x, xt = op.operands[0], op.types[0]
+    axes = tuple(op.attrs.get("axes", ()))
+    ety = xt.element
+    n = count_of(b, x, xt, axes, ety)
+    s, kt = sum_keep(b, x, xt, axes)
+    mean = map_generic(b, kt, [(s, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
+
+    def sq(bb, a):
+        d = bb.binary("arith.subf", a[0], a[1], ety)
+        return bb.binary("arith.mulf", d, d, ety)
+
+    d2 = map_generic(b, xt, [(x, xt), (mean, kt)], sq)
+    ss, _ = sum_keep(b, d2, xt, axes)
+    v = map_generic(b, kt, [(ss, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
+    return _drop_kept(b, v, kt, op.result_types[0], axes)
 
 
 def _vjp_var(g, op, d):
@@ -437,10 +319,98 @@ def _vjp_var(g, op, d):
     return [g.mul(g.unreduce(d, x, axes, keep), g.mul(g.sub(x, m), two_over_n))]
 
 
-OPS["sum"].vjp = _vjp_sum
-OPS["mean"].vjp = _vjp_mean
-OPS["max"].vjp = _vjp_extremum
-OPS["min"].vjp = _vjp_extremum
-OPS["prod"].vjp = _vjp_prod
-OPS["logsumexp"].vjp = _vjp_logsumexp
-OPS["var"].vjp = _vjp_var
+reduction("var", np.var, _vjp_var, "The variance (population)", float_only=True, lower=_lower_var)
+
+
+# ---------------------------------------------------------------- argmax, argmin
+def _arg(fn):
+    def impl(x, axes=(), keepdims=False):
+        if len(axes) == x.ndim and x.ndim != 1:
+            r = fn(x.reshape(-1))
+            if keepdims:
+                r = np.reshape(r, (1,) * x.ndim)
+            return np.asarray(r, dtype=np.int64)
+        return np.asarray(fn(x, axis=axes[0], keepdims=keepdims), dtype=np.int64)
+
+    return impl
+
+
+def _arg_rule(types, axes=(), keepdims=False):
+    t = types[0]
+    if len(axes) > 1 and len(axes) != t.rank:
+        raise ShapeError("argmax/argmin take one axis or None")
+    return TensorType("i64", _reduced_shape(t, axes, keepdims))
+
+
+def _lower_arg(is_max):
+    def lower(b, op):
+        """Index of the first max (min) over one axis, or over the flattened tensor."""
+        x, xt = op.operands[0], op.types[0]
+        out_t = op.result_types[0]
+        axes = tuple(op.attrs.get("axes", ()))
+        keep = op.attrs.get("keepdims", False)
+        ety = xt.element
+        isf = ety.startswith("f") or ety == "bf16"
+        R = xt.rank
+        # Two outputs: the best value so far and its (flat) index.
+        kt = _keep_type(xt, axes)
+        vt = kt
+        it = TensorType("i64", kt.shape)
+        sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
+        _fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
+        worst = float("-inf") if is_max else float("inf")
+        if not isf:
+            worst = _int_limits(ety)[0 if is_max else 1]
+        vinit = b.fill(vt, sizes, b.const(worst, ety))
+        iinit = b.fill(it, sizes, b.const(-1, "i64"))
+        in_map = ", ".join(f"d{i}" for i in range(R))
+        out_map = ", ".join("0" if i in axes else f"d{i}" for i in range(R))
+        dims = ", ".join(f"d{i}" for i in range(R))
+        its = ", ".join('"reduction"' if i in axes else '"parallel"' for i in range(R))
+        strides = []
+        for i in axes:  # row-major flat index over the reduced axes
+            s = b.const(1, "index")
+            for j in axes:
+                if j > i:
+                    s = b.binary("arith.muli", s, b.dim(x, xt, j), "index")
+            strides.append((i, s))
+        r = b.fresh("am")
+        b.emit(f"{r}:2 = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({in_map})>, "
+               f"affine_map<({dims}) -> ({out_map})>, affine_map<({dims}) -> ({out_map})>], iterator_types = [{its}]}} "
+               f"ins({x} : {xt.mlir()}) outs({vinit}, {iinit} : {vt.mlir()}, {it.mlir()}) {{")
+        a, bv, bi = b.fresh("a"), b.fresh("o"), b.fresh("o")
+        b.line(f"^bb0({a}: {ety}, {bv}: {ety}, {bi}: i64):")
+        with b.nested():
+            flat = b.const(0, "index")
+            for i, s in strides:
+                li = b.fresh("li")
+                b.emit(f"{li} = linalg.index {i} : index")
+                flat = b.binary("arith.addi", flat, b.binary("arith.muli", li, s, "index"), "index")
+            fi = b.fresh("x")
+            b.emit(f"{fi} = arith.index_cast {flat} : index to i64")
+            pred = ("ogt" if is_max else "olt") if isf else int_predicate("sgt" if is_max else "slt", DTYPES[xt.dtype][2])
+            better = b.cmp(pred, a, bv, ety)
+            if isf:  # NaN wins, as in NumPy; the first one is kept
+                nan_new = b.cmp("uno", a, a, ety)
+                nan_old = b.cmp("uno", bv, bv, ety)
+                better = b.binary("arith.andi", b.binary("arith.ori", better, nan_new, "i1"),
+                                  b.binary("arith.xori", nan_old, b.const(True, "i1"), "i1"), "i1")
+            first = b.cmp("slt", bi, b.const(0, "i64"), "i64")
+            take = b.binary("arith.ori", better, first, "i1")
+            nv = b.select(take, a, bv, ety)
+            ni = b.select(take, fi, bi, "i64")
+            b.emit(f"linalg.yield {nv}, {ni} : {ety}, i64")
+        b.line(f"}} -> ({vt.mlir()}, {it.mlir()}) {b.loc}")
+        return _drop_kept(b, f"{r}#1", it, out_t, axes) if not keep else f"{r}#1"
+
+    return lower
+
+
+for _name, _fn in {"argmax": np.argmax, "argmin": np.argmin}.items():
+    register(OpDef(
+        name=_name, impl=_arg(_fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"}, infer=_arg_rule,
+        lower=_lower_arg(_name == "argmax"),
+        sample=lambda rng: ([rng.standard_normal((3, 4)).astype(np.float32)], {"axes": (1,), "keepdims": False}),
+        doc=f"The index of the first {_name[3:]}imum over one axis, or over the flattened tensor (i64).\n\n    "
+            + example(_name, "tensor<2x3xf32>", "tensor<2xi64>", "axes = array<i64: 1>, keepdims = false"),
+    ))

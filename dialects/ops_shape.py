@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from dg.core.errors import DgError
-from dg.core.types import ShapeError, Sym, TensorType, is_int, np_dtype
+from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int, np_dtype
 
 from .builder import any_of, cast, fail_if, index_in_range, neither, readable, stand_in_if
-from .registry import OPS, OpDef, register
+from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
+from .registry import OpDef, register
 
 DYN = -2
 
@@ -60,6 +61,74 @@ def _type_shape(attr_shape):
     return tuple(Sym() if s == DYN else s for s in attr_shape)
 
 
+# ---------------------------------------------------------------- pieces several lowerings and VJPs share
+
+# ---------------------------------------------------------------- pieces several lowerings and VJPs share
+
+def truncate_float(b, x, src: str, dst: str):
+    """`x` (a float of MLIR type `src`) rounded to the narrower float type `dst`. From f64 to a
+    16-bit type it goes through f32 rounded to odd (the nearest f32 toward zero, its last bit set
+    when inexact), which then rounds to the 16-bit type exactly as a direct rounding would: LLVM's
+    direct f64-to-half conversion is a call to a runtime function the JIT does not have."""
+    if not (src == "f64" and dst in ("f16", "bf16")):
+        return b.unary("arith.truncf", x, f"{src} to {dst}")
+    t = b.unary("arith.truncf", x, "f64 to f32")
+    back = b.unary("arith.extf", t, "f32 to f64")
+    bits = b.unary("arith.bitcast", t, "f32 to i32")
+    over = b.cmp("ogt", b.unary("math.absf", back, "f64"), b.unary("math.absf", x, "f64"), "f64")
+    toward_zero = b.select(over, b.binary("arith.subi", bits, b.const(1, "i32"), "i32"), bits, "i32")
+    odd = b.binary("arith.ori", toward_zero, b.const(1, "i32"), "i32")
+    inexact = b.cmp("one", back, x, "f64")
+    t = b.unary("arith.bitcast", b.select(inexact, odd, bits, "i32"), "i32 to f32")
+    return b.unary("arith.truncf", t, f"f32 to {dst}")
+
+
+def _sizes_from(b, op, attr_shape, dyn_operands):
+    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand (a
+    negative one is a located error, and 0 until it is raised)."""
+    dyn = list(dyn_operands)
+    out = []
+    for s in attr_shape:
+        if s == DYN:
+            v, t = dyn.pop(0)
+            x = b.extract(v, t)
+            zero = b.const(0, "i64")
+            neg = b.cmp("slt", x, zero, "i64")
+            fail_if(b, neg, NEGATIVE_SIZE)
+            i = b.fresh("i")
+            b.emit(f"{i} = arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index")
+            out.append(i)
+        else:
+            out.append(b.const(s, "index"))
+    return _bounded(b, out) if DYN in attr_shape else out
+
+
+def _copy_generic(b, op, x, xt, out_t, sizes, in_map):
+    e = b.empty(out_t, sizes)
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, e, [(x, xt)], [in_map], omap, ["parallel"] * out_t.rank, lambda bb, a: a[0])
+
+
+def squeeze_generic(b, x, xt, out_t, axes):
+    """x without its size-1 `axes`, as a copy of type out_t."""
+    sizes, in_map, i = [], [], 0
+    for j in range(xt.rank):
+        if j in axes:
+            in_map.append("0")
+        else:
+            sizes.append(b.dim(x, xt, j))
+            in_map.append(f"d{i}")
+            i += 1
+    return _copy_generic(b, None, x, xt, out_t, sizes, ", ".join(in_map))
+
+
+def reshape_like(g, d, x):
+    """d (with x's number of elements) reshaped to x's shape, sizes from x at run time."""
+    shape = tuple(s if isinstance(s, int) else DYN for s in x.tt.shape)
+    sizes = [g.dim(x, i) for i, s in enumerate(x.tt.shape) if not isinstance(s, int)]
+    return g.dg_op("reshape", [d] + sizes, {"shape": shape})
+
+
 # ---------------------------------------------------------------- reshape
 def _reshape_rule(types, shape=()):
     x = types[0]
@@ -87,10 +156,81 @@ def _reshape(x, *dims, shape=()):
     return np.reshape(x, _shape_from(shape, dims))
 
 
+def _product(b, vals: list) -> str:
+    """The product of index values (1 for none)."""
+    out = b.const(1, "index")
+    for v in vals:
+        out = b.binary("arith.muli", out, v, "index")
+    return out
+
+
+def _holding(b, x, xt, have, want):
+    """(x, its type) as a flat tensor, checked at run time to hold `want` elements (it holds
+    `have`): a located DgRuntimeError where it does not, and until it is raised a fresh flat
+    tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
+    (Canonicalization folds the check where the counts are one product.)"""
+    bad = b.cmp("ne", have, want, "index")
+    fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
+    flat_t = TensorType(xt.dtype, (Sym(),))
+    flat = x
+    if xt.mlir() != flat_t.mlir():
+        static = all(isinstance(d, int) for d in xt.shape)
+        mid_t = TensorType(xt.dtype, (int(np.prod(xt.shape)) if static else Sym(),))
+        flat = b.fresh("fl")
+        if xt.rank == 0:
+            b.emit(f"{flat} = tensor.expand_shape {x} [] output_shape [1] : {xt.mlir()} into {mid_t.mlir()}")
+        else:
+            groups = ", ".join(str(i) for i in range(xt.rank))
+            b.emit(f"{flat} = tensor.collapse_shape {x} [[{groups}]] : {xt.mlir()} into {mid_t.mlir()}")
+        if static:
+            cast = b.fresh("fl")
+            b.emit(f"{cast} = tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}")
+            flat = cast
+    return stand_in_if(b, bad, flat, flat_t, {0: want}), flat_t
+
+
+def _lower_reshape(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    shape = list(op.attrs["shape"])
+    sizes = []
+    dyn = list(zip(op.operands[1:], op.types[1:]))
+    infer_at = None
+    for k, s in enumerate(shape):
+        if s == -1:
+            infer_at = k
+            sizes.append(None)
+        else:
+            sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
+    if DYN in shape:  # together too (their product must not wrap around and match x's count)
+        given = iter(_bounded(b, [s for s in sizes if s is not None]))
+        sizes = [None if s is None else next(given) for s in sizes]
+    total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
+    if infer_at is not None:
+        known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
+        fail_if(b, b.cmp("eq", known, b.const(0, "index"), "index"),
+                "ValueError: cannot reshape: -1 stands for no one size when the other sizes multiply to 0")
+        sizes[infer_at] = b.binary("arith.divui", total, b.binary("arith.maxui", known, b.const(1, "index"), "index"), "index")
+    # A size the result type fixes is that size, whatever the operand says (conform's casts).
+    sizes = [b.const(d, "index") if isinstance(d, int) else s for d, s in zip(out_t.shape, sizes)]
+    x, xt = _holding(b, x, xt, total, _product(b, sizes))
+    shape_t = f"tensor<{len(sizes)}xindex>"
+    st = b.fresh("sh")
+    b.emit(f"{st} = tensor.from_elements {', '.join(sizes)} : {shape_t}")
+    r = b.fresh("rs")
+    b.emit(f"{r} = tensor.reshape {x}({st}) : ({xt.mlir()}, {shape_t}) -> {out_t.mlir()}")
+    return r
+
+
 register(OpDef(
     name="reshape", impl=_reshape, nargs=None, attrs={"shape": "ints"}, infer=_reshape_rule,
     sample=lambda rng: ([rng.standard_normal((2, 6)).astype(np.float32)], {"shape": (3, -1)}),
-    doc="reshape; operands: x, then one i64 scalar per -2 in shape",
+    doc="""x with another shape of as many elements: one -1 in `shape` is the size that fits, each -2 the next
+    operand (an i64 scalar given at run time).
+
+        %y = "dg.reshape"(%x, %n) {shape = array<i64: -2, 3>} : (tensor<6xf32>, tensor<i64>) -> tensor<?x3xf32>""",
+    lower=_lower_reshape,
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1),
 ))
 
 
@@ -106,10 +246,30 @@ def _transpose(x, perm=()):
     return np.transpose(x, perm)
 
 
+def _lower_transpose(b, op):
+    x, xt = op.operands[0], op.types[0]
+    perm = op.attrs["perm"]
+    out_t = op.result_types[0]
+    sizes = [b.dim(x, xt, p) for p in perm]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(f"d{inv[j]}" for j in range(xt.rank)))
+
+
+def _vjp_transpose(g, op, d):
+    perm = op.attrs["perm"]
+    return [g.dg_op("transpose", [d], {"perm": tuple(int(i) for i in np.argsort(perm))})]
+
+
 register(OpDef(
     name="transpose", impl=_transpose, attrs={"perm": "ints"}, infer=_transpose_rule,
     sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32)], {"perm": (2, 0, 1)}),
-    doc="permute axes",
+    doc="""x with its axes permuted: axis i of the result is axis perm[i] of x.
+
+        %y = "dg.transpose"(%x) {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>""",
+    lower=_lower_transpose,
+    vjp=_vjp_transpose,
 ))
 
 
@@ -127,10 +287,29 @@ def _expand(x, axes=()):
     return np.expand_dims(x, tuple(axes)) if axes else x
 
 
+def _lower_expand_dims(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    axes = set(op.attrs["axes"])
+    sizes, in_map, j = [], [], 0
+    for i in range(out_t.rank):
+        if i in axes:
+            sizes.append(None)
+        else:
+            sizes.append(b.dim(x, xt, j))
+            in_map.append(f"d{i}")
+            j += 1
+    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
+
+
 register(OpDef(
     name="expand_dims", impl=_expand, attrs={"axes": "ints"}, infer=_expand_rule,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"axes": (0, 3)}),
-    doc="insert size-1 axes (axes refer to the result)",
+    doc="""x with axes of size 1 inserted (`axes` are the result's).
+
+        %y = "dg.expand_dims"(%x) {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<1x3xf32>""",
+    lower=_lower_expand_dims,
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])],
 ))
 
 
@@ -148,10 +327,27 @@ def _squeeze(x, axes=()):
     return np.squeeze(x, tuple(axes)) if axes else x
 
 
+def _lower_squeeze(b, op):
+    """Axes whose size is known only at run time are checked to be 1 (until the error is raised, x
+    is replaced by an uninitialised tensor of size 1 on them, so that no read leaves it)."""
+    x, xt, axes = op.operands[0], op.types[0], set(op.attrs["axes"])
+    checked = [j for j in sorted(axes) if not isinstance(xt.shape[j], int)]
+    if checked:
+        one = b.const(1, "index")
+        bad = any_of(b, [b.cmp("ne", b.dim(x, xt, j), one, "index") for j in checked])
+        fail_if(b, bad, "ValueError: cannot select an axis to squeeze out which has size not equal to one")
+        x = stand_in_if(b, bad, x, xt, {j: one for j in checked})
+    return squeeze_generic(b, x, xt, op.result_types[0], axes)
+
+
 register(OpDef(
     name="squeeze", impl=_squeeze, attrs={"axes": "ints"}, infer=_squeeze_rule,
     sample=lambda rng: ([rng.standard_normal((1, 3, 1)).astype(np.float32)], {"axes": (0, 2)}),
-    doc="remove size-1 axes",
+    doc="""x without the given axes, each of size 1 (checked at run time where the type does not say).
+
+        %y = "dg.squeeze"(%x) {axes = array<i64: 0>} : (tensor<1x3xf32>) -> tensor<3xf32>""",
+    lower=_lower_squeeze,
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])],
 ))
 
 
@@ -171,10 +367,60 @@ def _bto(x, *dims, shape=()):
     return np.broadcast_to(x, _shape_from(shape, dims))
 
 
+def _lower_broadcast_to(b, op):
+    """x's axes map onto the result's last axes. One declared 1 broadcasts by its indexing map; one
+    that may differ from the result's size is checked at run time to equal it or to be 1, and
+    broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
+    uninitialised tensor of the result's sizes, so that no read leaves it."""
+    x, xt = op.operands[0], op.types[0]
+    out_t = op.result_types[0]
+    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    lead = out_t.rank - xt.rank
+    checked = [j for j, d in enumerate(xt.shape) if d != 1 and not (isinstance(d, int) and d == out_t.shape[lead + j])]
+    if not checked:
+        return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
+    one = b.const(1, "index")
+    ones = {j: b.cmp("eq", b.dim(x, xt, j), one, "index") for j in checked}
+    bad = any_of(b, [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked])
+    fail_if(b, bad, f"cannot broadcast {xt} to the shape asked for: a size is neither 1 nor the "
+                    "shape's at run time")
+    # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
+    st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
+    x, xt = stand_in_if(b, bad, cast(b, x, xt, st), st, {j: sizes[lead + j] for j in checked}), st
+    zero = b.const(0, "index")
+
+    def body(bb, args):
+        idx = []
+        for j, d in enumerate(xt.shape):
+            if d == 1:
+                idx.append(zero)
+                continue
+            li = bb.fresh("li")
+            bb.emit(f"{li} = linalg.index {lead + j} : index")
+            idx.append(bb.select(ones[j], zero, li, "index") if j in checked else li)
+        r = bb.fresh("x")
+        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
+        return r
+
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, b.empty(out_t, sizes), [], [], omap, ["parallel"] * out_t.rank, body)
+
+
+def _summed_to(g, d, x):
+    """The adjoint d of a value broadcast from x, summed to x's shape. Where x has a size that only
+    the run time knows, by dg.sum_to: it may be 1 there and stretched (the autodiff pass itself
+    sums only the axes that broadcasting adds or that x declares 1)."""
+    return d if x.tt.is_static() else g.dg_op("sum_to", [d, x])
+
+
 register(OpDef(
     name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule,
     sample=lambda rng: ([rng.standard_normal((3, 1)).astype(np.float32)], {"shape": (2, 3, 4)}),
-    doc="broadcast to a shape; operands: x, then one i64 scalar per -2",
+    doc="""x broadcast to `shape` as NumPy does; each -2 in it is the next operand (an i64 scalar).
+
+        %y = "dg.broadcast_to"(%x, %n) {shape = array<i64: -2, 3>} : (tensor<3xf32>, tensor<i64>) -> tensor<?x3xf32>""",
+    lower=_lower_broadcast_to,
+    vjp=lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1),
 ))
 
 
@@ -201,10 +447,59 @@ def _concat(*xs, axis=0):
     return np.concatenate(xs, axis=axis)
 
 
+def _lower_concat(b, op):
+    (x, xt), (y, yt) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    axis = op.attrs["axis"]
+    groups = [[(0, i), (1, i)] for i in range(out_t.rank) if i != axis]
+    (x, y), _ = agreeing_operands(b, [x, y], [xt, yt], groups, "ValueError: all the input array dimensions except for the "
+                                  "concatenation axis must match exactly")
+    sizes = []
+    for i in range(out_t.rank):
+        if i == axis:
+            sizes.append(b.binary("arith.addi", b.dim(x, xt, i), b.dim(y, yt, i), "index"))
+        else:
+            sizes.append(b.dim(x, xt, i))
+    e = b.empty(out_t, sizes)
+    zero = b.const(0, "index")
+
+    def insert(src, st, dest, offset):
+        offs = ", ".join(offset if i == axis else zero for i in range(out_t.rank))
+        # Static sizes as literals: the slice type must match the source type.
+        szs = ", ".join(str(d) if isinstance(d, int) else b.dim(src, st, i) for i, d in enumerate(st.shape))
+        ones = ", ".join("1" for _ in range(st.rank))
+        r = b.fresh("ins")
+        b.emit(f"{r} = tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}")
+        return r
+
+    r = insert(x, xt, e, zero)
+    return insert(y, yt, r, b.dim(x, xt, axis))
+
+
+def _slice_spec(axis, lo, hi):
+    return ("s:::",) * axis + (f"s:{lo}:{hi}:",)
+
+
+def _vjp_concat(g, op, d):
+    a, b = op.operands
+    axis = op.attrs.get("axis", 0)
+    n = a.tt.shape[axis]
+    if isinstance(n, int):
+        return [g.dg_op("getitem", [d], {"spec": _slice_spec(axis, 0, n)}),
+                g.dg_op("getitem", [d], {"spec": _slice_spec(axis, n, "")})]
+    na = g.dim(a, axis)
+    return [g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, 0, "$")}),
+            g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, "$", "")})]
+
+
 register(OpDef(
     name="concat", impl=_concat, nargs=2, attrs={"axis": "int"}, infer=_concat_rule,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32)], {"axis": 1}),
-    doc="join two tensors along an existing axis (concat of more is a chain)",
+    doc="""Two tensors joined along an existing axis (a concatenation of more is a chain of these).
+
+        %y = "dg.concat"(%a, %b) {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>""",
+    lower=_lower_concat,
+    vjp=_vjp_concat,
 ))
 
 
@@ -225,10 +520,75 @@ def _take(x, idx, axis=0):
     return np.take(x, idx, axis=axis)
 
 
+def _lower_take(b, op):
+    (x, xt), (idx, it) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    axis = op.attrs["axis"]
+    sizes = [b.dim(x, xt, i) for i in range(axis)] + [b.dim(idx, it, i) for i in range(it.rank)] + \
+        [b.dim(x, xt, i) for i in range(axis + 1, xt.rank)]
+    e = b.empty(out_t, sizes)
+    n = b.dim(x, xt, axis)
+    x, xt = readable(b, x, xt, [axis])
+    imap = ", ".join(f"d{axis + i}" for i in range(it.rank))
+
+    def body(bb, args):
+        raw = args[0]
+        if it.dtype != "i64":
+            raw = bb.unary("arith.extsi", raw, "i32 to i64")
+        k = index_in_range(bb, raw, n, f"take: index out of bounds for axis {axis}")
+        coords = []
+        for i in range(xt.rank):
+            if i == axis:
+                coords.append(k)
+            else:
+                li = bb.fresh("li")
+                o = i if i < axis else i - 1 + it.rank
+                bb.emit(f"{li} = linalg.index {o} : index")
+                coords.append(li)
+        r = bb.fresh("x")
+        bb.emit(f"{r} = tensor.extract {x}[{', '.join(coords)}] : {xt.mlir()}")
+        return r
+
+    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
+    return b.generic(out_t, e, [(idx, it)], [imap], omap, ["parallel"] * out_t.rank, body)
+
+
+def _take_grad(g, x, idx, d, axis):
+    """The adjoint of take(x, idx, axis): a one-hot contraction (repeated indices add up)."""
+    n = g.dg_op("cast", [g.dim(x, axis)], {"dtype": idx.tt.dtype})
+    idx = g.where(g.dg_op("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
+    oh = g.onehot(idx, x, axis)  # idx.shape + [n]
+    post = x.tt.rank - axis - 1
+    if idx.tt.rank == 0:
+        if post:
+            oh = g.dg_op("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
+        return g.mul(g.dg_op("expand_dims", [d], {"axes": (axis,)}), oh)
+    if idx.tt.rank != 1:
+        return None
+    r = d.tt.rank  # pre + [m] + post
+    to_last = tuple(i for i in range(r) if i != axis) + (axis,)
+    moved = g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
+    back = list(range(axis)) + [r - 1] + list(range(axis, r - 1))
+    return g.dg_op("transpose", [moved], {"perm": tuple(back)})
+
+
+def _vjp_take(g, op, d):
+    x, idx = op.operands
+    dx = _take_grad(g, x, idx, d, op.attrs.get("axis", 0))
+    if dx is None:
+        raise DgError("the gradient of take() with an index tensor of rank > 1 is not supported yet",
+                      op.where)
+    return [dx, None]
+
+
 register(OpDef(
     name="take", impl=_take, nargs=2, attrs={"axis": "int"}, infer=_take_rule,
     sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([3, 0, 1, 1])], {"axis": 0}),
-    doc="gather along an axis with an integer index tensor",
+    doc="""np.take: the elements of x at an integer index tensor along `axis` (negative indices count from the end).
+
+        %y = "dg.take"(%x, %i) {axis = 0 : i64} : (tensor<4x3xf32>, tensor<5xi64>) -> tensor<5x3xf32>""",
+    lower=_lower_take,
+    vjp=_vjp_take,
 ))
 
 
@@ -239,7 +599,7 @@ register(OpDef(
 #   "n"                  new axis (None)
 #   "e"                  ellipsis
 #   "t:$"                an integer index tensor (the next operand)
-def _expand_spec(spec, rank):
+def expand_spec(spec, rank):
     """Replace the ellipsis and pad with full slices; returns the item list."""
     items = list(spec)
     consumed = sum(1 for s in items if s[0] in "ist")
@@ -265,7 +625,7 @@ def _static_slice(dim, parts):
 
 
 def _index_result(x: TensorType, spec, operand_types):
-    items = _expand_spec(spec, x.rank)
+    items = expand_spec(spec, x.rank)
     ops = list(operand_types)
     out = []
     ax = 0
@@ -327,492 +687,6 @@ def _np_index(spec, dyn):
     return tuple(idx)
 
 
-def _getitem_rule(types, spec=()):
-    x = types[0]
-    if sum(1 for s in spec if s[0] == "t") > 1:
-        raise ShapeError("at most one index tensor per subscript")
-    return TensorType(x.dtype, _index_result(x, spec, types[1:]))
-
-
-def _getitem(x, *dyn, spec=()):
-    r = x[_np_index(spec, dyn)]
-    return np.array(r) if r.base is not None or not isinstance(r, np.ndarray) else r
-
-
-register(OpDef(
-    name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype(np.float32), np.int64(2)],
-                        {"spec": ("i:$", "s:1:-1:", "n", "e")}),
-    doc="NumPy basic indexing; operands: x, then the $ values (i64 scalars) of spec in order",
-))
-
-
-def _setitem_rule(types, spec=()):
-    x, v = types[0], types[1]
-    target = _index_result(x, spec, types[2:])
-    if v.rank > len(target):
-        raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
-    for a, b in zip(v.shape[::-1], target[::-1]):
-        if isinstance(a, int) and isinstance(b, int) and a != 1 and a != b:
-            raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
-    return x
-
-
-def _setitem(x, v, *dyn, spec=()):
-    out = np.array(x, copy=True)
-    out[_np_index(spec, dyn)] = v
-    return out
-
-
-register(OpDef(
-    name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
-    doc="functional slice update: a copy of x with x[spec] = v",
-))
-
-
-# ---------------------------------------------------------------- dims and creation
-def _dim_rule(types, axis=0):
-    if not 0 <= axis < types[0].rank:
-        raise ShapeError(f"axis {axis} is out of range for {types[0]}")
-    return TensorType("i64", ())
-
-
-def _dim(x, axis=0):
-    return np.int64(x.shape[axis])
-
-
-register(OpDef(
-    name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule,
-    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32)], {"axis": 1}),
-    doc="the size of one axis, as an i64 scalar",
-))
-
-
-def _full_rule(types, shape=()):
-    v = types[0]
-    if v.rank:
-        raise ShapeError(f"full: the fill value must be a scalar, got {v}")
-    for t in types[1:]:
-        if not is_int(t.dtype) or t.rank:
-            raise ShapeError(f"a size must be an integer scalar, got {t}")
-    if any(s < 0 and s != DYN for s in shape):
-        raise ShapeError(f"negative size in shape {list(shape)}")
-    return TensorType(v.dtype, _type_shape(shape))
-
-
-def _full(v, *dims, shape=()):
-    sh = _shape_from(shape, dims)
-    if any(s < 0 for s in sh):
-        raise ValueError(f"negative size in shape {sh}")
-    return np.full(sh, v, dtype=v.dtype)
-
-
-register(OpDef(
-    name="full", impl=_full, nargs=None, attrs={"shape": "ints"}, infer=_full_rule,
-    sample=lambda rng: ([np.float32(1.5), np.int64(3)], {"shape": (2, DYN)}),
-    doc="a tensor filled with a scalar; operands: value, then one i64 per -2 in shape",
-))
-
-
-def _arange_rule(types, size=DYN, dtype="i64"):
-    return TensorType(dtype, (size if size >= 0 else Sym(),))
-
-
-def _arange(start, stop, step, size=DYN, dtype="i64"):
-    if step == 0:
-        raise ValueError("arange: step cannot be zero")
-    _check_count([max(0, -((int(start) - int(stop)) // int(step)))])
-    return np.arange(start, stop, step).astype(np_dtype(dtype))
-
-
-register(OpDef(
-    name="arange", impl=_arange, nargs=3, attrs={"size": "int", "dtype": "dtype"}, infer=_arange_rule,
-    sample=lambda rng: ([np.int64(1), np.int64(7), np.int64(2)], {"size": 3, "dtype": "i64"}),
-    doc="start, start+step, ... below stop; size is the static length or -2",
-))
-
-
-def _eye_rule(types, size=DYN, dtype=np.float32):
-    n = size if size >= 0 else Sym()
-    return TensorType(dtype, (n, n))
-
-
-def _eye(n, size=DYN, dtype=np.float32):
-    _check_count([max(0, int(n))] * 2)
-    return np.eye(int(n), dtype=np_dtype(dtype))
-
-
-register(OpDef(
-    name="eye", impl=_eye, nargs=1, attrs={"size": "int", "dtype": "dtype"}, infer=_eye_rule,
-    sample=lambda rng: ([np.int64(3)], {"size": 3, "dtype": "f32"}),
-    doc="identity matrix of size n",
-))
-
-
-def _constant_rule(types, value=None):
-    arr, t = value
-    return t
-
-
-def _constant(value=None):
-    return value[0]
-
-
-register(OpDef(
-    name="constant", impl=_constant, nargs=0, attrs={"value": "dense"}, infer=_constant_rule,
-    doc="a tensor constant",
-))
-
-
-def _undef_rule(types, shape=(), dtype=np.float32):
-    return TensorType(dtype, _type_shape(shape))
-
-
-def _undef(shape=(), dtype=np.float32):
-    return np.zeros([0 if s == DYN else s for s in shape], dtype=np_dtype(dtype))
-
-
-register(OpDef(
-    name="undef", impl=_undef, nargs=0, attrs={"shape": "ints", "dtype": "dtype"}, infer=_undef_rule,
-    sample=lambda rng: ([], {"shape": (2, 3), "dtype": "f32"}),
-    doc="a placeholder for a value not yet defined on some path (zeros; never read)",
-))
-
-
-def _cast_rule(types, dtype=np.float32):
-    return types[0].with_dtype(dtype)
-
-
-def _cast(x, dtype=np.float32):
-    d = np_dtype(dtype)
-    if np.dtype(x.dtype).kind == "f" and d.kind in "iu":
-        with np.errstate(invalid="ignore"):
-            return np.trunc(x).astype(d)
-    return np.asarray(x).astype(d)
-
-
-register(OpDef(
-    name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule,
-    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32) * 10], {"dtype": "i32"}),
-    doc="convert the element type (floats to ints truncate toward zero)",
-))
-
-
-# ---------------------------------------------------------------- lowering facets
-def _lower_constant(b, op):
-    r = b.fresh("k")
-    b.emit(f"{r} = arith.constant {op.raw['value']}")
-    return r
-
-
-def truncate_float(b, x, src: str, dst: str):
-    """`x` (a float of MLIR type `src`) rounded to the narrower float type `dst`. From f64 to a
-    16-bit type it goes through f32 rounded to odd (the nearest f32 toward zero, its last bit set
-    when inexact), which then rounds to the 16-bit type exactly as a direct rounding would: LLVM's
-    direct f64-to-half conversion is a call to a runtime function the JIT does not have."""
-    if not (src == "f64" and dst in ("f16", "bf16")):
-        return b.unary("arith.truncf", x, f"{src} to {dst}")
-    t = b.unary("arith.truncf", x, "f64 to f32")
-    back = b.unary("arith.extf", t, "f32 to f64")
-    bits = b.unary("arith.bitcast", t, "f32 to i32")
-    over = b.cmp("ogt", b.unary("math.absf", back, "f64"), b.unary("math.absf", x, "f64"), "f64")
-    toward_zero = b.select(over, b.binary("arith.subi", bits, b.const(1, "i32"), "i32"), bits, "i32")
-    odd = b.binary("arith.ori", toward_zero, b.const(1, "i32"), "i32")
-    inexact = b.cmp("one", back, x, "f64")
-    t = b.unary("arith.bitcast", b.select(inexact, odd, bits, "i32"), "i32 to f32")
-    return b.unary("arith.truncf", t, f"f32 to {dst}")
-
-
-def _lower_cast(b, op):
-    from dg.core.types import DTYPES
-    from .ops_elementwise import lower_elementwise
-
-    src, dst = op.types[0].dtype, op.result_types[0].dtype
-    ks, kd = DTYPES[src][2], DTYPES[dst][2]
-    es, ed = op.types[0].element, op.result_types[0].element
-    bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "u64": 64}
-
-    def scalar(bb, kind, ety, args, _op):
-        x = args[0]
-        if src == dst:
-            return x
-        if kd == "b":
-            return bb.cmp("une" if ks == "f" else "ne", x, bb.const(0, es), es)
-        if ks == "f" and kd == "f":
-            if {src, dst} == {"f16", "bf16"}:
-                x = bb.unary("arith.extf", x, f"{es} to f32")
-                es2 = "f32"
-                return bb.unary("arith.truncf", x, f"{es2} to {ed}")
-            if bits[dst] > bits[src]:
-                return bb.unary("arith.extf", x, f"{es} to {ed}")
-            return truncate_float(bb, x, es, ed)
-        if ks in "iub" and kd == "f":
-            return bb.unary("arith.uitofp" if ks in "bu" else "arith.sitofp", x, f"{es} to {ed}")
-        if ks == "f" and kd in "iu":
-            return bb.unary("arith.fptosi", x, f"{es} to {ed}")
-        # int/bool -> int
-        if bits[dst] > bits[src]:
-            return bb.unary("arith.extui" if ks in "bu" else "arith.extsi", x, f"{es} to {ed}")
-        if bits[dst] < bits[src]:
-            return bb.unary("arith.trunci", x, f"{es} to {ed}")
-        return x
-
-    return lower_elementwise(scalar)(b, op)
-
-
-OPS["constant"].lower = _lower_constant
-OPS["cast"].lower = _lower_cast
-
-
-def _sizes_from(b, op, attr_shape, dyn_operands):
-    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand (a
-    negative one is a located error, and 0 until it is raised)."""
-    dyn = list(dyn_operands)
-    out = []
-    for s in attr_shape:
-        if s == DYN:
-            v, t = dyn.pop(0)
-            x = b.extract(v, t)
-            zero = b.const(0, "i64")
-            neg = b.cmp("slt", x, zero, "i64")
-            fail_if(b, neg, NEGATIVE_SIZE)
-            i = b.fresh("i")
-            b.emit(f"{i} = arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index")
-            out.append(i)
-        else:
-            out.append(b.const(s, "index"))
-    return _bounded(b, out) if DYN in attr_shape else out
-
-
-def _lower_undef(b, op):
-    t = op.result_types[0]
-    sizes = [b.const(0, "index") if not isinstance(d, int) else None for d in t.shape]
-    return b.fill(t, sizes, b.const(0, t.element))
-
-
-def _lower_dim(b, op):
-    d = b.dim(op.operands[0], op.types[0], op.attrs["axis"])
-    s = b.fresh("s")
-    b.emit(f"{s} = arith.index_cast {d} : index to i64")
-    return b.scalar_tensor(s, op.result_types[0])
-
-
-def _lower_full(b, op):
-    t = op.result_types[0]
-    v = b.extract(op.operands[0], op.types[0])
-    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
-    return b.fill(t, sizes, v)
-
-
-def _copy_generic(b, op, x, xt, out_t, sizes, in_map):
-    e = b.empty(out_t, sizes)
-    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, e, [(x, xt)], [in_map], omap, ["parallel"] * out_t.rank, lambda bb, a: a[0])
-
-
-def _lower_transpose(b, op):
-    x, xt = op.operands[0], op.types[0]
-    perm = op.attrs["perm"]
-    out_t = op.result_types[0]
-    sizes = [b.dim(x, xt, p) for p in perm]
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(f"d{inv[j]}" for j in range(xt.rank)))
-
-
-def _lower_expand_dims(b, op):
-    x, xt = op.operands[0], op.types[0]
-    out_t = op.result_types[0]
-    axes = set(op.attrs["axes"])
-    sizes, in_map, j = [], [], 0
-    for i in range(out_t.rank):
-        if i in axes:
-            sizes.append(None)
-        else:
-            sizes.append(b.dim(x, xt, j))
-            in_map.append(f"d{i}")
-            j += 1
-    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
-
-
-def squeeze_generic(b, x, xt, out_t, axes):
-    """x without its size-1 `axes`, as a copy of type out_t."""
-    sizes, in_map, i = [], [], 0
-    for j in range(xt.rank):
-        if j in axes:
-            in_map.append("0")
-        else:
-            sizes.append(b.dim(x, xt, j))
-            in_map.append(f"d{i}")
-            i += 1
-    return _copy_generic(b, None, x, xt, out_t, sizes, ", ".join(in_map))
-
-
-def _lower_squeeze(b, op):
-    """Axes whose size is known only at run time are checked to be 1 (until the error is raised, x
-    is replaced by an uninitialised tensor of size 1 on them, so that no read leaves it)."""
-    x, xt, axes = op.operands[0], op.types[0], set(op.attrs["axes"])
-    checked = [j for j in sorted(axes) if not isinstance(xt.shape[j], int)]
-    if checked:
-        one = b.const(1, "index")
-        bad = any_of(b, [b.cmp("ne", b.dim(x, xt, j), one, "index") for j in checked])
-        fail_if(b, bad, "ValueError: cannot select an axis to squeeze out which has size not equal to one")
-        x = stand_in_if(b, bad, x, xt, {j: one for j in checked})
-    return squeeze_generic(b, x, xt, op.result_types[0], axes)
-
-
-def _lower_broadcast_to(b, op):
-    """x's axes map onto the result's last axes. One declared 1 broadcasts by its indexing map; one
-    that may differ from the result's size is checked at run time to equal it or to be 1, and
-    broadcasts by the index it reads. Until a failed check is raised, x is replaced by an
-    uninitialised tensor of the result's sizes, so that no read leaves it."""
-    from .ops_elementwise import broadcast_maps
-
-    x, xt = op.operands[0], op.types[0]
-    out_t = op.result_types[0]
-    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
-    lead = out_t.rank - xt.rank
-    checked = [j for j, d in enumerate(xt.shape) if d != 1 and not (isinstance(d, int) and d == out_t.shape[lead + j])]
-    if not checked:
-        return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
-    one = b.const(1, "index")
-    ones = {j: b.cmp("eq", b.dim(x, xt, j), one, "index") for j in checked}
-    bad = any_of(b, [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked])
-    fail_if(b, bad, f"cannot broadcast {xt} to the shape asked for: a size is neither 1 nor the "
-                    "shape's at run time")
-    # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
-    st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
-    x, xt = stand_in_if(b, bad, cast(b, x, xt, st), st, {j: sizes[lead + j] for j in checked}), st
-    zero = b.const(0, "index")
-
-    def body(bb, args):
-        idx = []
-        for j, d in enumerate(xt.shape):
-            if d == 1:
-                idx.append(zero)
-                continue
-            li = bb.fresh("li")
-            bb.emit(f"{li} = linalg.index {lead + j} : index")
-            idx.append(bb.select(ones[j], zero, li, "index") if j in checked else li)
-        r = bb.fresh("x")
-        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
-        return r
-
-    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, b.empty(out_t, sizes), [], [], omap, ["parallel"] * out_t.rank, body)
-
-
-def _lower_concat(b, op):
-    from .ops_elementwise import agreeing_operands
-
-    (x, xt), (y, yt) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    axis = op.attrs["axis"]
-    groups = [[(0, i), (1, i)] for i in range(out_t.rank) if i != axis]
-    (x, y), _ = agreeing_operands(b, [x, y], [xt, yt], groups, "ValueError: all the input array dimensions except for the "
-                                  "concatenation axis must match exactly")
-    sizes = []
-    for i in range(out_t.rank):
-        if i == axis:
-            sizes.append(b.binary("arith.addi", b.dim(x, xt, i), b.dim(y, yt, i), "index"))
-        else:
-            sizes.append(b.dim(x, xt, i))
-    e = b.empty(out_t, sizes)
-    zero = b.const(0, "index")
-
-    def insert(src, st, dest, offset):
-        offs = ", ".join(offset if i == axis else zero for i in range(out_t.rank))
-        # Static sizes as literals: the slice type must match the source type.
-        szs = ", ".join(str(d) if isinstance(d, int) else b.dim(src, st, i) for i, d in enumerate(st.shape))
-        ones = ", ".join("1" for _ in range(st.rank))
-        r = b.fresh("ins")
-        b.emit(f"{r} = tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}")
-        return r
-
-    r = insert(x, xt, e, zero)
-    return insert(y, yt, r, b.dim(x, xt, axis))
-
-
-def _lower_reshape(b, op):
-    x, xt = op.operands[0], op.types[0]
-    out_t = op.result_types[0]
-    shape = list(op.attrs["shape"])
-    sizes = []
-    dyn = list(zip(op.operands[1:], op.types[1:]))
-    infer_at = None
-    for k, s in enumerate(shape):
-        if s == -1:
-            infer_at = k
-            sizes.append(None)
-        else:
-            sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
-    if DYN in shape:  # together too (their product must not wrap around and match x's count)
-        given = iter(_bounded(b, [s for s in sizes if s is not None]))
-        sizes = [None if s is None else next(given) for s in sizes]
-    total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
-    if infer_at is not None:
-        known = _product(b, [s for k, s in enumerate(sizes) if k != infer_at])
-        fail_if(b, b.cmp("eq", known, b.const(0, "index"), "index"),
-                "ValueError: cannot reshape: -1 stands for no one size when the other sizes multiply to 0")
-        sizes[infer_at] = b.binary("arith.divui", total, b.binary("arith.maxui", known, b.const(1, "index"), "index"), "index")
-    # A size the result type fixes is that size, whatever the operand says (conform's casts).
-    sizes = [b.const(d, "index") if isinstance(d, int) else s for d, s in zip(out_t.shape, sizes)]
-    x, xt = _holding(b, x, xt, total, _product(b, sizes))
-    shape_t = f"tensor<{len(sizes)}xindex>"
-    st = b.fresh("sh")
-    b.emit(f"{st} = tensor.from_elements {', '.join(sizes)} : {shape_t}")
-    r = b.fresh("rs")
-    b.emit(f"{r} = tensor.reshape {x}({st}) : ({xt.mlir()}, {shape_t}) -> {out_t.mlir()}")
-    return r
-
-
-def _product(b, vals: list) -> str:
-    """The product of index values (1 for none)."""
-    out = b.const(1, "index")
-    for v in vals:
-        out = b.binary("arith.muli", out, v, "index")
-    return out
-
-
-def _holding(b, x, xt, have, want):
-    """(x, its type) as a flat tensor, checked at run time to hold `want` elements (it holds
-    `have`): a located DgRuntimeError where it does not, and until it is raised a fresh flat
-    tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
-    (Canonicalization folds the check where the counts are one product.)"""
-    bad = b.cmp("ne", have, want, "index")
-    fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
-    flat_t = TensorType(xt.dtype, (Sym(),))
-    flat = x
-    if xt.mlir() != flat_t.mlir():
-        static = all(isinstance(d, int) for d in xt.shape)
-        mid_t = TensorType(xt.dtype, (int(np.prod(xt.shape)) if static else Sym(),))
-        flat = b.fresh("fl")
-        if xt.rank == 0:
-            b.emit(f"{flat} = tensor.expand_shape {x} [] output_shape [1] : {xt.mlir()} into {mid_t.mlir()}")
-        else:
-            groups = ", ".join(str(i) for i in range(xt.rank))
-            b.emit(f"{flat} = tensor.collapse_shape {x} [[{groups}]] : {xt.mlir()} into {mid_t.mlir()}")
-        if static:
-            cast = b.fresh("fl")
-            b.emit(f"{cast} = tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}")
-            flat = cast
-    return stand_in_if(b, bad, flat, flat_t, {0: want}), flat_t
-
-
-OPS["undef"].lower = _lower_undef
-OPS["dim"].lower = _lower_dim
-OPS["full"].lower = _lower_full
-OPS["transpose"].lower = _lower_transpose
-OPS["expand_dims"].lower = _lower_expand_dims
-OPS["squeeze"].lower = _lower_squeeze
-OPS["broadcast_to"].lower = _lower_broadcast_to
-OPS["concat"].lower = _lower_concat
-OPS["reshape"].lower = _lower_reshape
-
-
-# ---------------------------------------------------------------- indexing lowering
 def _slice_bounds(b, parts, dyn, n):
     """Python slice semantics at run time: (start, step, length) as index values for size n."""
     def part(p):
@@ -871,7 +745,7 @@ def _slice_bounds(b, parts, dyn, n):
 
 def _index_plan(b, x, xt, spec, dyn):
     """Per x axis: ("i", index) or ("s", start, step, length); plus new-axis positions in the result."""
-    items = _expand_spec(list(spec), xt.rank)
+    items = expand_spec(list(spec), xt.rank)
     plan, out_axes = [], []  # out_axes: per result axis, ("x", k) or ("n",)
     k = 0
     for it in items:
@@ -893,6 +767,32 @@ def _index_plan(b, x, xt, spec, dyn):
             out_axes.append(("x", k))
         k += 1
     return plan, out_axes
+
+
+def _tensor_index_axis(spec, rank):
+    """The axis of a lone index tensor among full slices (x[idx], x[:, idx]), else None."""
+    items = expand_spec(spec, rank)
+    ts = [i for i, s in enumerate(items) if s[0] == "t"]
+    if len(ts) == 1 and all(s == "s:::" for i, s in enumerate(items) if i != ts[0]):
+        return ts[0]
+    return None
+
+
+def _no_tensor_index(op, what):
+    raise DgError(f"the gradient of {what} with an index tensor is only supported for x[idx] along one axis "
+                  "(use take())", op.where)
+
+
+def _getitem_rule(types, spec=()):
+    x = types[0]
+    if sum(1 for s in spec if s[0] == "t") > 1:
+        raise ShapeError("at most one index tensor per subscript")
+    return TensorType(x.dtype, _index_result(x, spec, types[1:]))
+
+
+def _getitem(x, *dyn, spec=()):
+    r = x[_np_index(spec, dyn)]
+    return np.array(r) if r.base is not None or not isinstance(r, np.ndarray) else r
 
 
 def _lower_getitem(b, op):
@@ -921,6 +821,50 @@ def _lower_getitem(b, op):
 
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
     return b.generic(out_t, e, [], [], omap, ["parallel"] * out_t.rank, body)
+
+
+def _vjp_getitem(g, op, d):
+    x, *dyn = op.operands
+    spec = op.attrs["spec"]
+    if any(s[0] == "t" for s in spec):
+        axis = _tensor_index_axis(spec, x.tt.rank)
+        if axis is None:
+            _no_tensor_index(op, "indexing")
+        dx = _take_grad(g, x, dyn[0], d, axis)
+        if dx is None:
+            _no_tensor_index(op, "indexing")
+        return [dx, None]
+    return [g.dg_op("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
+
+
+register(OpDef(
+    name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype(np.float32), np.int64(2)],
+                        {"spec": ("i:$", "s:1:-1:", "n", "e")}),
+    doc="""NumPy basic indexing, `spec` one item per index (see expand_spec); operands: x, then the values
+    of its `$`s in order (i64 scalars).
+
+        %y = "dg.getitem"(%x, %i) {spec = ["i:$", "s:1::"]} : (tensor<4x3xf32>, tensor<i64>) -> tensor<2xf32>""",
+    lower=_lower_getitem,
+    vjp=_vjp_getitem,
+))
+
+
+def _setitem_rule(types, spec=()):
+    x, v = types[0], types[1]
+    target = _index_result(x, spec, types[2:])
+    if v.rank > len(target):
+        raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
+    for a, b in zip(v.shape[::-1], target[::-1]):
+        if isinstance(a, int) and isinstance(b, int) and a != 1 and a != b:
+            raise ShapeError(f"cannot assign a {v} to a slice of shape {list(target)}")
+    return x
+
+
+def _setitem(x, v, *dyn, spec=()):
+    out = np.array(x, copy=True)
+    out[_np_index(spec, dyn)] = v
+    return out
 
 
 def _lower_setitem(b, op):
@@ -984,8 +928,105 @@ def _lower_setitem(b, op):
     return b.generic(xt, e, [(x, xt)], [imap], imap, ["parallel"] * xt.rank, body)
 
 
-OPS["getitem"].lower = _lower_getitem
-OPS["setitem"].lower = _lower_setitem
+def _vjp_setitem(g, op, d):
+    x, v, *dyn = op.operands
+    spec = op.attrs["spec"]
+    if any(s[0] == "t" for s in spec):
+        _no_tensor_index(op, "assignment")
+    dx = g.dg_op("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
+    dv = _summed_to(g, g.dg_op("getitem", [d] + dyn, {"spec": spec}), v)
+    return [dx, dv] + [None] * len(dyn)
+
+
+register(OpDef(
+    name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
+    doc="""A copy of x with x[spec] = v (v broadcast to the part); operands: x, v, then the values of spec's `$`s.
+
+        %y = "dg.setitem"(%x, %v) {spec = ["i:0"]} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>""",
+    lower=_lower_setitem,
+    vjp=_vjp_setitem,
+))
+
+
+# ---------------------------------------------------------------- dims and creation
+def _dim_rule(types, axis=0):
+    if not 0 <= axis < types[0].rank:
+        raise ShapeError(f"axis {axis} is out of range for {types[0]}")
+    return TensorType("i64", ())
+
+
+def _dim(x, axis=0):
+    return np.int64(x.shape[axis])
+
+
+def _lower_dim(b, op):
+    d = b.dim(op.operands[0], op.types[0], op.attrs["axis"])
+    s = b.fresh("s")
+    b.emit(f"{s} = arith.index_cast {d} : index to i64")
+    return b.scalar_tensor(s, op.result_types[0])
+
+
+register(OpDef(
+    name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule,
+    sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32)], {"axis": 1}),
+    doc="""The size of one axis of x, as an i64 scalar.
+
+        %n = "dg.dim"(%x) {axis = 0 : i64} : (tensor<?x3xf32>) -> tensor<i64>""",
+    lower=_lower_dim,
+))
+
+
+def _full_rule(types, shape=()):
+    v = types[0]
+    if v.rank:
+        raise ShapeError(f"full: the fill value must be a scalar, got {v}")
+    for t in types[1:]:
+        if not is_int(t.dtype) or t.rank:
+            raise ShapeError(f"a size must be an integer scalar, got {t}")
+    if any(s < 0 and s != DYN for s in shape):
+        raise ShapeError(f"negative size in shape {list(shape)}")
+    return TensorType(v.dtype, _type_shape(shape))
+
+
+def _full(v, *dims, shape=()):
+    sh = _shape_from(shape, dims)
+    if any(s < 0 for s in sh):
+        raise ValueError(f"negative size in shape {sh}")
+    return np.full(sh, v, dtype=v.dtype)
+
+
+def _lower_full(b, op):
+    t = op.result_types[0]
+    v = b.extract(op.operands[0], op.types[0])
+    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    return b.fill(t, sizes, v)
+
+
+def _vjp_full(g, op, d):
+    return [g.dg_op("sum", [d], {"axes": tuple(range(d.tt.rank)), "keepdims": False})] + [None] * (len(op.operands) - 1)
+
+
+register(OpDef(
+    name="full", impl=_full, nargs=None, attrs={"shape": "ints"}, infer=_full_rule,
+    sample=lambda rng: ([np.float32(1.5), np.int64(3)], {"shape": (2, DYN)}),
+    doc="""A tensor of `shape` filled with a scalar; operands: the scalar, then one i64 scalar per -2 in shape.
+
+        %y = "dg.full"(%v, %n) {shape = array<i64: -2, 3>} : (tensor<f32>, tensor<i64>) -> tensor<?x3xf32>""",
+    lower=_lower_full,
+    vjp=_vjp_full,
+))
+
+
+def _arange_rule(types, size=DYN, dtype="i64"):
+    return TensorType(dtype, (size if size >= 0 else Sym(),))
+
+
+def _arange(start, stop, step, size=DYN, dtype="i64"):
+    if step == 0:
+        raise ValueError("arange: step cannot be zero")
+    _check_count([max(0, -((int(start) - int(stop)) // int(step)))])
+    return np.arange(start, stop, step).astype(np_dtype(dtype))
 
 
 def _lower_arange(b, op):
@@ -1023,6 +1064,27 @@ def _lower_arange(b, op):
     return b.generic(out_t, e, [], [], "d0", ["parallel"], body)
 
 
+register(OpDef(
+    name="arange", impl=_arange, nargs=3, attrs={"size": "int", "dtype": "dtype"}, infer=_arange_rule,
+    sample=lambda rng: ([np.int64(1), np.int64(7), np.int64(2)], {"size": 3, "dtype": "i64"}),
+    doc="""start, start + step, ... up to stop (excluded), of `dtype`; `size` is the length when it is known
+    before run time, else -2.
+
+        %y = "dg.arange"(%a, %b, %c) {size = -2 : i64, dtype = i64} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>""",
+    lower=_lower_arange,
+))
+
+
+def _eye_rule(types, size=DYN, dtype=np.float32):
+    n = size if size >= 0 else Sym()
+    return TensorType(dtype, (n, n))
+
+
+def _eye(n, size=DYN, dtype=np.float32):
+    _check_count([max(0, int(n))] * 2)
+    return np.eye(int(n), dtype=np_dtype(dtype))
+
+
 def _lower_eye(b, op):
     out_t = op.result_types[0]
     n = b.extract(op.operands[0], op.types[0])
@@ -1045,167 +1107,122 @@ def _lower_eye(b, op):
     return b.generic(out_t, e, [], [], "d0, d1", ["parallel", "parallel"], body)
 
 
-def _lower_take(b, op):
-    (x, xt), (idx, it) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    axis = op.attrs["axis"]
-    sizes = [b.dim(x, xt, i) for i in range(axis)] + [b.dim(idx, it, i) for i in range(it.rank)] + \
-        [b.dim(x, xt, i) for i in range(axis + 1, xt.rank)]
-    e = b.empty(out_t, sizes)
-    n = b.dim(x, xt, axis)
-    x, xt = readable(b, x, xt, [axis])
-    imap = ", ".join(f"d{axis + i}" for i in range(it.rank))
+register(OpDef(
+    name="eye", impl=_eye, nargs=1, attrs={"size": "int", "dtype": "dtype"}, infer=_eye_rule,
+    sample=lambda rng: ([np.int64(3)], {"size": 3, "dtype": "f32"}),
+    doc="""The identity matrix of size n (an i64 scalar; `size` is n where it is known before run time, else -2).
 
-    def body(bb, args):
-        raw = args[0]
-        if it.dtype != "i64":
-            raw = bb.unary("arith.extsi", raw, "i32 to i64")
-        k = index_in_range(bb, raw, n, f"take: index out of bounds for axis {axis}")
-        coords = []
-        for i in range(xt.rank):
-            if i == axis:
-                coords.append(k)
-            else:
-                li = bb.fresh("li")
-                o = i if i < axis else i - 1 + it.rank
-                bb.emit(f"{li} = linalg.index {o} : index")
-                coords.append(li)
-        r = bb.fresh("x")
-        bb.emit(f"{r} = tensor.extract {x}[{', '.join(coords)}] : {xt.mlir()}")
-        return r
-
-    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, e, [(idx, it)], [imap], omap, ["parallel"] * out_t.rank, body)
+        %y = "dg.eye"(%n) {size = 3 : i64, dtype = f32} : (tensor<i64>) -> tensor<3x3xf32>""",
+    lower=_lower_eye,
+))
 
 
-OPS["arange"].lower = _lower_arange
-OPS["eye"].lower = _lower_eye
-OPS["take"].lower = _lower_take
+def _constant_rule(types, value=None):
+    arr, t = value
+    return t
 
 
-# ---------------------------------------------------------------- vjp facets
-def reshape_like(g, d, x):
-    """d (with x's number of elements) reshaped to x's shape, sizes from x at run time."""
-    shape = tuple(s if isinstance(s, int) else DYN for s in x.tt.shape)
-    sizes = [g.dim(x, i) for i, s in enumerate(x.tt.shape) if not isinstance(s, int)]
-    return g.dg_op("reshape", [d] + sizes, {"shape": shape})
+def _constant(value=None):
+    return value[0]
 
 
-def _vjp_transpose(g, op, d):
-    perm = op.attrs["perm"]
-    return [g.dg_op("transpose", [d], {"perm": tuple(int(i) for i in np.argsort(perm))})]
+def _lower_constant(b, op):
+    r = b.fresh("k")
+    b.emit(f"{r} = arith.constant {op.raw['value']}")
+    return r
 
 
-def _slice_spec(axis, lo, hi):
-    return ("s:::",) * axis + (f"s:{lo}:{hi}:",)
+register(OpDef(
+    name="constant", impl=_constant, nargs=0, attrs={"value": "dense"}, infer=_constant_rule,
+    doc="""A tensor constant.
+
+        %y = "dg.constant"() {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>""",
+    lower=_lower_constant,
+))
 
 
-def _vjp_concat(g, op, d):
-    a, b = op.operands
-    axis = op.attrs.get("axis", 0)
-    n = a.tt.shape[axis]
-    if isinstance(n, int):
-        return [g.dg_op("getitem", [d], {"spec": _slice_spec(axis, 0, n)}),
-                g.dg_op("getitem", [d], {"spec": _slice_spec(axis, n, "")})]
-    na = g.dim(a, axis)
-    return [g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, 0, "$")}),
-            g.dg_op("getitem", [d, na], {"spec": _slice_spec(axis, "$", "")})]
+def _undef_rule(types, shape=(), dtype=np.float32):
+    return TensorType(dtype, _type_shape(shape))
 
 
-def _take_grad(g, x, idx, d, axis):
-    """The adjoint of take(x, idx, axis): a one-hot contraction (repeated indices add up)."""
-    n = g.dg_op("cast", [g.dim(x, axis)], {"dtype": idx.tt.dtype})
-    idx = g.where(g.dg_op("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
-    oh = g.onehot(idx, x, axis)  # idx.shape + [n]
-    post = x.tt.rank - axis - 1
-    if idx.tt.rank == 0:
-        if post:
-            oh = g.dg_op("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
-        return g.mul(g.dg_op("expand_dims", [d], {"axes": (axis,)}), oh)
-    if idx.tt.rank != 1:
-        return None
-    r = d.tt.rank  # pre + [m] + post
-    to_last = tuple(i for i in range(r) if i != axis) + (axis,)
-    moved = g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
-    back = list(range(axis)) + [r - 1] + list(range(axis, r - 1))
-    return g.dg_op("transpose", [moved], {"perm": tuple(back)})
+def _undef(shape=(), dtype=np.float32):
+    return np.zeros([0 if s == DYN else s for s in shape], dtype=np_dtype(dtype))
 
 
-def _vjp_take(g, op, d):
-
-    x, idx = op.operands
-    dx = _take_grad(g, x, idx, d, op.attrs.get("axis", 0))
-    if dx is None:
-        raise DgError("the gradient of take() with an index tensor of rank > 1 is not supported yet",
-                      op.where)
-    return [dx, None]
+def _lower_undef(b, op):
+    t = op.result_types[0]
+    sizes = [b.const(0, "index") if not isinstance(d, int) else None for d in t.shape]
+    return b.fill(t, sizes, b.const(0, t.element))
 
 
-def _tensor_index_axis(spec, rank):
-    """The axis of a lone index tensor among full slices (x[idx], x[:, idx]), else None."""
-    items = _expand_spec(spec, rank)
-    ts = [i for i, s in enumerate(items) if s[0] == "t"]
-    if len(ts) == 1 and all(s == "s:::" for i, s in enumerate(items) if i != ts[0]):
-        return ts[0]
-    return None
+register(OpDef(
+    name="undef", impl=_undef, nargs=0, attrs={"shape": "ints", "dtype": "dtype"}, infer=_undef_rule,
+    sample=lambda rng: ([], {"shape": (2, 3), "dtype": "f32"}),
+    doc="""A placeholder for a value some path does not define (zeros; never read); -2 sizes are 0.
+
+        %y = "dg.undef"() {shape = array<i64: -2, 3>, dtype = f32} : () -> tensor<?x3xf32>""",
+    lower=_lower_undef,
+))
 
 
-def _no_tensor_index(op, what):
-
-    raise DgError(f"the gradient of {what} with an index tensor is only supported for x[idx] along one axis "
-                  "(use take())", op.where)
+def _cast_rule(types, dtype=np.float32):
+    return types[0].with_dtype(dtype)
 
 
-def _vjp_getitem(g, op, d):
-    x, *dyn = op.operands
-    spec = op.attrs["spec"]
-    if any(s[0] == "t" for s in spec):
-        axis = _tensor_index_axis(spec, x.tt.rank)
-        if axis is None:
-            _no_tensor_index(op, "indexing")
-        dx = _take_grad(g, x, dyn[0], d, axis)
-        if dx is None:
-            _no_tensor_index(op, "indexing")
-        return [dx, None]
-    return [g.dg_op("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
+def _cast(x, dtype=np.float32):
+    d = np_dtype(dtype)
+    if np.dtype(x.dtype).kind == "f" and d.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(d)
+    return np.asarray(x).astype(d)
 
 
-def _vjp_setitem(g, op, d):
-    x, v, *dyn = op.operands
-    spec = op.attrs["spec"]
-    if any(s[0] == "t" for s in spec):
-        _no_tensor_index(op, "assignment")
-    dx = g.dg_op("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
-    dv = _summed_to(g, g.dg_op("getitem", [d] + dyn, {"spec": spec}), v)
-    return [dx, dv] + [None] * len(dyn)
+def _lower_cast(b, op):
+    src, dst = op.types[0].dtype, op.result_types[0].dtype
+    ks, kd = DTYPES[src][2], DTYPES[dst][2]
+    es, ed = op.types[0].element, op.result_types[0].element
+    bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "u64": 64}
 
+    def scalar(bb, kind, ety, args, _op):
+        x = args[0]
+        if src == dst:
+            return x
+        if kd == "b":
+            return bb.cmp("une" if ks == "f" else "ne", x, bb.const(0, es), es)
+        if ks == "f" and kd == "f":
+            if {src, dst} == {"f16", "bf16"}:
+                x = bb.unary("arith.extf", x, f"{es} to f32")
+                es2 = "f32"
+                return bb.unary("arith.truncf", x, f"{es2} to {ed}")
+            if bits[dst] > bits[src]:
+                return bb.unary("arith.extf", x, f"{es} to {ed}")
+            return truncate_float(bb, x, es, ed)
+        if ks in "iub" and kd == "f":
+            return bb.unary("arith.uitofp" if ks in "bu" else "arith.sitofp", x, f"{es} to {ed}")
+        if ks == "f" and kd in "iu":
+            return bb.unary("arith.fptosi", x, f"{es} to {ed}")
+        # int/bool -> int
+        if bits[dst] > bits[src]:
+            return bb.unary("arith.extui" if ks in "bu" else "arith.extsi", x, f"{es} to {ed}")
+        if bits[dst] < bits[src]:
+            return bb.unary("arith.trunci", x, f"{es} to {ed}")
+        return x
 
-def _summed_to(g, d, x):
-    """The adjoint d of a value broadcast from x, summed to x's shape. Where x has a size that only
-    the run time knows, by dg.sum_to: it may be 1 there and stretched (the autodiff pass itself
-    sums only the axes that broadcasting adds or that x declares 1)."""
-    return d if x.tt.is_static() else g.dg_op("sum_to", [d, x])
-
-
-def _vjp_full(g, op, d):
-    return [g.dg_op("sum", [d], {"axes": tuple(range(d.tt.rank)), "keepdims": False})] + [None] * (len(op.operands) - 1)
+    return lower_elementwise(scalar)(b, op)
 
 
 def _vjp_cast(g, op, d):
     x, = op.operands
-    from dg.core.types import is_float
 
     return [g.dg_op("cast", [d], {"dtype": x.tt.dtype}) if is_float(x.tt.dtype) else None]
 
 
-OPS["reshape"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1)
-OPS["expand_dims"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
-OPS["squeeze"].vjp = lambda g, op, d: [reshape_like(g, d, op.operands[0])]
-OPS["transpose"].vjp = _vjp_transpose
-OPS["broadcast_to"].vjp = lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1)
-OPS["concat"].vjp = _vjp_concat
-OPS["take"].vjp = _vjp_take
-OPS["getitem"].vjp = _vjp_getitem
-OPS["setitem"].vjp = _vjp_setitem
-OPS["full"].vjp = _vjp_full
-OPS["cast"].vjp = _vjp_cast
+register(OpDef(
+    name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule,
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32) * 10], {"dtype": "i32"}),
+    doc="""x converted to the element type `dtype` (floats to ints truncate toward zero).
+
+        %y = "dg.cast"(%x) {dtype = i32} : (tensor<3xf32>) -> tensor<3xi32>""",
+    lower=_lower_cast,
+    vjp=_vjp_cast,
+))

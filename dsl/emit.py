@@ -1422,7 +1422,7 @@ class FunctionEmitter:
         if len(tensors) > 1:
             return self.error("at most one index tensor per subscript", loc)
         # x[..., idx, ...] with one integer tensor = basic indexing, then take on that axis.
-        from dg.dialects.ops_shape import _expand_spec
+        from dg.dialects.ops_shape import expand_spec
         k = tensors[0]
         n_dyn_before = sum(s.count("$") for s in spec[:k])
         idx = dyn[n_dyn_before]
@@ -1430,7 +1430,7 @@ class FunctionEmitter:
         basic = list(spec)
         basic[k] = "s:::"
         try:
-            expanded = _expand_spec(basic, x.rank)
+            expanded = expand_spec(basic, x.rank)
         except ShapeError as e:
             return self.error(str(e), loc)
         # The position of item k in the expanded spec: ellipsis items before it expand.

@@ -92,3 +92,23 @@ func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {
     out = str(run_passes(m, "canonicalize,cse"))
     assert out.count('"dg.exp"') == 1
     assert "dg.tanh" not in out
+
+
+def _example_function(name: str) -> str:
+    """The op's IR example (its doc's last line) inside a function taking its operands."""
+    example = [line.strip() for line in OPS[name].doc.splitlines() if f'"dg.{name}"' in line][-1]
+    operands = example.split(f'"dg.{name}"(')[1].split(")")[0]
+    types = example.rsplit(" : (", 1)[1].split(") -> ")[0]
+    params = ", ".join(f"{o}: {t}" for o, t in zip(operands.split(", "), types.split(", ")) if o)
+    return f"func.func @example({params}) {{\n  {example}\n  return\n}}"
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_op_has_an_ir_example_that_verifies(name):
+    """Every op's doc ends with an example of it in IR, which parses and whose types its rule gives."""
+    from dg.dialects.dialect import parse
+    from dg.dialects.verify import verify_module
+
+    doc = OPS[name].doc
+    assert doc and doc.splitlines()[0].strip(), f"dg.{name} has no description"
+    verify_module(parse(_example_function(name), f"<the example of dg.{name}>"))
