@@ -66,6 +66,15 @@ def is_bool(dt: str) -> bool:
     return dt == "bool"
 
 
+def py_cast(v, dt: str):
+    """A Python number as the Python number of dg element type `dt` (a literal that takes a type)."""
+    if is_float(dt):
+        return float(v)
+    if is_bool(dt):
+        return bool(v)
+    return int(v)
+
+
 def promote(a: str, b: str) -> str:
     """NumPy-style promotion within dg's element types (int+float -> the float)."""
     if a == b:

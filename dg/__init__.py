@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dg.core.errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
+from .core.errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
+from .dsl.embed import TYPES
 
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
@@ -73,16 +74,5 @@ def jvp(fn, primals, tangents):
     raise DgError("dg.jvp (forward mode) is not available yet; use dg.vjp or dg.grad")
 
 
-def _types():
-    from .dsl.embed import TypeAnn
-
-    return {n: TypeAnn(n) for n in ("f16", "bf16", "f32", "f64", "i32", "i64", "bool")}
-
-
-_T = _types()
-f16, bf16, f32, f64, i32, i64 = (_T[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))
-bool_ = _T["bool"]
-
-
-def types_namespace() -> dict:
-    return dict(_T)
+f16, bf16, f32, f64, i32, i64 = (TYPES[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))
+bool_ = TYPES["bool"]

@@ -12,8 +12,8 @@ import numpy as np
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from dg.core.types import DTYPES, is_bool, is_float, is_int, scalar
-from .values import POISON, ListVal, Str, V, is_tuple
+from dg.core.types import DTYPES, is_bool, is_float, is_int, promote, py_cast, scalar
+from .values import FuncRef, GradRef, ListVal, POISON, Pullback, Str, V, is_tuple
 
 _MISSING = object()
 
@@ -374,7 +374,6 @@ def _eye(em, call, name):
 
 def _to_shape(opname):
     """reshape(x, shape) and broadcast_to(x, shape): sizes may be run-time values."""
-
     def h(em, call, name):
         a = _Args(em, call, name, ["x", "shape"], {})
         if not a.ok:
@@ -463,7 +462,6 @@ def _join(opname):
             return POISON
         strong = [v.dtype for v in vals if v.name is not None]
         dt = strong[0] if strong else vals[0].dtype
-        from dg.core.types import promote
         for d in strong[1:]:
             dt = promote(dt, d)
         vals = [em.materialize(v, dt, call.loc) if v.name is None else em.cast(v, dt, call.loc) for v in vals]
@@ -653,9 +651,8 @@ def _cast_to(dt):
             return POISON
         x, = t
         if x.name is None:
-            from .emit import _py_cast
             if dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool") and x.rank == 0:
-                return em.materialize(V(None, scalar(dt), const=_py_cast(x.const, dt)), dt, call.loc)
+                return em.materialize(V(None, scalar(dt), const=py_cast(x.const, dt)), dt, call.loc)
         return em.cast(x, dt, call.loc)
 
     return h
@@ -754,8 +751,6 @@ def _stop_gradient(em, call, name):
 
 
 def _function_arg(em, call, name):
-    from .values import FuncRef, GradRef
-
     if not call.args:
         em.error(f"{name}() needs a function as its first argument", call.loc)
         return None
@@ -770,8 +765,6 @@ def _function_arg(em, call, name):
 
 def _grad(em, call, name):
     """grad(f, wrt=0) and value_and_grad(f, wrt=0): function values, called like f."""
-    from .values import GradRef
-
     fn = _function_arg(em, call, name)
     wrt_node = call.args[1] if len(call.args) > 1 else None
     for k in call.kwargs:
@@ -801,8 +794,6 @@ def _grad(em, call, name):
 
 def _vjp(em, call, name):
     """vjp(f, *primals) -> (f(*primals), pullback)."""
-    from .values import Pullback
-
     fn = _function_arg(em, call, name)
     if call.kwargs:
         em.error("vjp() takes a function and its arguments, by position", call.kwargs[0].loc)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast as py
 import inspect
 import textwrap
+import types
 
 from dg.core.errors import DgSyntaxError, Loc
 
 from . import ast as A
+from .parser import parse_type
 
 _BINOPS = {py.Add: "+", py.Sub: "-", py.Mult: "*", py.Div: "/", py.FloorDiv: "//", py.Mod: "%",
            py.Pow: "**", py.MatMult: "@"}
@@ -89,8 +91,6 @@ class _Converter:
         if isinstance(obj, TypeAnn):
             return A.TypeExpr(self.loc(node), obj.dtype, obj.dims)
         if isinstance(obj, str):
-            from .parser import parse_type
-
             return parse_type(obj, self.file, register=False)
         raise DgSyntaxError(f"annotation {obj!r} is not a dg type (use dg.f32[...], dg.i64, ...)", self.loc(node))
 
@@ -212,11 +212,14 @@ class _Converter:
         return self.expr(i)
 
 
+# What annotations name: `dg.f32[...]` (dg's own types, the same objects as the package's) and `f32`.
+TYPES = {n: TypeAnn(n) for n in ("f16", "bf16", "f32", "f64", "i32", "i64", "bool")}
+_NAMESPACE = {"dg": types.SimpleNamespace(**TYPES, bool_=TYPES["bool"]), **TYPES}
+
+
 def _eval_annotation(node):
     try:
-        import dg
-
-        return eval(compile(py.Expression(node), "<annotation>", "eval"), {"dg": dg, **dg.types_namespace()})
+        return eval(compile(py.Expression(node), "<annotation>", "eval"), dict(_NAMESPACE))
     except Exception:
         return None
 
@@ -247,9 +250,7 @@ def function_ast(fn) -> A.FuncDef:
     for k, v in list(annotations.items()):
         if isinstance(v, str):
             try:
-                import dg
-
-                annotations[k] = eval(v, {**fn.__globals__, "dg": dg})
+                annotations[k] = eval(v, {**_NAMESPACE, **fn.__globals__})
             except Exception:
                 pass
     conv = _Converter(file, first - 1, col_offset, annotations, f.name)

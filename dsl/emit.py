@@ -21,14 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from dg.core.attrs import attr_text
-from dg.dialects.registry import OPS
 from dg.core.errors import DgErrors, DgTypeError, Loc
+from dg.core.types import (
+    DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, np_dtype, promote, py_cast, same_dim,
+    scalar,
+)
+from dg.dialects.ops_shape import expand_spec
+from dg.dialects.registry import OPS
 
 from . import ast as A
 from . import controlflow
-from dg.core.types import (
-    DTYPES, ShapeError, Sym, TensorType, annotation_type, is_bool, is_float, is_int, np_dtype, promote, same_dim, scalar,
-)
+from .builtins import BUILTINS, call_builtin
 from .values import (POISON, FuncRef, GradRef, ListVal, ModuleRef, Pullback, Str, Undefined, V, flatten, is_tuple,
                      unflatten_like)
 
@@ -65,7 +68,6 @@ class NeedsRecursionPass(Exception):
 @dataclass
 class Spec:
     """One specialization of a function."""
-
     symbol: str
     fd: A.FuncDef
     param_types: list
@@ -84,7 +86,6 @@ def _unreserved(name: str) -> str:
 
 class ModuleEmitter:
     """Emits the specializations reachable from one entry call into one module."""
-
     def __init__(self, program, errors: DgErrors | None = None):
         self.program = program  # dg.runtime.program.Program (sources, functions)
         self.errors = errors or DgErrors()
@@ -214,7 +215,6 @@ class ModuleEmitter:
 
 class _Scope:
     """The names bound at a point of a function: name -> V | tuple | ListVal | ..."""
-
     def __init__(self, env=None):
         self.env = dict(env or {})
 
@@ -327,7 +327,7 @@ class FunctionEmitter:
         if v.poison or v.dtype == dtype:
             return v
         if v.name is None:
-            return self.materialize(V(None, v.type.with_dtype(dtype), const=_py_cast(v.const, dtype)), dtype, loc)
+            return self.materialize(V(None, v.type.with_dtype(dtype), const=py_cast(v.const, dtype)), dtype, loc)
         return self.op("cast", [v], {"dtype": dtype}, loc)
 
     def const(self, value, dtype: str, loc) -> V:
@@ -456,7 +456,7 @@ class FunctionEmitter:
             if is_float(v.dtype) and not is_float(t.dtype):
                 return self.error(f"{what} is the float {v.const!r}, but {t} was declared", loc)
             if v.rank == 0 and t.rank == 0:
-                return self.materialize(V(None, t, const=_py_cast(v.const, t.dtype)), t.dtype, loc)
+                return self.materialize(V(None, t, const=py_cast(v.const, t.dtype)), t.dtype, loc)
         if v.dtype != t.dtype:
             return self.error(f"{what} has type {v.type}, but {t} was declared", loc)
         if v.rank != t.rank:
@@ -1146,7 +1146,6 @@ class FunctionEmitter:
             ref = self.source.resolve(e.id)
             if ref is not None:
                 return ref
-            from .builtins import BUILTINS
             if e.id in BUILTINS:
                 return ("builtin", e.id)
             if e.id in DTYPES and e.id != "u64":
@@ -1422,7 +1421,6 @@ class FunctionEmitter:
         if len(tensors) > 1:
             return self.error("at most one index tensor per subscript", loc)
         # x[..., idx, ...] with one integer tensor = basic indexing, then take on that axis.
-        from dg.dialects.ops_shape import expand_spec
         k = tensors[0]
         n_dyn_before = sum(s.count("$") for s in spec[:k])
         idx = dyn[n_dyn_before]
@@ -1507,7 +1505,6 @@ class FunctionEmitter:
         return self.error("... is only allowed inside [...]", e.loc)
 
     def e_Call(self, e):
-        from .builtins import call_builtin
         f = e.func
         if isinstance(f, A.Name):
             target = self.lookup(f)
@@ -1757,17 +1754,8 @@ def _weak_join(weak_dt: str, strong_dt: str) -> str:
     return strong_dt
 
 
-def _py_cast(v, dt):
-    if is_float(dt):
-        return float(v)
-    if is_bool(dt):
-        return bool(v)
-    return int(v)
-
-
 def _const_nested(lv: ListVal):
     """A list display of literals (nested to any depth) -> (array, dtype), else None."""
-
     def leaves(x):
         if isinstance(x, ListVal):
             sub = [leaves(i) for i in x.items]

@@ -18,6 +18,8 @@ matmul is folded into the kernel, which then stores instead of adding.
 """
 from __future__ import annotations
 
+from .blas import _ELTS, _memref, replace_matmuls
+
 TILE = 64  # rows and columns of C per block
 KT = 16  # the K step
 THREADS = 16  # threads per block along x and along y
@@ -29,8 +31,6 @@ def helper_name(elt: str, overwrite: bool) -> str:
 
 
 def helper_text(elt: str, overwrite: bool) -> str:
-    from .blas import _memref
-
     m = _memref(elt)
     ws = "#gpu.address_space<workgroup>"
     idx = range(MICRO)
@@ -116,7 +116,5 @@ def helper_text(elt: str, overwrite: bool) -> str:
 
 def route_matmuls(module) -> int:
     """Replace the f32/f64 `linalg.matmul`s of a bufferized module by the tiled kernel; how many."""
-    from .blas import _ELTS, replace_matmuls
-
     return replace_matmuls(module, {(elt, o): (helper_name(elt, o), helper_text(elt, o), "")
                                     for elt in _ELTS for o in (False, True)})

@@ -14,13 +14,13 @@ import itertools
 import numpy as np
 
 from dg.core.errors import DgError
+from .program import DgFunction
+from dg.dsl.parser import parse
 
 _names = itertools.count()
 
 
 def _root(fn):
-    from .program import DgFunction
-
     while isinstance(fn, GradFunction):
         fn = fn.base
     if not isinstance(fn, DgFunction):
@@ -37,10 +37,6 @@ def _check_wrt(wrt):
 
 def _wrapped(root, name_hint: str, params_text: str, body: str):
     """A dg function made from source text in the differentiated function's source, with its parameter types."""
-    from dg.dsl.parser import parse
-
-    from .program import DgFunction
-
     name = f"__dg_{name_hint}_{next(_names)}"
     text = f"def {name}({params_text}):\n    {body}\n"
     fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
@@ -59,7 +55,6 @@ def _params(root):
 
 class GradFunction:
     """grad(f, wrt) or value_and_grad(f, wrt) of a dg function, callable from Python."""
-
     def __init__(self, kind: str, base, wrt=0):
         _check_wrt(wrt)
         self.kind = kind

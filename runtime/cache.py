@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from dg.core import mlir
 
 FORMAT = 1
 
@@ -39,7 +40,6 @@ def _fingerprint(extra: str) -> str:
     """What compiled code depends on besides the dg IR: dg's own lowering code, versions, the host."""
     import llvmlite.binding as llvm
 
-    from dg.core import mlir
 
     h = hashlib.sha256(f"{FORMAT}\0{extra}\0{mlir.VERSION}\0{llvm.llvm_version_info}".encode())
     h.update(llvm.get_host_cpu_name().encode())

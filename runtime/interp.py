@@ -18,11 +18,13 @@ import sys
 import numpy as np
 
 from dg.core.mlir import ir
-from dg.dialects.ops_misc import failure_message
-from dg.core.attrs import attr_value
+from dg.dialects.ops_misc import _print, failure_message
+from dg.core.attrs import attr_value, dense_value
 from dg.dialects.registry import OPS
 from dg.core.errors import DgError, DgRuntimeError, Loc
 from dg.core.locations import loc_of
+from dg.dialects.ops_elementwise import unknown_groups
+from dg.core.types import parse_mlir_type
 
 _file_ids = itertools.count()
 
@@ -33,13 +35,10 @@ class _Fail:
 
 class _Console:
     """The line that dg.print ops build, one value at a time, until `end`."""
-
     parts: list = []
 
     @classmethod
     def print(cls, pieces, end, *vals):
-        from dg.dialects.ops_misc import _print
-
         cls.parts.append(_print(*vals, pieces=pieces))
         if end:
             line = " ".join(p for p in cls.parts if p != "")
@@ -72,7 +71,6 @@ def _breakpoint_impl(names, vals, loc):
 
 class Translation:
     """Python callables for the functions of one module."""
-
     def __init__(self, module: "ir.Module"):
         self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi}
         self.line_locs: dict = {}  # line of the generated code -> the op's location
@@ -163,7 +161,6 @@ class Translation:
             elif isinstance(attr, ir.FloatAttr):
                 val = repr(attr.value)
             else:
-                from dg.core.attrs import dense_value
                 val = self._const(dense_value(attr))
             self._emit(indent, f"{lhs} {val}", loc)
         elif name in _ARITH:
@@ -301,9 +298,6 @@ def _divsi(a: int, b: int) -> int:
 def _agreeing(impl, opdef, op, loc):
     """impl, first checking the sizes the op's `agree` facet says must be equal at run time (as
     compiled code does): NumPy alone would also broadcast a size that is 1 only at run time."""
-    from dg.dialects.ops_elementwise import unknown_groups
-    from dg.core.types import parse_mlir_type
-
     types = [parse_mlir_type(str(v.type)) for v in op.operands]
     groups, message = opdef.agree(types, parse_mlir_type(str(op.results[0].type)))
     groups = unknown_groups(groups, types)
