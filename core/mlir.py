@@ -62,12 +62,21 @@ def set_llvm_options() -> None:
         return
 
 
-def append_parsed(module, text: str, keep=None) -> None:
-    """Parse `text` in the module's context and move its top-level operations (those `keep`
-    accepts, all without it) to the end of the module's body."""
+def symbols(module) -> set:
+    """The symbols the module's top-level operations define or declare."""
+    return {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in module.body.operations
+            if "sym_name" in op.operation.attributes}
+
+
+def append_parsed(module, text: str) -> None:
+    """Parse `text` in the module's context and move its top-level operations to the end of the
+    module's body, those whose symbol the module has already excepted (a text declares what it
+    uses, so that it parses on its own)."""
+    have = symbols(module)
     helper = ir.Module.parse(text, module.context)  # kept alive while its ops move over
     for op in list(helper.body.operations):
-        if keep is None or keep(op.operation):
+        attrs = op.operation.attributes
+        if "sym_name" not in attrs or ir.StringAttr(attrs["sym_name"]).value not in have:
             op.operation.detach_from_parent()
             module.body.append(op)
 
@@ -126,5 +135,5 @@ def create(name: str, results=(), operands=(), **attributes):
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
            "LLVM_OPTIONS", "set_llvm_options",
-           "append_parsed", "downcast", "operations_under", "defining_op", "constant_value",
+           "append_parsed", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
            "static_elements", "user", "create"]

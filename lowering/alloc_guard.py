@@ -130,9 +130,7 @@ def check_counts(m) -> None:
                         v = (1 << 59) // static if k == 0 else 1
                         c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, v)).result
                         alloc.operands[k] = create("arith.select", [index], [too, c, s]).result
-    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
-             if "sym_name" in op.operation.attributes}
-    if found and "malloc" not in names:
+    if found:
         append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
 
@@ -141,14 +139,12 @@ def guard(m) -> None:
     sites' places go into the table `dg.alloc_sites`, in the order of their numbers."""
     sites: list = []
     entries = []
-    existing = set()
     i32, ptr = ir.IntegerType.get_signless(32), ir.Type.parse("!llvm.ptr")
     for op in m.body.operations:
         op = op.operation
         if op.name != "llvm.func":
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        existing.add(name)
         if not len(op.regions[0].blocks):
             continue
         if name.startswith("_mlir_ciface_"):
@@ -164,11 +160,8 @@ def guard(m) -> None:
                     create("llvm.store", operands=[site.result, at.result])
                 call.attributes["callee"] = ir.FlatSymbolRefAttr.get(MALLOC)
                 sites.append(loc_row(loc_of(call.location)))
-    # The text declares what it calls, for it to parse on its own; the module keeps its own.
     declared = ["llvm.func @malloc(i64) -> !llvm.ptr"] + [
         f"llvm.func @_mlir_ciface_{n}({', '.join(['!llvm.ptr'] * k)})" for n, k in entries]
-    append_parsed(m, "\n".join([*declared, _RUNTIME, *(_guarded(n, k) for n, k in entries)]),
-                  lambda op: not (op.name == "llvm.func" and not len(op.regions[0].blocks)
-                                  and ir.StringAttr(op.attributes["sym_name"]).value in existing))
+    append_parsed(m, "\n".join([*declared, _RUNTIME, *(_guarded(n, k) for n, k in entries)]))
     set_table(m, "dg.alloc_sites", sites)
 

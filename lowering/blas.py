@@ -302,12 +302,9 @@ def replace_matmuls(module, helpers: dict) -> int:
         return 0
     with module.context:
         calls = [(op, elt, _zero_fill_before(op)) for op, elt in found]
-        declared = set()
         for key in sorted({(elt, fill is not None) for _, elt, fill in calls}):
             _, fn, decl = helpers[key]
-            # the declarations (bodiless functions) once per element type
-            append_parsed(module, decl + fn, (lambda op: len(op.regions[0].blocks) > 0) if key[0] in declared else None)
-            declared.add(key[0])
+            append_parsed(module, decl + fn)
         for op, elt, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:

@@ -91,8 +91,8 @@ def define_runtime_functions(m) -> None:
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None
         if name in bodies and not len(op.regions[0].blocks):
-            append_parsed(m, bodies[name], lambda f: f.name == "func.func")  # not the state global again
             op.erase()
+            append_parsed(m, bodies[name])
 
 
 def internal_linkage(m) -> None:

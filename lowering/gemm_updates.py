@@ -41,8 +41,7 @@ def fuse_gemm_updates(module) -> int:
     with module.context:
         for elt in sorted({elt for _, elt, _ in found}):
             fn, decl = helper_text(elt, lib.int_type, overwrite=False, scaled=True)
-            # the BLAS declaration is in the module already (route_matmuls put it there)
-            append_parsed(module, decl + fn, lambda op: len(op.regions[0].blocks) > 0)
+            append_parsed(module, decl + fn)
         for call, elt, match in found:
             _rewrite(call, elt, *match)
     return len(found)
