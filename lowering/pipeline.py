@@ -1,9 +1,10 @@
 """The one ordered pipeline: every stage of dg, every pass in the order it runs.
 
     dg ─autodiff─▶ grad ─canonicalize, cse─▶ opt
-                    └─to-linalg─▶ linalg ─inline-and-simplify … bufferize─▶ bufferized
-                                  ├─ CPU: link-names … to-llvm, guard-allocations ─▶ llvm
-                                  └─ GPU: gpu-matmuls, to-kernels ─▶ gpu ─(NVVM, llvmlite)─▶ ptx
+                    ├─ CPU: to-linalg ─▶ linalg ─only-entry … bufferize─▶ bufferized
+                    │                      ─link-names … to-llvm, guard-allocations─▶ llvm
+                    └─ GPU: to-linalg{target=cuda}, only-entry … bufferize, gpu-matmuls, to-kernels
+                                                   ─▶ gpu ─(NVVM, llvmlite)─▶ ptx
 
 A stage is a point of the pipeline whose IR `.ir(stage)` and `dg ir --stage` show: its parent
 stage's IR after its passes (`STAGES`). The executors run the same list: the interpreter the
@@ -91,20 +92,22 @@ PASSES = {
     "to-kernels": _mlir(gpu.TO_KERNELS),
 }
 
+# From a target's linalg-level IR to buffers: what the CPU and the GPU share.
+BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices", "bufferize"]
+
 # stage -> (the stage it starts from, its passes)
 STAGES = {
     "dg": (None, ["verify"]),
     "grad": ("dg", ["autodiff"]),
     "opt": ("grad", ["canonicalize", "cse"]),
     "linalg": ("grad", ["to-linalg"]),
-    "bufferized": ("linalg", ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices",
-                              "bufferize"]),
+    "bufferized": ("linalg", BUFFERIZED),
     "llvm": ("bufferized", ["link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
                             "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
                             "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
                             "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",
                             "function-attributes"]),
-    "gpu": ("bufferized", ["gpu-matmuls", "to-kernels"]),
+    "gpu": ("grad", ["to-linalg{target=cuda}", *BUFFERIZED, "gpu-matmuls", "to-kernels"]),
 }
 SHOWN = ("dg", "grad", "opt", "linalg", "bufferized", "llvm", "gpu", "ptx")  # what .ir() can show
 
@@ -202,6 +205,6 @@ def run_stage(module: "ir.Module", stage: str, start: str | None = "dg", **optio
     if names[:len(done)] != done:
         raise ValueError(f"stage '{start}' does not lead to '{stage}'")
     names = names[len(done):]
-    if start and names and names[0] not in NEW_MODULE:
+    if start and names and _options(names[0])[0] not in NEW_MODULE:
         module = parse(asm(module))
     return run_passes(module, names, **options)

@@ -2,7 +2,7 @@
 
 Expects: a verified dg module (func, scf, arith index constants, dg ops).
 Guarantees: the same module with every dg op replaced by its registry
-`lower` facet's ops; func and scf ops are kept as they are (dg values are
+`lower` facet's ops (or the target's, `lower_for`, where the op has one); func and scf ops are kept as they are (dg values are
 builtin tensors, so their types do not change). Functions get
 `llvm.emit_c_interface` so the CPU executor can call them. A function that
 can call itself first checks the stack left to it (`entry_guard`), and a
@@ -27,14 +27,16 @@ from dg.dialects.registry import OPS
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
 
 
-def run(module: "ir.Module") -> "ir.Module":
-    """The to-linalg pass: a new module."""
-    return ir.Module.parse(ToLinalg(module).text, module.context)
+def run(module: "ir.Module", target: str = "cpu") -> "ir.Module":
+    """The to-linalg pass, for a target ("cpu" or "cuda": an op's `lower_for` it has one): a new
+    module."""
+    return ir.Module.parse(ToLinalg(module, target).text, module.context)
 
 
 class ToLinalg:
-    def __init__(self, module: "ir.Module"):
+    def __init__(self, module: "ir.Module", target: str = "cpu"):
         self.b = Builder()
+        self.target = target
         self.names: dict = {}
         out = []
         self.recursive = recursive_functions(module)
@@ -209,7 +211,8 @@ class ToLinalg:
     def _dg(self, op, opname):
         b = self.b
         opdef = OPS.get(opname)
-        if opdef is None or opdef.lower is None:
+        lower = opdef.lower_for.get(self.target, opdef.lower) if opdef is not None else None
+        if lower is None:
             raise DgError(f"compiled mode cannot run 'dg.{opname}' yet (no lowering)", b.where)
         present = [a for a in opdef.attrs if a in op.attributes]
         lop = LowerOp(
@@ -222,7 +225,7 @@ class ToLinalg:
             where=b.where,
             raw={a: str(op.attributes[a]) for a in present},
         )
-        outs = opdef.lower(b, lop)
+        outs = lower(b, lop)
         if outs is None:
             outs = []
         if isinstance(outs, str):

@@ -112,3 +112,18 @@ def test_every_op_has_an_ir_example_that_verifies(name):
     doc = OPS[name].doc
     assert doc and doc.splitlines()[0].strip(), f"dg.{name} has no description"
     verify_module(parse(_example_function(name), f"<the example of dg.{name}>"))
+
+
+def test_a_targets_own_lowering_is_the_one_its_pipeline_takes(monkeypatch):
+    """`lower_for[target]` replaces `lower` in that target's to-linalg, and only there."""
+    from dg.dialects.dialect import parse
+    from dg.dialects.ops_elementwise import lower_elementwise
+    from dg.lowering.pipeline import run_passes
+
+    on_gpu = lower_elementwise(lambda b, kind, ety, args, op: b.binary("arith.subf", b.const(0.0, ety), args[0], ety))
+    monkeypatch.setitem(OPS["neg"].lower_for, "cuda", on_gpu)
+    text = 'func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {\n  %0 = "dg.neg"(%a) : (tensor<3xf32>) -> tensor<3xf32>\n' \
+           '  return %0 : tensor<3xf32>\n}\n'
+    cpu, gpu = (str(run_passes(parse(text), passes)) for passes in ("to-linalg", "to-linalg{target=cuda}"))
+    assert "arith.negf" in cpu and "arith.subf" not in cpu
+    assert "arith.subf" in gpu and "arith.negf" not in gpu
