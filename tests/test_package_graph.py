@@ -7,6 +7,8 @@ import each other without a cycle, and no module imports inside a function to do
 facade alone imports inside its functions: what a call needs, when it is called, so that
 `import dg` and `dg --help` do not load MLIR."""
 import ast
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,55 +19,70 @@ IMPORTS_WHEN_CALLED = {"dg"}
 
 
 def _modules():
+    """(layer, path, dotted name) of every module of dg."""
     for layer in LAYERS:
-        for path in sorted((ROOT / layer).glob("*.py")):
-            yield layer, path
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / layer).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            yield layer, path, ".".join(["dg"] + ([] if layer == "dg" else [layer]) + parts)
 
 
-def _imports(layer: str, path: Path):
-    """(the import node, whether it is inside a function, the dg module it names: (layer, module))."""
+def _layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "dg"
+
+
+def _imports(path: Path, name: str):
+    """(the import node, whether it is inside a function, the dotted name of the dg module it
+    takes something from) for each import of a dg module."""
     tree = ast.parse(path.read_text())
     inside = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
               for n in ast.walk(f) if n is not f}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = [layer] + (node.module.split(".") if node.module else [])
-            elif (node.module or "").split(".")[0] == "dg":
-                base = node.module.split(".")[1:] or ["dg"]
-                if base[0] not in LAYERS:
-                    base = ["dg"] + base
-            else:
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module or ""
+            if base.split(".")[0] != "dg":
                 continue
-            names = [base] if len(base) > 1 else [base + [a.name] for a in node.names]
-            for parts in names:
-                yield node, id(node) in inside, (parts[0], parts[1] if len(parts) > 1 else "__init__")
+            # `from dg.x import y`: y may be a module of x (then that module is what is imported)
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                yield node, id(node) in inside, sub if _is_module(sub) else base
         elif isinstance(node, ast.Import):
             for a in node.names:
-                parts = a.name.split(".")
-                if parts[0] == "dg":
-                    parts = parts[1:] or ["dg"]
-                    yield node, id(node) in inside, (parts[0] if parts[0] in LAYERS else "dg", "__init__")
+                if a.name.split(".")[0] == "dg":
+                    yield node, id(node) in inside, a.name
+
+
+_NAMES: dict = {}
+
+
+def _is_module(name: str) -> bool:
+    if ROOT not in _NAMES:
+        _NAMES[ROOT] = {n for _, _, n in _modules()}
+    return name in _NAMES[ROOT]
 
 
 def test_no_import_runs_against_the_pipeline():
-    back = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target[0]}.{target[1]}"
-            for layer, path in _modules() for node, _, target in _imports(layer, path)
-            if LAYERS.index(target[0]) > LAYERS.index(layer)]
+    back = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target}"
+            for layer, path, name in _modules() for node, _, target in _imports(path, name)
+            if LAYERS.index(_layer(target)) > LAYERS.index(layer)]
     assert not back, "\n".join(back)
 
 
 def test_no_import_inside_a_function():
-    lazy = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target[0]}.{target[1]} inside a function"
-            for layer, path in _modules() if layer not in IMPORTS_WHEN_CALLED
-            for node, inside, target in _imports(layer, path) if inside]
+    lazy = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target} inside a function"
+            for layer, path, name in _modules() if layer not in IMPORTS_WHEN_CALLED
+            for node, inside, target in _imports(path, name) if inside]
     assert not lazy, "\n".join(lazy)
 
 
 @pytest.mark.parametrize("layer", LAYERS)
 def test_the_modules_of_a_folder_form_no_cycle(layer):
-    graph = {path.stem: {t[1] for _, _, t in _imports(layer, path) if t[0] == layer and t[1] != path.stem}
-             for lay, path in _modules() if lay == layer}
+    graph = {name: {t for _, _, t in _imports(path, name) if _layer(t) == layer and t != name}
+             for lay, path, name in _modules() if lay == layer}
     done, on_path = set(), []
 
     def visit(m):
@@ -83,14 +100,13 @@ def test_the_modules_of_a_folder_form_no_cycle(layer):
         visit(m)
 
 
-def test_the_check_sees_a_back_edge(tmp_path, monkeypatch):
-    """The checks above read what they should: a module of core/ that imports lowering/ is caught."""
-    (tmp_path / "core").mkdir()
-    (tmp_path / "core" / "bad.py").write_text("from dg.lowering import pipeline\n\n\ndef f():\n    from . import types\n")
-    import sys
-
+def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
+    """A module of core/ that imports lowering/, and one that imports inside a function, are caught."""
+    (tmp_path / "core" / "sub").mkdir(parents=True)
+    (tmp_path / "core" / "sub" / "bad.py").write_text(
+        "from dg.lowering import pipeline\n\n\ndef f():\n    from .. import types\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    with pytest.raises(AssertionError, match="core/bad.py:1 imports lowering.pipeline"):
+    with pytest.raises(AssertionError, match="core/sub/bad.py:1 imports dg.lowering"):
         test_no_import_runs_against_the_pipeline()
-    with pytest.raises(AssertionError, match="core/bad.py:5 imports core.types inside a function"):
+    with pytest.raises(AssertionError, match=r"core/sub/bad.py:5 imports dg.core inside a function"):
         test_no_import_inside_a_function()

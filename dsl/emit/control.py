@@ -1,0 +1,577 @@
+"""Control flow: `if` as scf.if, loops as scf.for and scf.while, the names a branch or a body rebinds
+becoming their results and carried values."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from dg.core.types import (
+    Sym, TensorType, is_bool, is_int, promote, same_dim,
+)
+
+from .. import ast as A
+from ..values import (POISON, ListVal, Undefined, V, flatten, is_tuple,
+                      unflatten_like)
+from .core import INDEX, all_values, show
+
+
+@dataclass
+class Computed(A.Node):
+    """An expression the emitter writes by calling `make()` (rewrites it makes of its own code)."""
+    make: object
+
+
+def _join(t: TensorType, u: TensorType) -> TensorType:
+    """t's type with the sizes it does not share with u made dynamic (a symbolic size is kept)."""
+    return t.with_shape(p if isinstance(p, Sym) else (p if isinstance(q, int) and p == q else Sym())
+                        for p, q in zip(t.shape, u.shape))
+
+
+def _pattern(types) -> list:
+    """Types as MLIR sees them (every symbolic size is `?`)."""
+    return [t.mlir() for t in types]
+
+
+def _changed(before, env_a, env_b):
+    names = []
+    for env in (env_a, env_b):
+        for n, v in env.items():
+            if before.get(n) is not v and n not in names:
+                names.append(n)
+    return names
+
+
+def _assigned_names(stmts):
+    out = []
+    for s in stmts:
+        if isinstance(s, (A.Assign,)):
+            for t in s.targets:
+                out += _target_names(t)
+        elif isinstance(s, (A.AnnAssign, A.AugAssign)):
+            out += _target_names(s.target)
+        elif isinstance(s, A.If):
+            out += _assigned_names(s.body) + _assigned_names(s.orelse)
+        elif isinstance(s, (A.For, A.While)):
+            if isinstance(s, A.For):
+                out += _target_names(s.target)
+            out += _assigned_names(s.body)
+    return out
+
+
+def _target_names(t):
+    if isinstance(t, A.Name):
+        return [t.id]
+    if isinstance(t, (A.Tuple, A.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    return []
+
+
+class ControlFlow:
+    # ------------------------------------------------------------ control flow
+    def cond_value(self, e, loc) -> V:
+        """An expression as a 0-d bool tensor (NumPy truthiness), or a static bool."""
+        v = self.as_value(self.expr(e), loc)
+        return self.truth(v, e.loc if hasattr(e, "loc") else loc)
+
+    def truth(self, v, loc) -> V:
+        if not isinstance(v, V) or v.poison:
+            return POISON
+        if v.rank != 0:
+            return self.error(f"the truth value of a {v.type} tensor is ambiguous: use any/all style reductions or index it", loc)
+        if v.name is None:
+            return self.weak(bool(v.const))
+        if v.dtype == "bool":
+            return v
+        return self.op("ne", [v, self.const(0, v.dtype, loc)], loc=loc)
+
+    def to_i1(self, c: V, loc) -> V:
+        if c.name is None:
+            c = self.materialize(c, "bool", loc)
+        return self.op("to_i1", [c], loc=loc)
+
+    def s_If(self, s):
+        c = self.cond_value(s.test, s.loc)
+        if c.poison:
+            # Still check both branches for errors.
+            saved = dict(self.env)
+            self.block(s.body)
+            self.env = dict(saved)
+            self.block(s.orelse)
+            self.env = saved
+            return
+        if c.name is None:  # static condition: only the branch taken exists
+            self.block(s.body if c.const else s.orelse)
+            return
+        self.emit_if(c, lambda: self.block(s.body), lambda: self.block(s.orelse), s.loc)
+
+    def emit_if(self, c: V, then_fn, else_fn, loc, result_fn=None):
+        """scf.if; the results are the names either branch rebinds (or what `result_fn` picks)."""
+        before = dict(self.env)
+        cond = self.to_i1(c, loc)
+        if cond.poison:
+            return
+        saved_lines, saved_indent = self.lines, self.indent
+
+        def run(fn):
+            self.env = dict(before)
+            self.lines = []
+            self.indent = saved_indent + 2
+            out = fn()
+            return self.env, self.lines, out
+
+        env_t, lines_t, out_t = run(then_fn)
+        env_e, lines_e, out_e = run(else_fn)
+        self.lines, self.indent = saved_lines, saved_indent
+        self.env = before
+        if result_fn is not None:  # expression form: each branch returned a value
+            names = []
+            pairs = [(out_t, out_e)]
+        else:
+            names = [n for n in _changed(before, env_t, env_e) if n not in ("$return", "$return_loc")]
+            pairs = []
+        merged = {}
+        yields_t, yields_e, types = [], [], []
+        for n in names:
+            a, b = env_t.get(n, before.get(n)), env_e.get(n, before.get(n))
+            merged[n] = (a, b)
+        items = list(merged.items()) + [(None, p) for p in pairs]
+        final = {}
+        result_vals = []
+        out_poison = False
+        for n, (a, b) in items:
+            ra, rb, t, struct = self.merge_pair(n, a, b, loc)
+            if struct is None:
+                if n is None:
+                    out_poison = True
+                else:
+                    final[n] = ra  # Undefined / poison / unmergeable: no scf result
+                continue
+            yields_t.append(ra)
+            yields_e.append(rb)
+            types.append(t)
+            result_vals.append((n, struct, len(ra)))
+        # Materialize the yielded values inside their branch (literals, casts, undef).
+        ylines_t = self.finish_yields(yields_t, types, lines_t, saved_indent + 2, loc)
+        ylines_e = self.finish_yields(yields_e, types, lines_e, saved_indent + 2, loc)
+        flat_types = [t for ts in types for t in ts]
+        res = self.fresh()
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        rt = f" -> ({', '.join(t.mlir() for t in flat_types)})" if flat_types else ""
+        self.line(f"{head}scf.if {cond.name}{rt} {{")
+        self.lines += ylines_t
+        self.line("} else {")
+        self.lines += ylines_e
+        self.line(f"}} {self.loc(loc)}")
+        k = 0
+        out = None
+        for n, struct, count in result_vals:
+            vals = []
+            for t in [t for t in flat_types[k:k + count]]:
+                nm = res if len(flat_types) == 1 else f"{res}#{k}"
+                vals.append(V(nm, t))
+                k += 1
+            value = unflatten_like(struct, vals)
+            if n is None:
+                out = value
+            else:
+                final[n] = value
+        self.env = dict(before)
+        self.env.update(final)
+        return POISON if out_poison else out
+
+    def merge_pair(self, name, a, b, loc):
+        """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None."""
+        internal = name is not None and name.startswith("$")
+        if isinstance(a, ListVal):
+            a = self.as_value(a, loc)
+        if isinstance(b, ListVal):
+            b = self.as_value(b, loc)
+        ua, ub = a is None or isinstance(a, Undefined), b is None or isinstance(b, Undefined)
+        if ua and ub:
+            return None, None, None, None
+        if ua or ub:
+            known = b if ua else a
+            if all_values(known) and any(v.poison for v in flatten(known)):
+                return POISON, None, None, None
+            if internal and all_values(known):
+                flat = flatten(known)
+                types = [v.type for v in flat]
+                undef = [("undef", t) for t in types]
+                fa, fb = (undef, flat) if ua else (flat, undef)
+                return fa, fb, types, known
+            why = f"{show(name)} is not defined on every path that reaches here"
+            return Undefined(why, None), None, None, None
+        if not (all_values(a) and all_values(b)):
+            if a is b:
+                return a, None, None, None
+            return Undefined(f"{show(name)} has values of different kinds on different paths"), None, None, None
+        fa, fb = flatten(a), flatten(b)
+        if is_tuple(a) != is_tuple(b) or len(fa) != len(fb):
+            self.error(f"{show(name)} is a tuple of a different length on different paths", loc)
+            return POISON, None, None, None
+        if self.mod.recursive_unknown:
+            # A recursion probe: a path through a recursive call has no type yet; the
+            # other path's type is the guess (this pass is emitted again).
+            fa = [y if x.poison else x for x, y in zip(fa, fb)]
+            fb = [x if y.poison else y for x, y in zip(fa, fb)]
+        types = []
+        for x, y in zip(fa, fb):
+            if x.poison or y.poison:
+                return POISON, None, None, None
+            t = self.join_types(x, y, name, loc)
+            if t is None:
+                return POISON, None, None, None
+            types.append(t)
+        return fa, fb, types, a
+
+    def join_types(self, x: V, y: V, name, loc):
+        dx = x.dtype if not (x.weak and x.name is None) else None
+        dy = y.dtype if not (y.weak and y.name is None) else None
+        if dx and dy and dx != dy:
+            if name is None:
+                dt = promote(dx, dy)
+            else:
+                self.error(f"{show(name)} is {x.type} on one path and {y.type} on another", loc)
+                return None
+        else:
+            dt = dx or dy or promote(x.dtype, y.dtype)
+        if x.rank != y.rank:
+            self.error(f"{show(name)} has rank {x.rank} on one path and {y.rank} on another", loc)
+            return None
+        shape = tuple(a if same_dim(a, b) else Sym() for a, b in zip(x.type.shape, y.type.shape))
+        return TensorType(dt, shape)
+
+    def finish_yields(self, vals_lists, types_lists, lines, indent, loc):
+        """Append `scf.yield` (with the casts/constants/placeholders it needs) to a branch's lines."""
+        saved_lines, saved_indent = self.lines, self.indent
+        self.lines, self.indent = lines, indent
+        names = []
+        flat_types = []
+        for vals, types in zip(vals_lists, types_lists):
+            for v, t in zip(vals, types):
+                flat_types.append(t)
+                names.append(self.conform(v, t, loc).name)
+        if names:
+            self.line(f"scf.yield {', '.join(names)} : {', '.join(t.mlir() for t in flat_types)} {self.loc(loc)}")
+        else:
+            self.line(f"scf.yield {self.loc(loc)}")
+        out = self.lines
+        self.lines, self.indent = saved_lines, saved_indent
+        return out
+
+    # ------------------------------------------------------------ loops
+    def loop_carried(self, body_fn, before: dict, loc):
+        """Probe a loop body to find what it rebinds and the types that stay stable.
+
+        Each probe runs the body quietly with the carried values typed as found
+        so far; a dim that differs between iterations becomes dynamic, until
+        nothing changes (dims only ever go from static to dynamic, so this
+        ends). Returns [(name, structure, flat types)].
+        """
+        carried: dict = {}  # name -> (structure, types)
+        for attempt in range(64):
+            env0 = dict(before)
+            for n, (struct, types) in carried.items():
+                env0[n] = unflatten_like(struct, [V(f"%probe{i}", t) for i, t in enumerate(types)])
+            self.mod.quiet += 1
+            saved = (self.lines, self.indent, self.env)
+            self.lines, self.env = [], dict(env0)
+            try:
+                body_fn(probe=True)
+                env1 = self.env
+            finally:
+                self.lines, self.indent, self.env = saved
+                self.mod.quiet -= 1
+            changed = False
+            for n in _changed(env0, env1, env1):
+                if n in ("$return", "$return_loc"):
+                    continue
+                new = self.carry_types(n, before.get(n), carried.get(n), env1.get(n), loc)
+                if new is not None and (n not in carried or _pattern(carried[n][1]) != _pattern(new[1])):
+                    carried[n] = new
+                    changed = True
+            if not changed:
+                break
+        return [(n, struct, types) for n, (struct, types) in carried.items()]
+
+    def carry_types(self, n, first, cur, after, loc):
+        """The carried (structure, types) of `n` given its value before the loop (`first`),
+        its carried types so far (`cur`), and its value after one iteration; None if not carried."""
+        if isinstance(after, ListVal):
+            after = self.as_value(after, loc)
+        if first is None or isinstance(first, Undefined):
+            # First bound in the body: local to it, unless it is a rewrite flag or result.
+            if n.startswith("$") and all_values(after) and all(not x.poison for x in flatten(after)):
+                types = [x.type for x in flatten(after)]
+                if cur is None or len(cur[1]) != len(types):
+                    return cur or (after, types)
+                # A later probe (carried values less static) may return other sizes: join them.
+                return cur[0], [_join(c, t) if c.rank == t.rank and c.dtype == t.dtype else c
+                                for c, t in zip(cur[1], types)]
+            return None
+        if not (all_values(first) and all_values(after)):
+            return None
+        before_vals = flatten(first) if cur is None else [V("%c", t) for t in cur[1]]
+        struct = first if cur is None else cur[0]
+        after_vals = flatten(after)
+        if is_tuple(struct) != is_tuple(after) or len(before_vals) != len(after_vals):
+            self.error(f"{show(n)} changes its structure inside the loop (a tuple of another length)", loc)
+            return None
+        if any(x.poison for x in before_vals + after_vals):
+            return None
+        types = []
+        for x, y in zip(before_vals, after_vals):
+            x_weak = x.weak and x.name is None
+            y_weak = y.weak and y.name is None
+            if x.rank != y.rank:
+                self.error(f"{show(n)} changes rank inside the loop ({x.type} before, {y.type} after); "
+                           f"give it its final shape before the loop", loc)
+                return None
+            if not x_weak and not y_weak and x.dtype != y.dtype:
+                self.error(f"{show(n)} changes its element type inside the loop ({x.dtype} before, {y.dtype} after)", loc)
+                return None
+            dt = y.dtype if x_weak and not y_weak else (x.dtype if not x_weak else promote(x.dtype, y.dtype))
+            types.append(_join(x.type, y.type).with_dtype(dt))
+        return struct, types
+
+    def carried_inits(self, carried, before, loc):
+        inits = []
+        for n, struct, types in carried:
+            cur = before.get(n)
+            if cur is None or isinstance(cur, Undefined):
+                inits += [self.conform(("undef",), t, loc) for t in types]
+            else:
+                if isinstance(cur, ListVal):
+                    cur = self.as_value(cur, loc)
+                inits += [self.conform(v, t, loc) for v, t in zip(flatten(cur), types)]
+        return inits
+
+    def tensors_for_loop(self, body, loc):
+        """List displays that the loop rebinds become tensors first (a carried value is a tensor)."""
+        for n in set(_assigned_names(body)):
+            if isinstance(self.env.get(n), ListVal):
+                self.env[n] = self.as_value(self.env[n], loc)
+
+    def s_While(self, s):
+        loc = s.loc
+        self.tensors_for_loop(s.body, loc)
+        before = dict(self.env)
+
+        def body(probe=True):
+            self.cond_value(s.test, loc)  # checked, as the loop's "before" region
+            self.block(s.body)
+
+        carried = self.loop_carried(body, before, loc)
+        inits = self.carried_inits(carried, before, loc)
+        flat_types = [t for _, _, ts in carried for t in ts]
+        res = self.fresh()
+        args = [self.fresh() for _ in flat_types]
+        args2 = [self.fresh() for _ in flat_types]
+        tys = ", ".join(t.mlir() for t in flat_types)
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        init_s = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits))
+        self.line(f"{head}scf.while ({init_s}) : ({tys}) -> ({tys}) {{")
+
+        def bind_args(names):
+            env = dict(before)
+            k = 0
+            for n, struct, types in carried:
+                vals = [V(names[k + i], t) for i, t in enumerate(types)]
+                env[n] = unflatten_like(struct, vals)
+                k += len(types)
+            # Names first bound in the body are local to it.
+            return env
+
+        saved_indent = self.indent
+        self.indent += 2
+        self.env = bind_args(args)
+        c = self.cond_value(s.test, loc)
+        if not c.poison and c.name is None:
+            c = self.materialize(c, "bool", loc)
+        ci = self.to_i1(c, loc) if not c.poison else c
+        cname = ci.name if not ci.poison else "%poison"
+        if flat_types:
+            self.line(f"scf.condition({cname}) {', '.join(args)} : {tys} {self.loc(loc)}")
+        else:
+            self.line(f"scf.condition({cname}) {self.loc(loc)}")
+        self.indent = saved_indent
+        self.line("} do {")
+        block_args = ", ".join(f"{a}: {t.mlir()}" for a, t in zip(args2, flat_types))
+        self.line(f"^bb0({block_args}):")
+        self.indent += 2
+        self.env = bind_args(args2)
+        self.block(s.body)
+        self.close_loop_body(carried, tys, saved_indent, loc)
+        self.after_loop(before, carried, res, flat_types, s.body)
+
+    def close_loop_body(self, carried, tys, saved_indent, loc):
+        outs = self.carried_outputs(carried, loc)
+        if outs:
+            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
+        else:
+            self.line(f"scf.yield {self.loc(loc)}")
+        self.indent = saved_indent
+        self.line(f"}} {self.loc(loc)}")
+
+    def carried_outputs(self, carried, loc):
+        outs = []
+        for n, struct, types in carried:
+            cur = self.env.get(n)
+            if isinstance(cur, ListVal):
+                cur = self.as_value(cur, loc)
+            if cur is None or isinstance(cur, Undefined) or not all_values(cur):
+                outs += [self.conform(("undef",), t, loc) for t in types]
+                continue
+            flat = flatten(cur)
+            if len(flat) != len(types):
+                self.error(f"{show(n)} changes its structure inside the loop (a tuple of another length)", loc)
+                outs += [self.conform(("undef",), t, loc) for t in types]
+                continue
+            for v, t in zip(flat, types):
+                if v.poison:
+                    outs.append(self.conform(("undef",), t, loc))
+                elif not (v.weak and v.name is None) and (v.dtype != t.dtype or v.rank != t.rank):
+                    self.error(f"{show(n)} changes its type inside the loop ({t} before, {v.type} after)", loc)
+                    outs.append(self.conform(("undef",), t, loc))
+                else:
+                    outs.append(self.conform(v, t, loc))
+        return outs
+
+    def after_loop(self, before, carried, res, flat_types, body):
+        self.env = dict(before)
+        k = 0
+        for n, struct, types in carried:
+            vals = []
+            for t in types:
+                nm = res if len(flat_types) == 1 else f"{res}#{k}"
+                vals.append(V(nm, t))
+                k += 1
+            self.env[n] = unflatten_like(struct, vals)
+        for n in _assigned_names(body):
+            if n not in self.env or isinstance(self.env.get(n), Undefined):
+                if not any(n == c[0] for c in carried):
+                    self.env[n] = Undefined(f"'{n}' is only defined inside the loop body; define it before the loop to use it after")
+
+    def s_For(self, s):
+        loc = s.loc
+        self.tensors_for_loop(s.body, loc)
+        before = dict(self.env)
+        it = s.iter
+        target = s.target
+        if not isinstance(target, A.Name):
+            self.error("a for loop variable must be a single name", target.loc)
+            return
+        # The trip count and the value of the loop variable for index k.
+        if isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id == "range" \
+                and "range" not in self.env:
+            if it.kwargs or not 1 <= len(it.args) <= 3:
+                self.error("range() takes 1 to 3 integer arguments", it.loc)
+                return
+            vals = [self.as_value(self.expr(a), loc) for a in it.args]
+            if any(not isinstance(v, V) or v.poison for v in vals):
+                self.block_checked(s.body)
+                return
+            for v, a in zip(vals, it.args):
+                if v.rank != 0 or not (is_int(v.dtype) or is_bool(v.dtype)):
+                    self.error(f"range() arguments must be integer scalars, got {v.type}", a.loc)
+                    return
+            if len(vals) == 1:
+                start, stop, step = self.weak(0), vals[0], self.weak(1)
+            elif len(vals) == 2:
+                start, stop, step = vals[0], vals[1], self.weak(1)
+            else:
+                start, stop, step = vals
+            if step.name is None and step.const == 0:
+                self.error("range() step must not be zero", it.loc)
+                return
+            start, stop, step = (self.cast(self.materialize(v, "i64", loc), "i64", loc) if v.name else v
+                                 for v in (start, stop, step))
+
+            def loop_var(k_index):
+                k = self.op("from_index", [k_index], loc=loc)
+                if step.name is None and step.const == 1 and start.name is None and start.const == 0:
+                    return k
+                return self.binop("+", start, self.binop("*", k, step, loc), loc)
+
+            if all(v.name is None for v in (start, stop, step)):
+                trip = len(range(start.const, stop.const, step.const))
+                n_index = self.index_const(trip, loc)
+            else:
+                n_index = self.op("range_len", [self.materialize(v, "i64", loc) for v in (start, stop, step)], loc=loc)
+        else:
+            seq = self.as_value(self.expr(it), loc)
+            if not isinstance(seq, V) or seq.poison:
+                self.block_checked(s.body)
+                return
+            if seq.rank == 0:
+                self.error(f"cannot iterate over a scalar ({seq.type})", it.loc)
+                return
+            d = seq.type.shape[0]
+            n_index = self.index_const(d) if isinstance(d, int) else self.op(
+                "to_index", [self.op("dim", [seq], {"axis": 0}, loc)], loc=loc)
+
+            def loop_var(k_index):
+                k = self.op("from_index", [k_index], loc=loc)
+                return self.getitem(seq, [k], loc)
+
+        def body(probe=False, k_index=None):
+            if k_index is None:
+                k_index = V("%probe_iv", INDEX)
+            self.env[target.id] = loop_var(k_index)
+            self.block(s.body)
+
+        if n_index.const == 0:
+            return
+        if s.stops:
+            self.for_until(s, n_index, loop_var, loc)
+            return
+        carried = self.loop_carried(body, before, loc)
+        inits = self.carried_inits(carried, before, loc)
+        flat_types = [t for _, _, ts in carried for t in ts]
+        res = self.fresh()
+        iv = self.fresh()
+        zero, one = self.index_const(0, loc), self.index_const(1, loc)
+        args = [self.fresh() for _ in flat_types]
+        tys = ", ".join(t.mlir() for t in flat_types)
+        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        iters = ""
+        if flat_types:
+            iters = " iter_args(" + ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits)) + f") -> ({tys})"
+        self.line(f"{head}scf.for {iv} = {zero.name} to {n_index.name} step {one.name}{iters} {{")
+        saved_indent = self.indent
+        self.indent += 2
+        env = dict(before)
+        k = 0
+        for n, struct, types in carried:
+            env[n] = unflatten_like(struct, [V(args[k + i], t) for i, t in enumerate(types)])
+            k += len(types)
+        self.env = env
+        body(k_index=V(iv, INDEX))
+        self.close_loop_body(carried, tys, saved_indent, loc)
+        self.after_loop(before, carried, res, flat_types, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
+
+    def for_until(self, s, n_index, loop_var, loc):
+        """A `for` that a `break` or `return` may end (controlflow's `stops` flags): a `while` over
+        its iterations that also tests the flags, so that it ends when one is set instead of
+        running the rest of its trip count with nothing to do."""
+        tag = self.fresh()[1:]
+        k, n = A.Name(loc, f"$for{tag}_k"), A.Name(loc, f"$for{tag}_n")
+        test = A.BoolOp(loc, "and", [A.UnaryOp(loc, "not", A.Name(loc, f)) for f in s.stops]
+                        + [A.Compare(loc, k, ["<"], [n])])
+        var = Computed(loc, lambda: loop_var(self.op("to_index", [self.env[k.id]], loc=loc)))
+        body = [A.Assign(loc, [s.target], var), *s.body, A.Assign(loc, [k], A.BinOp(loc, "+", k, A.Const(loc, 1)))]
+        self.block([A.Assign(loc, [n], Computed(loc, lambda: self.op("from_index", [n_index], loc=loc))),
+                    A.Assign(loc, [k], Computed(loc, lambda: self.materialize(self.weak(0), "i64", loc))),
+                    A.While(loc, test, body)])
+
+    def e_Computed(self, e):
+        return e.make()
+
+    def block_checked(self, stmts):
+        saved = dict(self.env)
+        self.mod.quiet += 1
+        try:
+            self.block(stmts)
+        finally:
+            self.mod.quiet -= 1
+        self.env = saved

@@ -1,0 +1,96 @@
+"""The function emitter: one class made of the emitter's parts."""
+from __future__ import annotations
+
+import itertools
+
+
+from dg.core.errors import Loc
+from dg.core.types import (
+    Sym,
+)
+
+from .. import controlflow
+from ..values import (POISON, V, unflatten_like)
+from .calls import Calls
+from .control import ControlFlow
+from .core import EmitterCore
+from .expressions import Expressions
+from .statements import Statements
+
+
+def _named_sizes(param_types) -> str:
+    """The function attribute `dg.sizes` naming the arguments' symbolic sizes, one list of axis
+    names ("" for a static or unnamed axis) per argument, when any has a name. A call from
+    Python checks that equal names are equal sizes; the lowering relies on it (lowering.sizes)."""
+    def name(d):
+        plain = isinstance(d, Sym) and d.name and d.name.isprintable() and not set(d.name) & set('"\\')
+        return d.name if plain else ""  # a name MLIR's string syntax would need escapes for stays out
+
+    named = [[name(d) for d in t.shape] if t is not None else [] for t in param_types]
+    if not any(n for axes in named for n in axes):
+        return ""
+    text = ", ".join("[" + ", ".join(f'"{n}"' for n in axes) + "]" for axes in named)
+    return f" attributes {{dg.sizes = [{text}]}}"
+
+
+class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
+    def __init__(self, mod, source, spec):
+        self.mod = mod
+        self.source = source
+        self.spec = spec
+        self.fd = controlflow.rewrite(spec.fd)
+        self.lines: list[str] = []
+        self.indent = 2
+        self.counter = itertools.count()
+        self.env: dict = {}
+        self.dim_syms: dict = {}
+        self.sizes: dict = {}  # size name -> (value, axis) that has it: parameters first (emit)
+        self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
+        self.last_def = None  # (lines, index, ssa name, loc) of the last single-result op
+
+    # ------------------------------------------------------------ the function
+    def emit(self):
+        fd = self.fd
+        spec = self.spec
+        params = []
+        for p, t in zip(fd.params, spec.param_types):
+            if t is None:  # `dg check` of an unannotated parameter: unknown, errors through it are not reported
+                self.env[p.name] = POISON
+                continue
+            name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
+            v = V(name, t)
+            self.env[p.name] = v
+            for axis, d in enumerate(t.shape):
+                if isinstance(d, Sym) and d.name:
+                    self.sizes.setdefault(d.name, (v, axis))
+            params.append(f"{name}: {t.mlir()} {self.loc(p.loc, p.name)}")
+        self.lines = []
+        self.indent = 4
+        self.block(fd.body)
+        ret = self.env.get("$return")
+        proto = None
+        if ret is not None:
+            proto, ret_vals = ret
+        else:
+            ret_vals = []
+        types = [v.type for v in ret_vals]
+        if any(t is None for t in types):
+            types = []
+            ret_vals = []
+        preset = spec.result_types
+        if ret_vals and preset is not None and len(preset) == len(ret_vals) and all(
+                t is not None and t.dtype == v.dtype and t.rank == v.rank for t, v in zip(preset, ret_vals)):
+            # Recursive calls were typed with the declared or assumed result types.
+            ret_vals = [self.conform(v, t, self.env.get("$return_loc", fd.loc)) for v, t in zip(ret_vals, preset)]
+            types = [v.type for v in ret_vals]
+            proto = unflatten_like(proto, ret_vals)
+        ret_loc = self.env.get("$return_loc", fd.loc)
+        body = list(self.lines)
+        if ret_vals:
+            body.append(f"    return {', '.join(v.name for v in ret_vals)} : {', '.join(t.mlir() for t in types)} {self.loc(ret_loc)}")
+        else:
+            body.append(f"    return {self.loc(ret_loc)}")
+        rtypes = ", ".join(t.mlir() for t in types)
+        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}){_named_sizes(spec.param_types)} {{"
+        text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc(fd.loc, fd.name)}"
+        return text, proto

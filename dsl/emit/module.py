@@ -1,0 +1,169 @@
+"""Specializations: each function emitted once per argument signature into one module, recursion
+typed by probing, and the declarations of the gradients the module asks for."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+
+from dg.core.errors import DgErrors, DgTypeError, Loc
+from dg.core.types import (
+    Sym, TensorType,
+)
+
+from .. import ast as A
+from ..values import (POISON, flatten)
+from .function import FunctionEmitter
+
+
+def type_key(t: TensorType):
+    """The part of a type that selects a specialization (Syms compare by name)."""
+    return (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape))
+
+
+@dataclass
+class Spec:
+    """One specialization of a function."""
+    symbol: str
+    fd: A.FuncDef
+    param_types: list
+    result_types: list | None = None  # None while unknown (first pass of a recursive function)
+    result_proto: object = None  # V or tuple structure of the results
+    text: str = ""
+
+
+# The runtime's functions and globals live in a dg function's module from its lowering on
+# (`dg_state`, `dg_rt_fail`, `dg_rt_host_f32`, ...): a dg function named so gets another symbol.
+# (Names the later stages add, C library names among them, cannot clash: the CPU lowering gives
+# every dg function a dotted symbol, runtime.cpu.LINKED.)
+def _unreserved(name: str) -> str:
+    return "_" + name if name.startswith("dg_") else name
+
+
+class ModuleEmitter:
+    """Emits the specializations reachable from one entry call into one module."""
+    def __init__(self, program, errors: DgErrors | None = None):
+        self.program = program  # dg.runtime.program.Program (sources, functions)
+        self.errors = errors or DgErrors()
+        self.specs: dict = {}
+        self.order: list[Spec] = []
+        self.in_progress: dict = {}
+        self.symbols: set = set()
+        self.recursive_unknown: set = set()
+        self.stack: list = []  # keys of the specializations being emitted, outermost first
+        self.tainted: set = set()
+        self.quiet = 0  # >0 while probing loop bodies: errors are not kept
+        self.grad_decls: dict = {}  # (kind, of, wrt) -> (symbol, declaration text)
+
+    # ------------------------------------------------------------ errors
+    def error(self, msg: str, loc: Loc, cls=DgTypeError):
+        if not self.quiet:
+            self.errors.add(cls(msg, loc))
+        return POISON
+
+    # ------------------------------------------------------------ specializations
+    def symbol_for(self, name: str) -> str:
+        name = _unreserved(name)
+        if name not in self.symbols:
+            self.symbols.add(name)
+            return name
+        for i in itertools.count(1):
+            s = f"{name}_{i}"
+            if s not in self.symbols:
+                self.symbols.add(s)
+                return s
+
+    def specialize(self, source, fd: A.FuncDef, param_types: list, loc: Loc | None = None) -> Spec:
+        key = (id(source), fd.name, tuple(type_key(t) if t is not None else None for t in param_types),
+               self._sym_pattern([t for t in param_types if t is not None]))
+        if key in self.specs:
+            return self.specs[key]
+        if key in self.in_progress:
+            spec = self.in_progress[key]
+            if spec.result_types is None:
+                # A recursive call before the result type is known: this pass is a probe.
+                # Everything emitted since `key` started depends on it and is emitted again.
+                self.recursive_unknown.add(key)
+                self.tainted.update(self.stack[self.stack.index(key) + 1:])
+            return spec
+        spec = Spec(self.symbol_for(fd.name), fd, param_types)
+        if fd.returns is not None:
+            declared = FunctionEmitter(self, source, spec).declared_returns()
+            if declared is not None:
+                spec.result_proto = declared
+                spec.result_types = [v.type for v in flatten(declared)]
+        self.in_progress[key] = spec
+        self.stack.append(key)
+        try:
+            for attempt in range(4):
+                n_err = len(self.errors.errors)
+                self.recursive_unknown.discard(key)
+                fe = FunctionEmitter(self, source, spec)
+                text, proto = fe.emit()
+                if key not in self.recursive_unknown:
+                    break
+                new_types = [v.type for v in flatten(proto)] if proto is not None else []
+                if any(t is None for t in new_types):
+                    break  # an error made the result unknown; it has been reported
+                del self.errors.errors[n_err:]
+                # Recursive calls saw no result type yet: assume what the other paths
+                # return, with every size dynamic, and emit again.
+                spec.result_types = [TensorType(t.dtype, tuple(Sym() for _ in t.shape)) for t in new_types]
+                spec.result_proto = proto
+        finally:
+            del self.in_progress[key]
+            self.stack.pop()
+        spec.text = text
+        spec.result_proto = proto
+        spec.result_types = [v.type for v in flatten(proto)] if proto is not None else []
+        if key in self.tainted:  # emitted against a result type that was not known yet
+            self.tainted.discard(key)
+            return spec
+        self.specs[key] = spec
+        self.order.append(spec)
+        return spec
+
+    @staticmethod
+    def _types_fit(new, old) -> bool:
+        if len(new) != len(old):
+            return False
+        for a, b in zip(new, old):
+            if a is None or b is None:
+                continue
+            if a.dtype != b.dtype or a.rank != b.rank:
+                return False
+            for x, y in zip(a.shape, b.shape):
+                if isinstance(y, int) and not (isinstance(x, int) and x == y):
+                    return False
+        return True
+
+    @staticmethod
+    def _sym_pattern(types):
+        """Which dynamic dims are the same symbol (equal-size constraints)."""
+        seen = {}
+        out = []
+        for t in types:
+            for d in t.shape:
+                if isinstance(d, Sym):
+                    out.append(seen.setdefault(id(d), len(seen)))
+        return tuple(out)
+
+    def module_text(self) -> str:
+        body = "\n".join([d for _, d in self.grad_decls.values()] + [s.text for s in self.order])
+        return "module {\n" + body + "\n}\n"
+
+    def grad_decl(self, kind: str, of: str, wrt: tuple, param_types: list, result_types: list, loc) -> str:
+        """The declaration the autodiff pass defines: kind ("grad", "value_and_grad", "vjp") of `of`."""
+        key = (kind, of, wrt)
+        if key not in self.grad_decls:
+            sym = self.symbol_for(f"{of}__{kind}" + "".join(f"_{i}" for i in wrt))
+            ins = ", ".join(t.mlir() for t in param_types)
+            outs = ", ".join(t.mlir() for t in result_types)
+            attrs = (f'dg.kind = "{kind}", dg.of = "{of}", '
+                     f'dg.wrt = array<i64{": " + ", ".join(map(str, wrt)) if wrt else ""}>')
+            self.grad_decls[key] = (sym, f"  func.func private @{sym}({ins}) -> ({outs}) "
+                                         f"attributes {{{attrs}}} {loc.mlir() if loc else ''}")
+        return self.grad_decls[key][0]
+
+    def in_progress_fn(self, source, fd) -> bool:
+        return any(s.fd is fd for s in self.in_progress.values())
