@@ -87,7 +87,7 @@ class Writer:
         a = ", ".join(f"{k} = {v}" for k, v in (attrs or {}).items())
         a = f" {{{a}}}" if a else ""
         ins = ", ".join(o.name for o in operands)
-        sig = f"({', '.join(o.type for o in operands)}) -> ({', '.join(r.type for r in results)})"
+        sig = f"({', '.join(type_text(o.type) for o in operands)}) -> ({', '.join(r.type for r in results)})"
         loc = self.loc if loc is None else loc
         if not regions:
             self.line(f'{head}"{name}"({ins}){a} : {sig} {loc}')

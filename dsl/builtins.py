@@ -13,7 +13,7 @@ from dg.dialects.ops_shape import DYN
 
 from . import ast as A
 from dg.core.types import DTYPES, is_bool, is_float, is_int, promote, py_cast, scalar
-from .values import FuncRef, GradRef, ListVal, POISON, Pullback, Str, V, is_tuple
+from .values import FuncRef, GradRef, ListVal, POISON, Pullback, Str, TypedValue, is_tuple
 
 _MISSING = object()
 
@@ -61,7 +61,7 @@ class _Args:
         if self.ok:
             for p in params:
                 v = self.vals.get(p)
-                if isinstance(v, V) and v.poison:
+                if isinstance(v, TypedValue) and v.poison:
                     self.ok = False
 
     def __getitem__(self, k):
@@ -81,7 +81,7 @@ class _Args:
 
 def tensor(em, v, loc, what="argument"):
     v = em.as_value(v, loc)
-    if isinstance(v, V):
+    if isinstance(v, TypedValue):
         return v
     em.error(f"{what} must be a tensor", loc)
     return POISON
@@ -90,9 +90,9 @@ def tensor(em, v, loc, what="argument"):
 def static_int(em, v, loc, what):
     if isinstance(v, int) and not isinstance(v, bool):
         return v
-    if isinstance(v, V) and not v.poison and v.name is None and isinstance(v.const, int) and not isinstance(v.const, bool):
+    if isinstance(v, TypedValue) and not v.poison and v.name is None and isinstance(v.const, int) and not isinstance(v.const, bool):
         return v.const
-    if isinstance(v, V) and v.poison:
+    if isinstance(v, TypedValue) and v.poison:
         return None
     em.error(f"{what} must be a constant integer", loc)
     return None
@@ -143,19 +143,19 @@ def shape_operands(em, v, loc):
         items = v.items
     elif is_tuple(v):
         items = list(v)
-    elif isinstance(v, V) and not v.poison and v.rank == 0:
+    elif isinstance(v, TypedValue) and not v.poison and v.rank == 0:
         items = [v]
-    elif isinstance(v, V) and not v.poison and v.rank == 1 and v.name is None:
+    elif isinstance(v, TypedValue) and not v.poison and v.rank == 1 and v.name is None:
         items = [em.weak(int(x)) for x in np.asarray(v.const)]
     else:
-        if not (isinstance(v, V) and v.poison):
+        if not (isinstance(v, TypedValue) and v.poison):
             em.error("a shape must be a list or tuple of integers such as [n, 3]", loc)
         return None, None
     attr, dyn = [], []
     for it in items:
         it = em.as_value(it, loc)
-        if not isinstance(it, V) or it.poison:
-            if not isinstance(it, V):
+        if not isinstance(it, TypedValue) or it.poison:
+            if not isinstance(it, TypedValue):
                 em.error("a shape entry must be an integer", loc)
             return None, None
         if it.rank != 0 or not (is_int(it.dtype) or is_bool(it.dtype)):
@@ -248,16 +248,16 @@ def _reduction(opname):
         axis = a["axis"]
         if isinstance(axis, A.Node):
             axis = em.expr(axis)
-            if isinstance(axis, V) and axis.poison:
+            if isinstance(axis, TypedValue) and axis.poison:
                 return POISON
-            if isinstance(axis, V) and axis.name is None and axis.const is None:
+            if isinstance(axis, TypedValue) and axis.name is None and axis.const is None:
                 axis = None
         if isinstance(a.ast.get("axis"), A.Const) and a.ast["axis"].value is None:
             axis = None
         keep = a["keepdims"]
         if isinstance(keep, A.Node):
             keep = em.expr(keep)
-            if not (isinstance(keep, V) and keep.name is None and isinstance(keep.const, bool)):
+            if not (isinstance(keep, TypedValue) and keep.name is None and isinstance(keep.const, bool)):
                 em.error("keepdims must be True or False", a.loc_of("keepdims"))
                 return POISON
             keep = keep.const
@@ -611,7 +611,7 @@ def _layer_norm(em, call, name):
         em.error("layer_norm() needs a tensor of rank >= 1", call.loc)
         return POISON
     loc = call.loc
-    eps = a["eps"] if isinstance(a["eps"], V) else em.weak(a["eps"])
+    eps = a["eps"] if isinstance(a["eps"], TypedValue) else em.weak(a["eps"])
     last = [x.rank - 1]
     mu = em.op("mean", [x], {"axes": last, "keepdims": True}, loc)
     var = em.op("var", [x], {"axes": last, "keepdims": True}, loc)
@@ -652,7 +652,7 @@ def _cast_to(dt):
         x, = t
         if x.name is None:
             if dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool") and x.rank == 0:
-                return em.materialize(V(None, scalar(dt), const=py_cast(x.const, dt)), dt, call.loc)
+                return em.materialize(TypedValue(None, scalar(dt), const=py_cast(x.const, dt)), dt, call.loc)
         return em.cast(x, dt, call.loc)
 
     return h
@@ -710,7 +710,7 @@ def _print(em, call, name):
             continue
         v = em.as_value(v, arg.loc)
         for x in (list(v) if is_tuple(v) else [v]):
-            if not isinstance(x, V):
+            if not isinstance(x, TypedValue):
                 em.error("print() takes tensors, numbers and strings", arg.loc)
                 return None
             if x.poison:
@@ -730,7 +730,7 @@ def _breakpoint(em, call, name):
     """One dg.breakpoint per dg variable in scope; the last one opens the debugger."""
     names, vals = [], []
     for n, v in em.env.items():
-        if n.startswith("$") or not isinstance(v, V) or v.poison:
+        if n.startswith("$") or not isinstance(v, TypedValue) or v.poison:
             continue
         names.append(n)
         vals.append(em.materialize(v, loc=call.loc))
@@ -755,7 +755,7 @@ def _function_arg(em, call, name):
         em.error(f"{name}() needs a function as its first argument", call.loc)
         return None
     fn = em.expr(call.args[0])
-    if isinstance(fn, V) and fn.poison:
+    if isinstance(fn, TypedValue) and fn.poison:
         return None
     if not isinstance(fn, (FuncRef, GradRef)):
         em.error(f"the first argument of {name}() must be a dg function", call.args[0].loc)

@@ -1,8 +1,8 @@
 """What the emitter knows of a value while it walks the AST.
 
-`V` is one SSA value (or a literal not yet materialized: `name` None, with
+`TypedValue` is one SSA value (or a literal not yet materialized: `name` None, with
 `const` set and `weak` True, so that `x * 2` keeps `x`'s element type).
-A `V` whose `type` is None is poison: the result of an expression that
+A `TypedValue` whose `type` is None is poison: the result of an expression that
 already produced an error; ops on poison produce poison, silently, so one
 mistake gives one message.
 """
@@ -15,7 +15,7 @@ from dg.core.types import TensorType
 
 
 @dataclass(eq=False)
-class V:
+class TypedValue:
     name: Optional[str]
     type: Optional[TensorType]
     const: Any = None
@@ -35,10 +35,10 @@ class V:
 
     def __repr__(self) -> str:
         c = f" ={self.const!r}" if self.const is not None else ""
-        return f"V({self.name}: {self.type}{c}{' weak' if self.weak else ''})"
+        return f"TypedValue({self.name}: {self.type}{c}{' weak' if self.weak else ''})"
 
 
-POISON = V(None, None)
+POISON = TypedValue(None, None)
 
 
 @dataclass(eq=False)

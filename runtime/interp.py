@@ -29,10 +29,6 @@ from dg.core.types import parse_mlir_type
 _file_ids = itertools.count()
 
 
-class _Fail:
-    """Raised values for located runtime failures (assert)."""
-
-
 class _Console:
     """The line that dg.print ops build, one value at a time, until `end`."""
     parts: list = []

@@ -214,7 +214,7 @@ class DgFunction:
 
     def _build(self, sig) -> Compiled:
         errors = DgErrors()
-        me = ModuleEmitter(None, errors)
+        me = ModuleEmitter(errors)
         spec = me.specialize(self.source, self.fd, sig.param_types)
         errors.raise_if_any()
         text = me.module_text()
@@ -261,7 +261,7 @@ class DgFunction:
 def check_source(source: Source) -> None:
     """Type-check every function with its declared parameter types (unannotated ones unknown)."""
     errors = DgErrors()
-    me = ModuleEmitter(None, errors)
+    me = ModuleEmitter(errors)
     for fd in source.ast.funcs:
         sig = signature.declared_signature(fd, unknown_ok=True)
         me.specialize(source, fd, sig.param_types)

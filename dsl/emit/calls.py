@@ -10,7 +10,7 @@ from dg.core.types import (
 
 from .. import ast as A
 from ..builtins import call_builtin
-from ..values import (POISON, FuncRef, GradRef, Pullback, V, flatten, unflatten_like)
+from ..values import (POISON, FuncRef, GradRef, Pullback, TypedValue, flatten, unflatten_like)
 
 
 def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
@@ -53,7 +53,7 @@ class Calls:
             target = self.expr(f)  # grad(f)(x), vjp(f, x)[1](ct)
         else:
             return self.error("only named functions can be called", e.loc)
-        if isinstance(target, V) and target.poison:
+        if isinstance(target, TypedValue) and target.poison:
             for a in e.args:
                 self.expr(a)
             return POISON
@@ -74,11 +74,10 @@ class Calls:
         return self.emit_call(*r, loc)
 
     def emit_call(self, symbol, vals, res_types, proto, loc):
-        res = self.fresh()
-        head = f"{res}:{len(res_types)} = " if len(res_types) > 1 else (f"{res} = " if res_types else "")
+        head, names = self.results(len(res_types))
         self.line(f"{head}func.call @{symbol}({', '.join(v.name for v in vals)}) : "
-                  f"({', '.join(v.type.mlir() for v in vals)}) -> ({', '.join(t.mlir() for t in res_types)}) {self.loc(loc)}")
-        outs = [V(res if len(res_types) == 1 else f"{res}#{i}", t) for i, t in enumerate(res_types)]
+                  f"({', '.join(v.type.mlir() for v in vals)}) -> ({', '.join(t.mlir() for t in res_types)}) {self.loc_text(loc)}")
+        outs = [TypedValue(n, t) for n, t in zip(names, res_types)]
         if proto is None:
             return None
         return unflatten_like(proto, outs)
@@ -109,11 +108,11 @@ class Calls:
             self.error(f"{ref.kind}() needs a function that returns one float scalar; it returns {shown}", loc)
             return None
         gtypes = [vals[i].type for i in wrt]
-        gproto = V(None, gtypes[0]) if single else tuple(V(None, t) for t in gtypes)
+        gproto = TypedValue(None, gtypes[0]) if single else tuple(TypedValue(None, t) for t in gtypes)
         if ref.kind == "grad":
             out_types, proto = gtypes, gproto
         else:
-            out_types, proto = res_types + gtypes, (V(None, res_types[0]), gproto)
+            out_types, proto = res_types + gtypes, (TypedValue(None, res_types[0]), gproto)
         dsym = self.mod.grad_decl(ref.kind, sym, tuple(wrt), [v.type for v in vals], out_types, loc)
         return dsym, vals, out_types, proto
 
@@ -127,8 +126,8 @@ class Calls:
         ct_vals = []
         for i in floats:
             c = self.as_value(cts[i], loc)
-            if not isinstance(c, V) or c.poison:
-                return self.error("a cotangent must be a tensor", loc) if not isinstance(c, V) else POISON
+            if not isinstance(c, TypedValue) or c.poison:
+                return self.error("a cotangent must be a tensor", loc) if not isinstance(c, TypedValue) else POISON
             c = self.coerce(c, pb.result_types[i], loc, "the cotangent")
             if c.poison:
                 return POISON
@@ -137,7 +136,7 @@ class Calls:
         types = [pb.vals[i].type for i in wrt]
         dsym = self.mod.grad_decl("vjp", pb.symbol, wrt, [v.type for v in pb.vals] +
                                   [pb.result_types[i] for i in floats], types, loc)
-        grads = self.emit_call(dsym, list(pb.vals) + ct_vals, types, tuple(V(None, t) for t in types), loc)
+        grads = self.emit_call(dsym, list(pb.vals) + ct_vals, types, tuple(TypedValue(None, t) for t in types), loc)
         it = iter(grads)
         return tuple(next(it) if is_float(v.dtype) else self.op("zeros_like", [v], loc=loc) for v in pb.vals)
 
@@ -151,7 +150,7 @@ class Calls:
         recursive = self.mod.in_progress_fn(ref.module, fd)
         for p, v in zip(fd.params, bound):
             v = self.as_value(v, loc)
-            if not isinstance(v, V):
+            if not isinstance(v, TypedValue):
                 self.error(f"argument '{p.name}' must be a tensor", loc)
                 return None
             if v.poison:

@@ -10,7 +10,7 @@ from dg.core.types import (
 )
 
 from .. import ast as A
-from ..values import (POISON, ListVal, Undefined, V, flatten, is_tuple,
+from ..values import (POISON, ListVal, Undefined, TypedValue, flatten, is_tuple,
                       unflatten_like)
 from .core import INDEX, all_values, show
 
@@ -68,13 +68,13 @@ def _target_names(t):
 
 class ControlFlow:
     # ------------------------------------------------------------ control flow
-    def cond_value(self, e, loc) -> V:
+    def cond_value(self, e, loc) -> TypedValue:
         """An expression as a 0-d bool tensor (NumPy truthiness), or a static bool."""
         v = self.as_value(self.expr(e), loc)
         return self.truth(v, e.loc if hasattr(e, "loc") else loc)
 
-    def truth(self, v, loc) -> V:
-        if not isinstance(v, V) or v.poison:
+    def truth(self, v, loc) -> TypedValue:
+        if not isinstance(v, TypedValue) or v.poison:
             return POISON
         if v.rank != 0:
             return self.error(f"the truth value of a {v.type} tensor is ambiguous: use any/all style reductions or index it", loc)
@@ -84,7 +84,7 @@ class ControlFlow:
             return v
         return self.op("ne", [v, self.const(0, v.dtype, loc)], loc=loc)
 
-    def to_i1(self, c: V, loc) -> V:
+    def to_i1(self, c: TypedValue, loc) -> TypedValue:
         if c.name is None:
             c = self.materialize(c, "bool", loc)
         return self.op("to_i1", [c], loc=loc)
@@ -104,7 +104,7 @@ class ControlFlow:
             return
         self.emit_if(c, lambda: self.block(s.body), lambda: self.block(s.orelse), s.loc)
 
-    def emit_if(self, c: V, then_fn, else_fn, loc, result_fn=None):
+    def emit_if(self, c: TypedValue, then_fn, else_fn, loc, result_fn=None):
         """scf.if; the results are the names either branch rebinds (or what `result_fn` picks)."""
         before = dict(self.env)
         cond = self.to_i1(c, loc)
@@ -154,23 +154,18 @@ class ControlFlow:
         ylines_t = self.finish_yields(yields_t, types, lines_t, saved_indent + 2, loc)
         ylines_e = self.finish_yields(yields_e, types, lines_e, saved_indent + 2, loc)
         flat_types = [t for ts in types for t in ts]
-        res = self.fresh()
-        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
+        head, names = self.results(len(flat_types))
         rt = f" -> ({', '.join(t.mlir() for t in flat_types)})" if flat_types else ""
         self.line(f"{head}scf.if {cond.name}{rt} {{")
         self.lines += ylines_t
         self.line("} else {")
         self.lines += ylines_e
-        self.line(f"}} {self.loc(loc)}")
+        self.line(f"}} {self.loc_text(loc)}")
         k = 0
         out = None
         for n, struct, count in result_vals:
-            vals = []
-            for t in [t for t in flat_types[k:k + count]]:
-                nm = res if len(flat_types) == 1 else f"{res}#{k}"
-                vals.append(V(nm, t))
-                k += 1
-            value = unflatten_like(struct, vals)
+            value = unflatten_like(struct, [TypedValue(nm, t) for nm, t in zip(names[k:k + count], flat_types[k:k + count])])
+            k += count
             if n is None:
                 out = value
             else:
@@ -224,7 +219,7 @@ class ControlFlow:
             types.append(t)
         return fa, fb, types, a
 
-    def join_types(self, x: V, y: V, name, loc):
+    def join_types(self, x: TypedValue, y: TypedValue, name, loc):
         dx = x.dtype if not (x.weak and x.name is None) else None
         dy = y.dtype if not (y.weak and y.name is None) else None
         if dx and dy and dx != dy:
@@ -252,9 +247,9 @@ class ControlFlow:
                 flat_types.append(t)
                 names.append(self.conform(v, t, loc).name)
         if names:
-            self.line(f"scf.yield {', '.join(names)} : {', '.join(t.mlir() for t in flat_types)} {self.loc(loc)}")
+            self.line(f"scf.yield {', '.join(names)} : {', '.join(t.mlir() for t in flat_types)} {self.loc_text(loc)}")
         else:
-            self.line(f"scf.yield {self.loc(loc)}")
+            self.line(f"scf.yield {self.loc_text(loc)}")
         out = self.lines
         self.lines, self.indent = saved_lines, saved_indent
         return out
@@ -272,12 +267,12 @@ class ControlFlow:
         for attempt in range(64):
             env0 = dict(before)
             for n, (struct, types) in carried.items():
-                env0[n] = unflatten_like(struct, [V(f"%probe{i}", t) for i, t in enumerate(types)])
+                env0[n] = unflatten_like(struct, [TypedValue(f"%probe{i}", t) for i, t in enumerate(types)])
             self.mod.quiet += 1
             saved = (self.lines, self.indent, self.env)
             self.lines, self.env = [], dict(env0)
             try:
-                body_fn(probe=True)
+                body_fn()
                 env1 = self.env
             finally:
                 self.lines, self.indent, self.env = saved
@@ -311,7 +306,7 @@ class ControlFlow:
             return None
         if not (all_values(first) and all_values(after)):
             return None
-        before_vals = flatten(first) if cur is None else [V("%c", t) for t in cur[1]]
+        before_vals = flatten(first) if cur is None else [TypedValue("%c", t) for t in cur[1]]
         struct = first if cur is None else cur[0]
         after_vals = flatten(after)
         if is_tuple(struct) != is_tuple(after) or len(before_vals) != len(after_vals):
@@ -357,18 +352,17 @@ class ControlFlow:
         self.tensors_for_loop(s.body, loc)
         before = dict(self.env)
 
-        def body(probe=True):
+        def body():
             self.cond_value(s.test, loc)  # checked, as the loop's "before" region
             self.block(s.body)
 
         carried = self.loop_carried(body, before, loc)
         inits = self.carried_inits(carried, before, loc)
         flat_types = [t for _, _, ts in carried for t in ts]
-        res = self.fresh()
+        head, res = self.results(len(flat_types))
         args = [self.fresh() for _ in flat_types]
         args2 = [self.fresh() for _ in flat_types]
         tys = ", ".join(t.mlir() for t in flat_types)
-        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
         init_s = ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits))
         self.line(f"{head}scf.while ({init_s}) : ({tys}) -> ({tys}) {{")
 
@@ -376,7 +370,7 @@ class ControlFlow:
             env = dict(before)
             k = 0
             for n, struct, types in carried:
-                vals = [V(names[k + i], t) for i, t in enumerate(types)]
+                vals = [TypedValue(names[k + i], t) for i, t in enumerate(types)]
                 env[n] = unflatten_like(struct, vals)
                 k += len(types)
             # Names first bound in the body are local to it.
@@ -391,9 +385,9 @@ class ControlFlow:
         ci = self.to_i1(c, loc) if not c.poison else c
         cname = ci.name if not ci.poison else "%poison"
         if flat_types:
-            self.line(f"scf.condition({cname}) {', '.join(args)} : {tys} {self.loc(loc)}")
+            self.line(f"scf.condition({cname}) {', '.join(args)} : {tys} {self.loc_text(loc)}")
         else:
-            self.line(f"scf.condition({cname}) {self.loc(loc)}")
+            self.line(f"scf.condition({cname}) {self.loc_text(loc)}")
         self.indent = saved_indent
         self.line("} do {")
         block_args = ", ".join(f"{a}: {t.mlir()}" for a, t in zip(args2, flat_types))
@@ -402,16 +396,16 @@ class ControlFlow:
         self.env = bind_args(args2)
         self.block(s.body)
         self.close_loop_body(carried, tys, saved_indent, loc)
-        self.after_loop(before, carried, res, flat_types, s.body)
+        self.after_loop(before, carried, res, s.body)
 
     def close_loop_body(self, carried, tys, saved_indent, loc):
         outs = self.carried_outputs(carried, loc)
         if outs:
-            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc(loc)}")
+            self.line(f"scf.yield {', '.join(v.name for v in outs)} : {tys} {self.loc_text(loc)}")
         else:
-            self.line(f"scf.yield {self.loc(loc)}")
+            self.line(f"scf.yield {self.loc_text(loc)}")
         self.indent = saved_indent
-        self.line(f"}} {self.loc(loc)}")
+        self.line(f"}} {self.loc_text(loc)}")
 
     def carried_outputs(self, carried, loc):
         outs = []
@@ -437,16 +431,13 @@ class ControlFlow:
                     outs.append(self.conform(v, t, loc))
         return outs
 
-    def after_loop(self, before, carried, res, flat_types, body):
+    def after_loop(self, before, carried, res, body):
+        """The names a loop carries, bound to its results `res` (their SSA names)."""
         self.env = dict(before)
         k = 0
         for n, struct, types in carried:
-            vals = []
-            for t in types:
-                nm = res if len(flat_types) == 1 else f"{res}#{k}"
-                vals.append(V(nm, t))
-                k += 1
-            self.env[n] = unflatten_like(struct, vals)
+            self.env[n] = unflatten_like(struct, [TypedValue(nm, t) for nm, t in zip(res[k:k + len(types)], types)])
+            k += len(types)
         for n in _assigned_names(body):
             if n not in self.env or isinstance(self.env.get(n), Undefined):
                 if not any(n == c[0] for c in carried):
@@ -468,7 +459,7 @@ class ControlFlow:
                 self.error("range() takes 1 to 3 integer arguments", it.loc)
                 return
             vals = [self.as_value(self.expr(a), loc) for a in it.args]
-            if any(not isinstance(v, V) or v.poison for v in vals):
+            if any(not isinstance(v, TypedValue) or v.poison for v in vals):
                 self.block_checked(s.body)
                 return
             for v, a in zip(vals, it.args):
@@ -500,7 +491,7 @@ class ControlFlow:
                 n_index = self.op("range_len", [self.materialize(v, "i64", loc) for v in (start, stop, step)], loc=loc)
         else:
             seq = self.as_value(self.expr(it), loc)
-            if not isinstance(seq, V) or seq.poison:
+            if not isinstance(seq, TypedValue) or seq.poison:
                 self.block_checked(s.body)
                 return
             if seq.rank == 0:
@@ -514,9 +505,9 @@ class ControlFlow:
                 k = self.op("from_index", [k_index], loc=loc)
                 return self.getitem(seq, [k], loc)
 
-        def body(probe=False, k_index=None):
+        def body(k_index=None):
             if k_index is None:
-                k_index = V("%probe_iv", INDEX)
+                k_index = TypedValue("%probe_iv", INDEX)
             self.env[target.id] = loop_var(k_index)
             self.block(s.body)
 
@@ -528,12 +519,11 @@ class ControlFlow:
         carried = self.loop_carried(body, before, loc)
         inits = self.carried_inits(carried, before, loc)
         flat_types = [t for _, _, ts in carried for t in ts]
-        res = self.fresh()
+        head, res = self.results(len(flat_types))
         iv = self.fresh()
         zero, one = self.index_const(0, loc), self.index_const(1, loc)
         args = [self.fresh() for _ in flat_types]
         tys = ", ".join(t.mlir() for t in flat_types)
-        head = f"{res}:{len(flat_types)} = " if len(flat_types) > 1 else (f"{res} = " if flat_types else "")
         iters = ""
         if flat_types:
             iters = " iter_args(" + ", ".join(f"{a} = {v.name}" for a, v in zip(args, inits)) + f") -> ({tys})"
@@ -543,12 +533,12 @@ class ControlFlow:
         env = dict(before)
         k = 0
         for n, struct, types in carried:
-            env[n] = unflatten_like(struct, [V(args[k + i], t) for i, t in enumerate(types)])
+            env[n] = unflatten_like(struct, [TypedValue(args[k + i], t) for i, t in enumerate(types)])
             k += len(types)
         self.env = env
-        body(k_index=V(iv, INDEX))
+        body(k_index=TypedValue(iv, INDEX))
         self.close_loop_body(carried, tys, saved_indent, loc)
-        self.after_loop(before, carried, res, flat_types, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
+        self.after_loop(before, carried, res, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
 
     def for_until(self, s, n_index, loop_var, loc):
         """A `for` that a `break` or `return` may end (controlflow's `stops` flags): a `while` over

@@ -7,11 +7,12 @@ import numpy as np
 from dg.core.attrs import attr_text
 from dg.core.errors import DgTypeError, Loc
 from dg.core.types import ShapeError, TensorType, annotation_type, is_int, np_dtype, py_cast, scalar
+from dg.core.writer import Writer
 from dg.dialects.registry import OPS
 
 from .. import ast as A
 from .. import controlflow
-from ..values import POISON, ListVal, V, flatten
+from ..values import POISON, ListVal, TypedValue, flatten
 
 
 INDEX = TensorType("index", ())
@@ -29,16 +30,17 @@ def show(name) -> str:
 
 
 def all_values(x) -> bool:
-    return all(isinstance(v, V) for v in flatten(x)) if isinstance(x, (V, tuple)) else False
+    if not isinstance(x, (TypedValue, tuple)):
+        return False
+    return all(isinstance(v, TypedValue) for v in flatten(x))
 
 
-class EmitterCore:
-    # ------------------------------------------------------------ small helpers
-    def fresh(self) -> str:
+class EmitterCore(Writer):
+    """The emitter's writer (core.writer: its lines, SSA names, the ops it writes)."""
+
+    def fresh(self, prefix: str = "") -> str:
+        """A new SSA name: all digits, which no parameter's name (an identifier) can be."""
         return f"%{next(self.counter)}"
-
-    def line(self, text: str) -> None:
-        self.lines.append(" " * self.indent + text)
 
     def error(self, msg, loc, cls=DgTypeError):
         return self.mod.error(msg, loc, cls)
@@ -56,44 +58,43 @@ class EmitterCore:
             return None
 
     def declared_returns(self, te=None):
-        """The declared result structure (V or nested tuples of V), or None if a type is unknown."""
+        """The declared result structure (a TypedValue or nested tuples of them), or None if a type is
+        unknown."""
         te = self.spec.fd.returns if te is None else te
         if isinstance(te, A.TupleTypeExpr):
             parts = [self.declared_returns(e) for e in te.elts]
             return None if any(p is None for p in parts) else tuple(parts)
         t = self.type_from_annotation(te, te.loc)
-        return None if t is None else V(None, t)
+        return None if t is None else TypedValue(None, t)
 
     # ------------------------------------------------------------ emission of ops
-    def materialize(self, v, dtype: str | None = None, loc: Loc | None = None) -> V:
+    def materialize(self, v, dtype: str | None = None, loc: Loc | None = None) -> TypedValue:
         """A weak literal becomes a `dg.constant` of `dtype` (its own default if None)."""
-        if isinstance(v, V) and v.name is None and not v.poison:
+        if isinstance(v, TypedValue) and v.name is None and not v.poison:
             dt = dtype or v.type.dtype
             val = v.const
             if is_int(dt) and isinstance(val, int) and not isinstance(val, bool):
                 info = np.iinfo(np_dtype(dt))
                 if not info.min <= val <= info.max:
                     return self.error(f"the integer {val} does not fit in {dt}", loc)
-            name = self.fresh()
             t = TensorType(dt, v.type.shape if v.type else ())
-            arr = np.asarray(val)
-            self.line(f'{name} = "dg.constant"() {{value = {attr_text("dense", (arr, t))}}} : () -> {t.mlir()} {self.loc(loc)}')
-            return V(name, t, const=val)
-        if isinstance(v, V) and dtype and not v.poison and v.dtype != dtype:
+            return TypedValue(self.constant(np.asarray(val), t, loc), t, const=val)
+        if isinstance(v, TypedValue) and dtype and not v.poison and v.dtype != dtype:
             return self.cast(v, dtype, loc)
         return v
 
-    def loc(self, loc: Loc | None, name: str | None = None) -> str:
+    def loc_text(self, loc: Loc | None, name: str | None = None) -> str:
         if loc is None:
             return ""
         return loc.mlir(name)
 
     def op(self, opname: str, operands: list, attrs: dict | None = None, loc: Loc | None = None,
            name: str | None = None, result_types=None):
-        """Emit `dg.<opname>`; returns a V, a list of V (several results), or None (no result)."""
+        """Emit `dg.<opname>`; returns a TypedValue, a list of them (several results), or None (no
+        result)."""
         opdef = OPS[opname]
         attrs = {k: v for k, v in (attrs or {}).items()}
-        if any(isinstance(o, V) and o.poison for o in operands):
+        if any(isinstance(o, TypedValue) and o.poison for o in operands):
             n = opdef.nresults
             return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
         operands = [self.materialize(o, loc=loc) for o in operands]
@@ -106,45 +107,42 @@ class EmitterCore:
             self.error(msg if msg.startswith(opname) else f"{opname}: {msg}", loc)
             return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
         rts = rt if isinstance(rt, list) else [rt]
-        akind = opdef.attrs
-        attr_s = ", ".join(f"{k} = {attr_text(akind[k], v)}" for k, v in attrs.items())
-        attr_s = f" {{{attr_s}}}" if attr_s else ""
-        args = ", ".join(o.name for o in operands)
-        sig = f"({', '.join(t.mlir() for t in types)}) -> ({', '.join(t.mlir() for t in rts)})"
+        texts = {k: attr_text(opdef.attrs[k], v) for k, v in attrs.items()}
+        res = Writer.op(self, f"dg.{opname}", operands, rts, texts, loc=self.loc_text(loc, name))
         if not rts:
-            self.line(f'"dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
             return None
-        res = self.fresh()
         if len(rts) == 1:
-            self.line(f'{res} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
-            self.last_def = (self.lines, len(self.lines) - 1, res, loc)
-            return V(res, rts[0])
-        self.line(f'{res}:{len(rts)} = "dg.{opname}"({args}){attr_s} : {sig} {self.loc(loc, name)}')
-        return [V(f"{res}#{i}", t) for i, t in enumerate(rts)]
+            self.last_def = (self.lines, len(self.lines) - 1, res[0].name, loc)
+            return TypedValue(res[0].name, rts[0])
+        return [TypedValue(r.name, t) for r, t in zip(res, rts)]
 
-    def cast(self, v: V, dtype: str, loc) -> V:
+    def constant(self, value: np.ndarray, t: TensorType, loc) -> str:
+        """A `dg.constant` of type t; its SSA name."""
+        return Writer.op(self, "dg.constant", [], [t], {"value": attr_text("dense", (value, t))}, loc=self.loc_text(loc))[0].name
+
+    def cast(self, v: TypedValue, dtype: str, loc) -> TypedValue:
         if v.poison or v.dtype == dtype:
             return v
         if v.name is None:
-            return self.materialize(V(None, v.type.with_dtype(dtype), const=py_cast(v.const, dtype)), dtype, loc)
+            return self.materialize(TypedValue(None, v.type.with_dtype(dtype), const=py_cast(v.const, dtype)), dtype, loc)
         return self.op("cast", [v], {"dtype": dtype}, loc)
 
-    def const(self, value, dtype: str, loc) -> V:
-        return self.materialize(V(None, scalar(dtype), const=value), dtype, loc)
+    def const(self, value, dtype: str, loc) -> TypedValue:
+        return self.materialize(TypedValue(None, scalar(dtype), const=value), dtype, loc)
 
-    def weak(self, value) -> V:
+    def weak(self, value) -> TypedValue:
         if isinstance(value, bool) or isinstance(value, np.bool_):
-            return V(None, scalar("bool"), const=bool(value), weak=True)
+            return TypedValue(None, scalar("bool"), const=bool(value), weak=True)
         if isinstance(value, (int, np.integer)):
-            return V(None, scalar("i64"), const=int(value), weak=True)
-        return V(None, scalar("f32"), const=float(value), weak=True)
+            return TypedValue(None, scalar("i64"), const=int(value), weak=True)
+        return TypedValue(None, scalar("f32"), const=float(value), weak=True)
 
-    def index_const(self, n: int, loc: Loc | None = None) -> V:
+    def index_const(self, n: int, loc: Loc | None = None) -> TypedValue:
         name = self.fresh()
-        self.line(f"{name} = arith.constant {int(n)} : index {self.loc(loc or self.cur_loc)}")
-        return V(name, INDEX, const=int(n))
+        self.line(f"{name} = arith.constant {int(n)} : index {self.loc_text(loc or self.cur_loc)}")
+        return TypedValue(name, INDEX, const=int(n))
 
-    def conform(self, v, t: TensorType, loc) -> V:
+    def conform(self, v, t: TensorType, loc) -> TypedValue:
         """Make a value of exactly type `t` (same dtype, dims generalized to `?` as needed)."""
         if isinstance(v, tuple) and v and v[0] == "undef":
             shape = [d if isinstance(d, int) else -2 for d in t.shape]
@@ -161,7 +159,7 @@ class EmitterCore:
             v = self.op("reshape", [v] + dims, {"shape": shape}, loc, result_types=[t])
         return v
 
-    def dim(self, v: V, axis: int, loc) -> V:
+    def dim(self, v: TypedValue, axis: int, loc) -> TypedValue:
         d = v.type.shape[axis]
         if isinstance(d, int):
             return self.const(d, "i64", loc)
@@ -175,14 +173,14 @@ class EmitterCore:
             return tuple(self.as_value(x, loc) for x in v)
         return v
 
-    def name_location(self, v: V, name: str) -> None:
+    def name_location(self, v: TypedValue, name: str) -> None:
         """The op that just defined `v` gets a name location: loc("x"(file:line:col))."""
         if self.last_def is None:
             return
         lines, idx, res, loc = self.last_def
         if res != v.name or loc is None or idx >= len(lines):
             return
-        plain = self.loc(loc)
+        plain = self.loc_text(loc)
         if lines[idx].endswith(plain):
-            lines[idx] = lines[idx][: -len(plain)] + self.loc(loc, name)
+            lines[idx] = lines[idx][: -len(plain)] + self.loc_text(loc, name)
         self.last_def = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.core.attrs import attr_text
 from dg.core.types import (
     DTYPES, ShapeError, TensorType, is_bool, is_float, is_int, promote, scalar,
 )
@@ -12,7 +11,7 @@ from dg.dialects.ops_shape import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS
-from ..values import (POISON, ListVal, ModuleRef, Str, Undefined, V, is_tuple)
+from ..values import (POISON, ListVal, ModuleRef, Str, Undefined, TypedValue, is_tuple)
 
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
@@ -35,7 +34,7 @@ def _const_nested(lv: ListVal):
             if any(s is None for s in sub):
                 return None
             return sub
-        if isinstance(x, V) and x.name is None and x.weak and not x.poison:
+        if isinstance(x, TypedValue) and x.name is None and x.weak and not x.poison:
             return x.const
         return None
 
@@ -134,15 +133,16 @@ class Expressions:
     def e_List(self, e):
         return ListVal([self.expr(x) for x in e.elts], e.loc)
 
-    def list_to_tensor(self, lv: ListVal, loc) -> V:
+    def list_to_tensor(self, lv: ListVal, loc) -> TypedValue:
         const = _const_nested(lv)
         if const is not None:
             arr, dt = const
-            return self._const_tensor(arr, dt, lv.loc)
+            t = TensorType(dt, tuple(arr.shape))
+            return TypedValue(self.constant(arr, t, lv.loc), t)
         items = [self.as_value(x, lv.loc) for x in lv.items]
         if not items:
             return self.error("an empty list has no element type; use zeros([0])", lv.loc)
-        if any(not isinstance(x, V) for x in items):
+        if any(not isinstance(x, TypedValue) for x in items):
             return self.error("a list display must hold tensors or numbers", lv.loc)
         if any(x.poison for x in items):
             return POISON
@@ -155,7 +155,7 @@ class Expressions:
         vals = [self.materialize(x, dt, loc) if x.name is None else self.cast(x, dt, loc) for x in items]
         return self.stack(vals, 0, lv.loc)
 
-    def stack(self, vals: list, axis: int, loc) -> V:
+    def stack(self, vals: list, axis: int, loc) -> TypedValue:
         """np.stack: expand_dims each, then a chain of two-operand concats."""
         for v in vals[1:]:
             if v.rank != vals[0].rank:
@@ -166,12 +166,6 @@ class Expressions:
             out = self.op("concat", [out, p], {"axis": axis}, loc)
         return out
 
-    def _const_tensor(self, arr, dt, loc):
-        t = TensorType(dt, tuple(arr.shape))
-        name = self.fresh()
-        self.line(f'{name} = "dg.constant"() {{value = {attr_text("dense", (arr, t))}}} : () -> {t.mlir()} {self.loc(loc)}')
-        return V(name, t)
-
     def e_BinOp(self, e):
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e.loc)
 
@@ -181,7 +175,7 @@ class Expressions:
             if op == "+" and is_tuple(a) and is_tuple(b):
                 return a + b
             return self.error(f"unsupported operand types for {op}: tuple", loc)
-        if not isinstance(a, V) or not isinstance(b, V):
+        if not isinstance(a, TypedValue) or not isinstance(b, TypedValue):
             return self.error(f"unsupported operands for {op}", loc)
         if a.poison or b.poison:
             return POISON
@@ -197,7 +191,7 @@ class Expressions:
             if folded is not _NOFOLD:
                 v = self.weak(folded)
                 if not (a.weak and b.weak):
-                    v = V(None, scalar(self.result_dtype(a, b) if op in BINOPS else "bool"), const=folded,
+                    v = TypedValue(None, scalar(self.result_dtype(a, b) if op in BINOPS else "bool"), const=folded,
                           weak=False)
                 return v
         dt = self.result_dtype(a, b)
@@ -213,7 +207,7 @@ class Expressions:
             dt = "i64"
         return self.op(BINOPS[op], [self.materialize(a, dt, loc), self.materialize(b, dt, loc)], loc=loc)
 
-    def result_dtype(self, a: V, b: V) -> str:
+    def result_dtype(self, a: TypedValue, b: TypedValue) -> str:
         wa, wb = a.weak and a.name is None, b.weak and b.name is None
         if wa and not wb:
             return _weak_join(a.dtype, b.dtype)
@@ -223,14 +217,15 @@ class Expressions:
 
     def e_UnaryOp(self, e):
         v = self.as_value(self.expr(e.operand), e.loc)
-        if not isinstance(v, V) or v.poison:
-            return POISON if isinstance(v, V) else self.error(f"bad operand for unary {e.op}", e.loc)
+        if not isinstance(v, TypedValue) or v.poison:
+            return POISON if isinstance(v, TypedValue) else self.error(f"bad operand for unary {e.op}", e.loc)
         if e.op == "+":
             return v
         if e.op == "-":
             if v.name is None:
-                return V(None, v.type, const=-v.const if not isinstance(v.const, bool) else -int(v.const), weak=v.weak) \
-                    if not isinstance(v.const, bool) else self.weak(-int(v.const))
+                if isinstance(v.const, bool):
+                    return self.weak(-int(v.const))
+                return TypedValue(None, v.type, const=-v.const, weak=v.weak)
             if is_bool(v.dtype):
                 return self.error("cannot negate a bool tensor (use not)", e.loc)
             return self.op("neg", [v], loc=e.loc)
@@ -253,7 +248,7 @@ class Expressions:
         return acc
 
     def boolop(self, op, a, rhs_e, loc):
-        if not isinstance(a, V) or a.poison:
+        if not isinstance(a, TypedValue) or a.poison:
             self.expr(rhs_e)
             return POISON
         if a.rank == 0:
@@ -276,7 +271,7 @@ class Expressions:
             return self.emit_if(ca, lambda: self.weak(True),
                                 lambda: self.truth(self.as_value(self.expr(rhs_e), loc), loc), loc, result_fn=True)
         b = self.as_value(self.expr(rhs_e), loc)
-        if not isinstance(b, V) or b.poison:
+        if not isinstance(b, TypedValue) or b.poison:
             return POISON
         if not is_bool(a.dtype) or not is_bool(b.dtype):
             return self.error(f"'{op}' of tensors needs bool tensors, got {a.type} and {b.type}", loc)
@@ -296,7 +291,7 @@ class Expressions:
         return result
 
     def binop_logical(self, op, a, b, loc):
-        if not isinstance(a, V) or not isinstance(b, V) or a.poison or b.poison:
+        if not isinstance(a, TypedValue) or not isinstance(b, TypedValue) or a.poison or b.poison:
             return POISON
         if a.name is None and b.name is None:
             return self.weak(bool(a.const) and bool(b.const)) if op == "and" else self.weak(bool(a.const) or bool(b.const))
@@ -322,7 +317,7 @@ class Expressions:
                     return self.error(f"module '{e.value.id}' has no function '{e.attr}'", e.loc)
                 return ref
         v = self.as_value(self.expr(e.value), e.loc)
-        if not isinstance(v, V):
+        if not isinstance(v, TypedValue):
             return self.error(f"no attribute '{e.attr}' here", e.loc)
         if v.poison:
             return POISON
@@ -336,7 +331,7 @@ class Expressions:
             return self.error("x.dtype is not a value in dg; use a cast such as f32(x)", e.loc)
         return self.error(f"tensors have no attribute '{e.attr}' (only shape, ndim, T)", e.loc)
 
-    def shape_dim(self, v: V, i: int, loc) -> V:
+    def shape_dim(self, v: TypedValue, i: int, loc) -> TypedValue:
         d = v.type.shape[i]
         if isinstance(d, int):
             return self.weak(d)
@@ -351,15 +346,15 @@ class Expressions:
             if isinstance(e.items[0], A.Slice):
                 sl = e.items[0]
                 parts = [None if p is None else self.as_value(self.expr(p), e.loc) for p in (sl.lower, sl.upper, sl.step)]
-                if any(p is not None and (not isinstance(p, V) or p.name is not None) for p in parts):
+                if any(p is not None and (not isinstance(p, TypedValue) or p.name is not None) for p in parts):
                     return self.error("a tuple slice needs constant bounds", e.loc)
                 return base[slice(*(p.const if p is not None else None for p in parts))]
-            if not isinstance(idx, V) or idx.name is not None or not isinstance(idx.const, int):
+            if not isinstance(idx, TypedValue) or idx.name is not None or not isinstance(idx.const, int):
                 return self.error("a tuple index must be a constant integer", e.loc)
             if not -len(base) <= idx.const < len(base):
                 return self.error(f"tuple index {idx.const} is out of range for a tuple of {len(base)}", e.loc)
             return base[idx.const]
-        if not isinstance(base, V):
+        if not isinstance(base, TypedValue):
             return self.error("this value cannot be indexed", e.loc)
         if base.poison:
             return POISON
@@ -367,8 +362,8 @@ class Expressions:
             base = self.materialize(base, loc=e.loc)
         return self.getitem_items(base, e.items, e.loc)
 
-    def getitem(self, x: V, idx_values: list, loc) -> V:
-        """x[i] for an int V (used by `for row in x` and unpacking)."""
+    def getitem(self, x: TypedValue, idx_values: list, loc) -> TypedValue:
+        """x[i] for an int TypedValue (used by `for row in x` and unpacking)."""
         spec, dyn = [], []
         for v in idx_values:
             if v.name is None:
@@ -378,7 +373,7 @@ class Expressions:
                 dyn.append(v)
         return self.op("getitem", [x] + dyn, {"spec": spec}, loc)
 
-    def getitem_items(self, x: V, items, loc):
+    def getitem_items(self, x: TypedValue, items, loc):
         spec, dyn = self.index_spec(items, x, loc)
         if spec is None:
             return POISON
@@ -411,7 +406,7 @@ class Expressions:
             base = self.op("getitem", [x] + dyn, {"spec": basic}, loc)
         return self.op("take", [base, idx], {"axis": axis}, loc)
 
-    def index_spec(self, items, x: V, loc):
+    def index_spec(self, items, x: TypedValue, loc):
         spec, dyn = [], []
         ok = True
         for it in items:
@@ -426,7 +421,7 @@ class Expressions:
                         parts.append("")
                         continue
                     v = self.as_value(self.expr(p), loc)
-                    if not isinstance(v, V) or v.poison:
+                    if not isinstance(v, TypedValue) or v.poison:
                         ok = False
                         parts.append("")
                         continue
@@ -447,7 +442,7 @@ class Expressions:
                     self.error("a tuple cannot be an index", it.loc)
                     ok = False
                     continue
-                if not isinstance(v, V) or v.poison:
+                if not isinstance(v, TypedValue) or v.poison:
                     ok = False
                     continue
                 if not (is_int(v.dtype) or (is_bool(v.dtype) and v.rank == 0)):

@@ -1,7 +1,6 @@
 """The function emitter: one class made of the emitter's parts."""
 from __future__ import annotations
 
-import itertools
 
 
 from dg.core.errors import Loc
@@ -10,7 +9,7 @@ from dg.core.types import (
 )
 
 from .. import controlflow
-from ..values import (POISON, V, unflatten_like)
+from ..values import (POISON, TypedValue, unflatten_like)
 from .calls import Calls
 from .control import ControlFlow
 from .core import EmitterCore
@@ -35,13 +34,11 @@ def _named_sizes(param_types) -> str:
 
 class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
     def __init__(self, mod, source, spec):
+        super().__init__(indent=2)
         self.mod = mod
         self.source = source
         self.spec = spec
         self.fd = controlflow.rewrite(spec.fd)
-        self.lines: list[str] = []
-        self.indent = 2
-        self.counter = itertools.count()
         self.env: dict = {}
         self.dim_syms: dict = {}
         self.sizes: dict = {}  # size name -> (value, axis) that has it: parameters first (emit)
@@ -58,12 +55,12 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
                 self.env[p.name] = POISON
                 continue
             name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
-            v = V(name, t)
+            v = TypedValue(name, t)
             self.env[p.name] = v
             for axis, d in enumerate(t.shape):
                 if isinstance(d, Sym) and d.name:
                     self.sizes.setdefault(d.name, (v, axis))
-            params.append(f"{name}: {t.mlir()} {self.loc(p.loc, p.name)}")
+            params.append(f"{name}: {t.mlir()} {self.loc_text(p.loc, p.name)}")
         self.lines = []
         self.indent = 4
         self.block(fd.body)
@@ -87,10 +84,10 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
         ret_loc = self.env.get("$return_loc", fd.loc)
         body = list(self.lines)
         if ret_vals:
-            body.append(f"    return {', '.join(v.name for v in ret_vals)} : {', '.join(t.mlir() for t in types)} {self.loc(ret_loc)}")
+            body.append(f"    return {', '.join(v.name for v in ret_vals)} : {', '.join(t.mlir() for t in types)} {self.loc_text(ret_loc)}")
         else:
-            body.append(f"    return {self.loc(ret_loc)}")
+            body.append(f"    return {self.loc_text(ret_loc)}")
         rtypes = ", ".join(t.mlir() for t in types)
         header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}){_named_sizes(spec.param_types)} {{"
-        text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc(fd.loc, fd.name)}"
+        text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc_text(fd.loc, fd.name)}"
         return text, proto

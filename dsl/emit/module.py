@@ -28,7 +28,7 @@ class Spec:
     fd: A.FuncDef
     param_types: list
     result_types: list | None = None  # None while unknown (first pass of a recursive function)
-    result_proto: object = None  # V or tuple structure of the results
+    result_proto: object = None  # TypedValue or tuple structure of the results
     text: str = ""
 
 
@@ -42,8 +42,7 @@ def _unreserved(name: str) -> str:
 
 class ModuleEmitter:
     """Emits the specializations reachable from one entry call into one module."""
-    def __init__(self, program, errors: DgErrors | None = None):
-        self.program = program  # dg.runtime.program.Program (sources, functions)
+    def __init__(self, errors: DgErrors | None = None):
         self.errors = errors or DgErrors()
         self.specs: dict = {}
         self.order: list[Spec] = []
@@ -122,20 +121,6 @@ class ModuleEmitter:
         self.specs[key] = spec
         self.order.append(spec)
         return spec
-
-    @staticmethod
-    def _types_fit(new, old) -> bool:
-        if len(new) != len(old):
-            return False
-        for a, b in zip(new, old):
-            if a is None or b is None:
-                continue
-            if a.dtype != b.dtype or a.rank != b.rank:
-                return False
-            for x, y in zip(a.shape, b.shape):
-                if isinstance(y, int) and not (isinstance(x, int) and x == y):
-                    return False
-        return True
 
     @staticmethod
     def _sym_pattern(types):

@@ -9,7 +9,7 @@ from dg.core.types import (
 
 from .. import ast as A
 from .. import controlflow
-from ..values import (POISON, ListVal, Str, Undefined, V, flatten, is_tuple,
+from ..values import (POISON, ListVal, Str, Undefined, TypedValue, flatten, is_tuple,
                       unflatten_like)
 
 
@@ -46,7 +46,7 @@ class Statements:
             v = self.coerce_return(v, s.loc)
             flat = [self.materialize(x, loc=s.loc) for x in flatten(v)]
             for x in flat:
-                if not isinstance(x, V):
+                if not isinstance(x, TypedValue):
                     self.error("a function can only return tensors or tuples of tensors", s.loc)
                     flat = [POISON]
             self.env["$return"] = (unflatten_like(v, flat), flat)
@@ -70,7 +70,7 @@ class Statements:
         """Check `v` against a declared type; weak literals take its element type. With `sizes`
         (size name -> (value, axis): this function's parameters', and those bound since), sizes
         not known to match are checked at run time (check_sizes)."""
-        if not isinstance(v, V):
+        if not isinstance(v, TypedValue):
             v = self.as_value(v, loc)
         if v.poison or t is None:
             return v
@@ -78,7 +78,7 @@ class Statements:
             if is_float(v.dtype) and not is_float(t.dtype):
                 return self.error(f"{what} is the float {v.const!r}, but {t} was declared", loc)
             if v.rank == 0 and t.rank == 0:
-                return self.materialize(V(None, t, const=py_cast(v.const, t.dtype)), t.dtype, loc)
+                return self.materialize(TypedValue(None, t, const=py_cast(v.const, t.dtype)), t.dtype, loc)
         if v.dtype != t.dtype:
             return self.error(f"{what} has type {v.type}, but {t} was declared", loc)
         if v.rank != t.rank:
@@ -90,7 +90,7 @@ class Statements:
             self.check_sizes(v, t, loc, what, sizes)
         return v
 
-    def check_sizes(self, v: V, t: TensorType, loc, what: str, sizes: dict) -> None:
+    def check_sizes(self, v: TypedValue, t: TensorType, loc, what: str, sizes: dict) -> None:
         """Run-time checks that v's sizes are the declared ones where that is not known: a
         static size, or a name in `sizes`; a name not there yet binds to v's size."""
         for axis, (a, b) in enumerate(zip(v.type.shape, t.shape)):
@@ -138,9 +138,9 @@ class Statements:
         elif isinstance(target, (A.Tuple, A.List)):
             if isinstance(v, ListVal):
                 v = tuple(v.items)
-            if isinstance(v, V) and not v.poison and v.rank >= 1 and isinstance(v.type.shape[0], int):
+            if isinstance(v, TypedValue) and not v.poison and v.rank >= 1 and isinstance(v.type.shape[0], int):
                 v = tuple(self.getitem(v, [self.weak(i)], loc) for i in range(v.type.shape[0]))
-            if isinstance(v, V) and v.poison:
+            if isinstance(v, TypedValue) and v.poison:
                 v = (POISON,) * len(target.elts)
             if not is_tuple(v):
                 self.error("cannot unpack a non-tuple value", loc)
@@ -157,7 +157,7 @@ class Statements:
 
     def bind(self, target: A.Name, v, loc):
         name = target.id
-        if isinstance(v, V) and v.name is not None and not v.poison and not name.startswith("$"):
+        if isinstance(v, TypedValue) and v.name is not None and not v.poison and not name.startswith("$"):
             self.name_location(v, name)
         self.env[name] = v  # a ListVal stays a list display until used as a value
 
@@ -167,10 +167,10 @@ class Statements:
             self.error("only a variable can be updated by index (x[i] = e)", target.loc)
             return
         x = self.lookup(base)
-        if not isinstance(x, V) or x.poison:
+        if not isinstance(x, TypedValue) or x.poison:
             return
         v = self.as_value(v, loc)
-        if isinstance(v, V) and not v.poison:
+        if isinstance(v, TypedValue) and not v.poison:
             v = self.materialize(v, x.dtype, loc) if v.name is None else self.cast(v, x.dtype, loc)
         spec, dyn = self.index_spec(target.items, x, loc)
         if spec is None:
