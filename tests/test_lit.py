@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-LIT = Path(__file__).parent / "lit"
+LIT = Path(__file__).resolve().parent / "lit"
 
 
 def test_lit_suite():

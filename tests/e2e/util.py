@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import signal
+import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import dg
 
@@ -100,3 +105,66 @@ def at_page_end(a: np.ndarray) -> np.ndarray:
     out[...] = a
     _GUARDED.append(buf)
     return out
+
+
+# ---------------------------------------------------------------- programs checked by hand
+# (a program, its Python re-implementation or the located error it must give, in every mode)
+F = "x.dg"
+
+
+def load(src: str, mode: str):
+    """The program (dedented) loaded in a test mode as `x.dg`, once per program and mode."""
+    return load_src(textwrap.dedent(src).lstrip("\n"), mode, filename=F)
+
+
+def f32(*xs):
+    return np.array(xs, dtype=np.float32)
+
+
+def assert_same(got, want, rtol=1e-5, atol=1e-6):
+    """Structural comparison: tuples element-wise, arrays by value and shape."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple), f"expected a tuple, got {got!r}"
+        assert len(got) == len(want), f"{got!r} vs {want!r}"
+        for g, w in zip(got, want):
+            assert_same(g, w, rtol, atol)
+        return
+    assert got is not None, "dg returned None"
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.shape == w.shape, f"shape {g.shape} != {w.shape}: {g!r} vs {w!r}"
+    if w.dtype == bool:
+        np.testing.assert_array_equal(g, w)
+    else:
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
+
+
+def assert_located(exc, line, cls=dg.DgError):
+    assert isinstance(exc, cls), f"{type(exc).__name__}: {exc}"
+    msg = str(exc)
+    assert re.match(rf"{re.escape(F)}:{line}:\d+: error:", msg), msg
+
+
+def assert_located_type_error(call, match):
+    """dg's documented restriction: a located DgTypeError whose message matches."""
+    with pytest.raises(dg.DgTypeError) as e:
+        call()
+    assert re.match(rf"{re.escape(F)}:\d+:\d+: error:", str(e.value)), str(e.value)
+    assert re.search(match, str(e.value)), str(e.value)
+
+
+class _Hung(BaseException):
+    """Raised by the alarm; a BaseException so the interpreter does not wrap it."""
+
+
+@contextmanager
+def time_limit(seconds):
+    def handler(*_):
+        raise _Hung(f"did not finish within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

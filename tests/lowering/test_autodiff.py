@@ -13,7 +13,7 @@ import pytest
 
 import dg
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
 
 SRC = """
 def branches(x: f64[3], t: f64) -> f64:

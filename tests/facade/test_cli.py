@@ -7,7 +7,7 @@ import pytest
 
 from dg.cli import main
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
 
 
 def test_run_prints_the_result(capsys):

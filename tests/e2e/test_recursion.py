@@ -1,0 +1,149 @@
+"""Programs checked by hand in every mode: recursion, annotated or not, direct or mutual.
+
+Each is compared with a plain Python / NumPy re-implementation, or must fail with a located
+`dg.DgError` (`x.dg:LINE:COL: error: ...`).
+"""
+
+import numpy as np
+import pytest
+
+import dg
+
+from .util import (F, assert_same, load)
+
+
+REC_ANN = """
+def depth(n: i64) -> i64:
+    if n == 0:
+        return 0
+    return depth(n - 1) + 1
+
+def is_even(n: i64) -> bool:
+    if n == 0:
+        return True
+    return is_odd(n - 1)
+
+def is_odd(n: i64) -> bool:
+    if n == 0:
+        return False
+    return is_even(n - 1)
+
+def fib2(n: i64) -> (i64, i64):
+    if n == 0:
+        return 0, 1
+    a, b = fib2(n - 1)
+    return b, a + b
+
+def sumvec(x: f32[?], i: i64) -> f32:
+    if i >= x.shape[0]:
+        return 0.0
+    return x[i] + sumvec(x, i + 1)
+
+def prefix(x: f32[?], n: i64) -> f32[?]:
+    if n == 0:
+        return x[0:0]
+    return concat([prefix(x, n - 1), x[n-1:n]], 0)
+
+def inloop(n: i64) -> i64:
+    s = 0
+    for i in range(n):
+        s = s + inloop(i)
+    return s + 1
+"""
+
+
+def test_deep_recursion_annotated(mode):
+    assert_same(load(REC_ANN, mode).depth(200), np.int64(200))
+    assert_same(load(REC_ANN, mode).depth(0), np.int64(0))
+
+
+def test_too_deep_recursion_is_a_located_runtime_error(mode):
+    with pytest.raises(dg.DgRuntimeError) as e:
+        load(REC_ANN, mode).depth(100000)
+    assert str(e.value).startswith(f"{F}:"), str(e.value)
+
+
+def test_mutual_recursion_annotated(mode):
+    for n in (0, 1, 7, 10, 51):
+        assert_same(load(REC_ANN, mode).is_even(n), np.bool_(n % 2 == 0))
+        assert_same(load(REC_ANN, mode).is_odd(n), np.bool_(n % 2 == 1))
+
+
+def test_recursion_with_tuple_returns_and_shapes(mode):
+    a, b = 0, 1
+    for _ in range(10):
+        a, b = b, a + b
+    assert_same(load(REC_ANN, mode).fib2(10), (np.int64(a), np.int64(b)))
+    x = np.arange(5, dtype=np.float32)
+    assert_same(load(REC_ANN, mode).sumvec(x, 0), np.float32(10))
+    assert_same(load(REC_ANN, mode).sumvec(x, 7), np.float32(0))
+    assert_same(load(REC_ANN, mode).prefix(x, 3), x[:3])
+    assert_same(load(REC_ANN, mode).prefix(x, 0), x[:0])
+    assert_same(load(REC_ANN, mode).inloop(5), np.int64(32))
+
+
+REC_PLAIN = """
+def depth(n):
+    if n == 0:
+        return 0
+    return depth(n - 1) + 1
+
+def fact(n):
+    if n <= 1:
+        return 1.0
+    return f32(n) * fact(n - 1)
+
+def fib2(n):
+    if n == 0:
+        return 0, 1
+    a, b = fib2(n - 1)
+    return b, a + b
+
+def expr_rec(n):
+    return 0 if n == 0 else expr_rec(n - 1) + 2
+
+def is_even(n):
+    if n == 0:
+        return True
+    return is_odd(n - 1)
+
+def is_odd(n):
+    if n == 0:
+        return False
+    return is_even(n - 1)
+
+def even_ann(n: i64) -> bool:
+    if n == 0:
+        return True
+    return odd_plain(n - 1)
+
+def odd_plain(n):
+    if n == 0:
+        return False
+    return even_ann(n - 1)
+"""
+
+
+
+
+@pytest.mark.parametrize("name,arg,want", [
+    ("depth", 200, np.int64(200)),
+    ("depth", 3, np.int64(3)),
+    ("fact", 6, np.float32(720)),
+    ("fib2", 10, (np.int64(55), np.int64(89))),
+    ("expr_rec", 4, np.int64(8)),
+])
+def test_recursion_without_annotations(mode, name, arg, want):
+    assert_same(getattr(load(REC_PLAIN, mode), name)(arg), want)
+
+
+@pytest.mark.parametrize("n", [0, 3, 10])
+def test_mutual_recursion_without_annotations(mode, n):
+    assert_same(load(REC_PLAIN, mode).is_even(n), np.bool_(n % 2 == 0))
+    assert_same(load(REC_PLAIN, mode).is_odd(n), np.bool_(n % 2 == 1))
+
+
+@pytest.mark.parametrize("n", [0, 3, 6])
+def test_mutual_recursion_entered_from_unannotated_side(mode, n):
+    assert_same(load(REC_PLAIN, mode).even_ann(n), np.bool_(n % 2 == 0))
+    assert_same(load(REC_PLAIN, mode).odd_plain(n), np.bool_(n % 2 == 1))

@@ -1,0 +1,148 @@
+"""Programs checked by hand in every mode: weak literals, specializations per dtype, arithmetic as in Python.
+
+Each is compared with a plain Python / NumPy re-implementation, or must fail with a located
+`dg.DgError` (`x.dg:LINE:COL: error: ...`).
+"""
+import re
+
+import numpy as np
+import pytest
+
+import dg
+
+from .util import (F, assert_located, assert_same, f32, load)
+
+
+WEAK = """
+def scale(x, k):
+    return x * k
+
+def use_scale(x):
+    return scale(x, 2), scale(x, 2.5), scale(3, 2), scale(x, x)
+
+def h(x):
+    return x * 2
+
+def both(a, b):
+    return h(a), h(b), h(3), h(2.5)
+"""
+
+
+def test_functions_called_with_weak_literals_and_tensors(mode):
+    x = f32(1, 2)
+    assert_same(load(WEAK, mode).use_scale(x), (x * 2, x * 2.5, np.int64(6), x * x))
+    xi = np.array([1, 2])
+    got = load(WEAK, mode).use_scale(xi)
+    assert_same(got, (xi * 2, f32(2.5, 5), np.int64(6), xi * xi))
+    assert got[0].dtype == np.int64 and got[1].dtype == np.float32
+    b = np.arange(9).reshape(3, 3)
+    got = load(WEAK, mode).both(x, b)
+    assert_same(got, (x * 2, b * 2, np.int64(6), np.float32(5)))
+    assert got[1].dtype == np.int64
+
+
+def test_specialization_cache_per_dtype(mode):
+    results = [load(WEAK, mode).h(3), load(WEAK, mode).h(2.5), load(WEAK, mode).h(np.int32(3)), load(WEAK, mode).h(np.float64(2.5)),
+               load(WEAK, mode).h(np.array([1, 2], np.int32)), load(WEAK, mode).h(True), load(WEAK, mode).h(3)]
+    dtypes = [np.asarray(r).dtype for r in results]
+    assert dtypes == [np.int64, np.float32, np.int32, np.float64, np.int32, np.int64, np.int64]
+    assert_same(results[0], np.int64(6))
+    assert_same(results[3], np.float64(5.0))
+    assert_same(results[5], np.int64(2))
+
+
+def test_dtype_rebinding_is_located_type_error(mode):
+    m = load("""
+    def branches(x, c):
+        if c > 0:
+            y = x
+        else:
+            y = i64(x)
+        return y
+
+    def in_loop(x, n):
+        y = x
+        for i in range(n):
+            y = i64(y)
+        return y
+
+    def bool_branch(x):
+        if x[0] > 0:
+            y = x
+        else:
+            y = x > 1.0
+        return y
+    """, mode)
+    with pytest.raises(dg.DgTypeError) as e:
+        m.branches(np.float32(1.5), 1)
+    assert_located(e.value, 2)
+    with pytest.raises(dg.DgTypeError) as e:
+        m.in_loop(np.float32(1.5), 2)
+    assert re.match(rf"{F}:(10|11):\d+: error:", str(e.value)), str(e.value)
+    with pytest.raises(dg.DgTypeError) as e:
+        m.bool_branch(f32(1, 2))
+    assert_located(e.value, 15)
+
+
+def test_augmented_assignment_matches_plain_binop(mode):
+    # `s += e` should mean `s = s + e` (tensors are values); NumPy would refuse an
+    # unsafe in-place cast, Python would give 1.5; silently truncating to 1 is neither.
+    m = load("""
+    def aug(n):
+        s = n
+        s += 0.5
+        return s
+
+    def plain(n):
+        s = n
+        s = s + 0.5
+        return s
+    """, mode)
+    assert_same(m.plain(1), np.float32(1.5))
+    assert_same(m.aug(1), np.float32(1.5))
+
+
+def test_integer_floordiv_and_mod_follow_python_with_negatives(mode):
+    m = load("""
+    def dm(a, b):
+        return a // b, a % b
+
+    def lit(a):
+        return a // -3, a % -3, -7 // 2, -7 % 2, 7 // -2, 7 % -2, (-7) // (-2), -7 % -2
+    """, mode)
+    a = np.array([7, -7, 7, -7, 0, -1, 1, -9])
+    b = np.array([2, 2, -2, -2, 3, 5, -5, 3])
+    assert_same(m.dm(a, b), (np.array([p // q for p, q in zip(a.tolist(), b.tolist())]),
+                      np.array([p % q for p, q in zip(a.tolist(), b.tolist())])))
+    for p, q in [(7, 2), (-7, 2), (7, -2), (-7, -2), (0, -3), (-1, 7)]:
+        assert_same(m.dm(p, q), (np.int64(p // q), np.int64(p % q)))
+    v = np.array([7, -7, 8, -8, 0])
+    want = tuple([np.array([e // -3 for e in v.tolist()]), np.array([e % -3 for e in v.tolist()])]
+                 + [np.int64(r) for r in (-7 // 2, -7 % 2, 7 // -2, 7 % -2, (-7) // (-2), -7 % -2)])
+    assert_same(m.lit(v), want)
+    af, bf = f32(7.5, -7.5, 7.5, -7.5), f32(2, 2, -2, -2)
+    assert_same(m.dm(af, bf), (af // bf, af % bf))
+
+
+def test_chained_comparisons_with_tensors(mode):
+    m = load("""
+    def chain(x, lo, hi):
+        return lo < x <= hi
+
+    def chain3(x):
+        return 0 < x < 1 < 2
+
+    def gprint(x):
+        print("g", x)
+        return x
+
+    def once(x):
+        return 0 < gprint(x) < 10
+    """, mode)
+    x = f32(0, 1, 1.5, 2, 3)
+    assert_same(m.chain(x, 1.0, 2.0), (1.0 < x) & (x <= 2.0))
+    y = f32(-1, 0.5, 1)
+    assert_same(m.chain3(y), (0 < y) & (y < 1))
+    for v in (0.5, 1.0, 2.0, 2.5):
+        assert_same(m.chain(np.float32(v), 1.0, 2.0), np.bool_(1.0 < v <= 2.0))
+    assert_same(m.once(3), np.bool_(True))
