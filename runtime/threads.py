@@ -15,6 +15,20 @@ loops. One loop runs on the pool at a time; a loop that finds the pool busy
 sets the number of threads (the calling one included); the default is the
 CPUs this process may run on. A child forked through Python starts a pool of
 its own; one forked otherwise runs its loops on one thread.
+
+Why a pool of our own and not MLIR's OpenMP lowering (`scf.parallel` -> `omp`
+-> libiomp5's `__kmpc_*`, the `intel-openmp` wheel): benchmarks/openmp_ab.py
+runs both on the CPU benchmark's workloads, sharing the same loops, in one
+process. On 2 CPUs, OpenMP with its default spin-waiting took 0.4 to 0.7 of
+the pool's time on the large element-wise loops and reductions (its workers
+spin between loops where ours sleep on a condition variable), but 14 times
+the pool's on the MLP training step and 1.2 to 3 times on the RNN's gradient:
+its spinning workers took the cores from the BLAS's threads and from the
+step's many small loops, which the pool runs on the calling thread when they
+are too small to share (OpenMP forks every one). With KMP_BLOCKTIME=0
+(workers sleep at once) it took 1.8 times the pool's time on the MLP step and
+1.3 on the reductions. It was at least as fast on every workload in neither
+setting, so the pool stays.
 """
 from __future__ import annotations
 
