@@ -206,12 +206,13 @@ def _unary_sample(positive):
     return sample
 
 
-def unary(name: str, impl, element, vjp, summary: str, float_only: bool = True, positive: bool = False) -> None:
+def unary(name: str, impl, element, vjp, summary: str, float_only: bool = True, positive: bool = False,
+          builtin: bool = True) -> None:
     """One unary op: its NumPy implementation, its element's lowering `element(b, kind, ety, x)`,
     its adjoint `vjp(g, x, y, d)` (x the operand, y the result, d its adjoint; None: zero almost
-    everywhere), on float tensors only or on any."""
+    everywhere), on float tensors only or on any; a built-in function of its name unless not."""
     register(OpDef(
-        name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same,
+        name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same, builtin=builtin,
         lower=lower_elementwise(lambda b, kind, ety, args, op: element(b, kind, ety, args[0])),
         vjp=lambda g, op, d: [vjp(g, op.operands[0], op.results[0], d)],
         sample=_unary_sample(positive),
@@ -287,7 +288,7 @@ def _lower_softplus(b, kind, ety, x):
     return b.binary("arith.addf", m, b.unary("math.log1p", e, ety), ety)
 
 
-unary("neg", np.negative, _neg, lambda g, x, y, d: g.neg(d), "-x", float_only=False)
+unary("neg", np.negative, _neg, lambda g, x, y, d: g.neg(d), "-x", float_only=False, builtin=False)
 unary("exp", np.exp, _math("math.exp"), lambda g, x, y, d: g.mul(d, y), "e**x")
 unary("log", np.log, _math("math.log"), lambda g, x, y, d: g.div(d, x), "natural logarithm", positive=True)
 unary("log1p", np.log1p, _math("math.log1p"), lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)), "log(1 + x)",

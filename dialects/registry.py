@@ -32,6 +32,7 @@ class OpDef:
     attrs: dict = field(default_factory=dict)  # name -> kind (core.attrs)
     nresults: Optional[int] = 1  # None: variadic (tuple-returning)
     pure: bool = True
+    builtin: bool = False  # dg programs call it as a one-argument built-in of its name (`exp(x)`)
     # (g: the autodiff pass's VjpBuilder, op: the forward op's view, d: the result's adjoint, or a
     # list of them) -> one adjoint per operand (None: nothing flows to it)
     vjp: Optional[Callable] = None

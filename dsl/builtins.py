@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from dg.dialects.ops_shape import DYN
+from dg.dialects import OPS
 
 from . import ast as A
-from dg.core.types import DTYPES, is_bool, is_float, is_int, promote, py_cast, scalar
+from dg.core.types import DTYPES, ShapeError, is_bool, is_float, is_int, promote, py_cast, scalar
 from .values import FuncRef, GradRef, ListVal, POISON, Pullback, Str, TypedValue, is_tuple
 
 _MISSING = object()
@@ -174,6 +175,14 @@ def shape_operands(em, v, loc):
 
 # ------------------------------------------------------------------ handlers
 def _unary(opname):
+    """A unary op of the registry as a built-in: an int or bool argument, or a literal, becomes f32
+    where the op's rule takes floats only."""
+    try:
+        OPS[opname].infer([scalar("i64")])
+        float_only = False
+    except ShapeError:
+        float_only = True
+
     def h(em, call, name):
         a = _Args(em, call, name, ["x"], {})
         t = a.tensors("x")
@@ -181,8 +190,8 @@ def _unary(opname):
             return POISON
         x, = t
         if x.name is None:
-            x = em.materialize(x, "f32" if opname not in ("abs", "sign", "relu", "neg") else None, call.loc)
-        if is_bool(x.dtype) or (is_int(x.dtype) and opname not in ("abs", "sign", "relu")):
+            x = em.materialize(x, "f32" if float_only else None, call.loc)
+        if is_bool(x.dtype) or (is_int(x.dtype) and float_only):
             x = em.cast(x, "f32", call.loc)
         return em.op(opname, [x], loc=call.loc)
 
@@ -850,9 +859,9 @@ BUILTINS = {
     "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
     "jvp": _not_yet("forward-mode autodiff", 4),
 }
-for _n in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "sign", "sin", "cos", "tanh", "sigmoid", "relu",
-           "gelu", "softplus", "floor", "ceil", "round"):
-    BUILTINS[_n] = _unary(_n)
+for _n, _op in OPS.items():
+    if _op.builtin:
+        BUILTINS[_n] = _unary(_n)
 for _n in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var"):
     BUILTINS[_n] = _reduction(_n)
 for _dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool"):
