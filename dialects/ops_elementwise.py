@@ -7,6 +7,8 @@ the pieces of broadcasting that other ops' lowerings share come first.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dg.core.types import DTYPES, ShapeError, TensorType, broadcast_shapes, is_float
@@ -313,6 +315,9 @@ unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)),
 unary("gelu", _gelu, _lower_gelu, _gelu_grad, "GELU, tanh approximation")
 unary("softplus", lambda x: np.logaddexp(np.zeros((), x.dtype), x), _lower_softplus,
       lambda g, x, y, d: g.mul(d, g.dg_op("sigmoid", [x])), "log(1 + exp(x))")
+unary("erf", lambda x: np.vectorize(math.erf, otypes=[x.dtype])(x), _math("math.erf"),
+      lambda g, x, y, d: g.mul(d, g.mul(g.const(2 / math.sqrt(math.pi), x), g.dg_op("exp", [g.neg(g.mul(x, x))]))),
+      "the error function")
 unary("floor", np.floor, _math("math.floor"), _none, "round down")
 unary("ceil", np.ceil, _math("math.ceil"), _none, "round up")
 unary("round", np.round, _math("math.roundeven"), _none, "round half to even (as NumPy and Python 3)")

@@ -26,6 +26,7 @@ UNARY = {
     # tanh approximation, as jax.nn.gelu(approximate=True)
     "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
     "softplus": lambda x: np.logaddexp(0.0, x),
+    "erf": np.vectorize(math.erf),
     "floor": np.floor,
     "ceil": np.ceil,
     "round": np.round,  # half to even, like NumPy
