@@ -52,6 +52,13 @@ class Writer:
     def value(self, t, prefix: str = "v") -> Value:
         return Value(type_text(t), self.fresh(prefix))
 
+    def assign(self, text: str, prefix: str = "v") -> str:
+        """An op of one result in custom form (`text`, what follows `%r = `) with the current
+        location; the result's name."""
+        r = self.fresh(prefix)
+        self.emit(f"{r} = {text}")
+        return r
+
     def line(self, text: str) -> None:
         """One line as it is (a block header, a region's closing brace)."""
         self.lines.append(" " * self.indent + text)

@@ -39,9 +39,7 @@ TANH_SMALL = 0.625
 def _op(b, name: str, x: str, y: str) -> str:
     """An f32 arith op that LLVM may contract with its neighbour into a fused multiply-add
     (`contract`): a product and a sum with one rounding instead of two, and half the latency."""
-    r = b.fresh("x")
-    b.emit(f"{r} = arith.{name} {x}, {y} fastmath<contract> : f32")
-    return r
+    return b.assign(f"arith.{name} {x}, {y} fastmath<contract> : f32", "x")
 
 
 def _horner(b, coeffs, z: str) -> str:
@@ -55,9 +53,7 @@ def _pow2(b, n: str) -> str:
     """2**n as f32 for an i32 n in [-126, 127]: n + 127 in the exponent bits."""
     biased = b.binary("arith.addi", n, b.const(127, "i32"), "i32")
     bits = b.binary("arith.shli", biased, b.const(23, "i32"), "i32")
-    r = b.fresh("x")
-    b.emit(f"{r} = arith.bitcast {bits} : i32 to f32")
-    return r
+    return b.assign(f"arith.bitcast {bits} : i32 to f32", "x")
 
 
 def exp_f32(b, x: str, bounded: bool = False) -> str:
@@ -78,8 +74,7 @@ def exp_f32(b, x: str, bounded: bool = False) -> str:
     n = b.unary("math.floor", add(mul(xc, b.const(LOG2E, "f32")), b.const(0.5, "f32")), "f32")
     r = sub(sub(xc, mul(n, b.const(LN2_HI, "f32"))), mul(n, b.const(LN2_LO, "f32")))
     p = add(add(b.const(1.0, "f32"), r), mul(mul(r, r), _horner(b, EXP_Q, r)))
-    ni = b.fresh("i")
-    b.emit(f"{ni} = arith.fptosi {n} : f32 to i32")
+    ni = b.assign(f"arith.fptosi {n} : f32 to i32", "i")
     if bounded:  # |n| <= 116
         y = mul(p, _pow2(b, ni))
     else:  # 2**n in two factors, so that n in [-150, 129] never leaves the normal exponents

@@ -62,27 +62,19 @@ class Builder(Writer):
         if isinstance(d, int):
             return self.const(d, "index")
         i = self.const(axis, "index")
-        r = self.fresh("d")
-        self.emit(f"{r} = tensor.dim {v}, {i} : {t.mlir()}")
-        return r
+        return self.assign(f"tensor.dim {v}, {i} : {t.mlir()}", "d")
 
     def extract(self, v: str, t: TensorType) -> str:
         """The element of a 0-d tensor."""
-        r = self.fresh("s")
-        self.emit(f"{r} = tensor.extract {v}[] : {t.mlir()}")
-        return r
+        return self.assign(f"tensor.extract {v}[] : {t.mlir()}", "s")
 
     def scalar_tensor(self, s: str, t: TensorType) -> str:
-        r = self.fresh()
-        self.emit(f"{r} = tensor.from_elements {s} : {t.mlir()}")
-        return r
+        return self.assign(f"tensor.from_elements {s} : {t.mlir()}")
 
     def empty(self, t: TensorType, sizes: list) -> str:
         """tensor.empty with `sizes` (index SSA names) for the dynamic dims of t, in order."""
         dyn = [s for d, s in zip(t.shape, sizes) if not isinstance(d, int)]
-        r = self.fresh("e")
-        self.emit(f"{r} = tensor.empty({', '.join(dyn)}) : {t.mlir()}")
-        return r
+        return self.assign(f"tensor.empty({', '.join(dyn)}) : {t.mlir()}", "e")
 
     def slice(self, v: str, t: TensorType, sizes: list) -> str:
         """The leading part of v (a view): `sizes` (index SSA names, None to keep an axis whole)."""
@@ -90,15 +82,11 @@ class Builder(Writer):
                  for j, (d, s) in enumerate(zip(t.shape, sizes))]
         ones = ", ".join("1" for _ in parts)
         zeros = ", ".join("0" for _ in parts)
-        r = self.fresh("sl")
-        self.emit(f"{r} = tensor.extract_slice {v}[{zeros}] [{', '.join(parts)}] [{ones}] : {t.mlir()} to {t.mlir()}")
-        return r
+        return self.assign(f"tensor.extract_slice {v}[{zeros}] [{', '.join(parts)}] [{ones}] : {t.mlir()} to {t.mlir()}", "sl")
 
     def fill(self, t: TensorType, sizes: list, scalar: str) -> str:
         e = self.empty(t, sizes)
-        r = self.fresh("f")
-        self.emit(f"{r} = linalg.fill ins({scalar} : {t.element}) outs({e} : {t.mlir()}) -> {t.mlir()}")
-        return r
+        return self.assign(f"linalg.fill ins({scalar} : {t.element}) outs({e} : {t.mlir()}) -> {t.mlir()}", "f")
 
     def generic(self, out_t: TensorType, out_init: str, inputs: list, in_maps: list, out_map: str,
                 iterators: list, body) -> str:
@@ -122,9 +110,7 @@ class Builder(Writer):
         return r
 
     def binary(self, opname: str, a: str, b: str, ty: str) -> str:
-        r = self.fresh("x")
-        self.emit(f"{r} = {opname} {a}, {b} : {ty}")
-        return r
+        return self.assign(f"{opname} {a}, {b} : {ty}", "x")
 
     def cmp(self, pred: str, a: str, c: str, ty: str) -> str:
         """arith.cmpf for float types (pred like "olt"), else arith.cmpi (pred like "slt")."""
@@ -134,16 +120,12 @@ class Builder(Writer):
         return r
 
     def select(self, cond: str, a: str, c: str, ty: str) -> str:
-        r = self.fresh("x")
-        self.emit(f"{r} = arith.select {cond}, {a}, {c} : {ty}")
-        return r
+        return self.assign(f"arith.select {cond}, {a}, {c} : {ty}", "x")
 
     def unary(self, opname: str, a: str, ty: str) -> str:
         if (opname, ty) in APPROX:  # vectorizable float32 exp and tanh instead of libm calls
             return APPROX[opname, ty](self, a)
-        r = self.fresh("x")
-        self.emit(f"{r} = {opname} {a} : {ty}")
-        return r
+        return self.assign(f"{opname} {a} : {ty}", "x")
 
 
 def any_of(b: Builder, conds) -> str | None:
@@ -198,8 +180,7 @@ def index_in_range(b: Builder, i: str, n: str, what: str, wrap: bool = True) -> 
     """An i64 index (negative counts from the end, with `wrap`; else it is out of range) checked
     against size n (index); clamped when bad."""
     zero = b.const(0, "index")
-    ii = b.fresh("i")
-    b.emit(f"{ii} = arith.index_cast {i} : i64 to index")
+    ii = b.assign(f"arith.index_cast {i} : i64 to index", "i")
     j = ii
     if wrap:
         neg = b.cmp("slt", ii, zero, "index")
@@ -240,9 +221,7 @@ def cast(b: Builder, v: str, t: TensorType, to: TensorType) -> str:
     """v as type `to` (tensor.cast between static and dynamic sizes), or v if the types agree."""
     if t.mlir() == to.mlir():
         return v
-    r = b.fresh("cast")
-    b.emit(f"{r} = tensor.cast {v} : {t.mlir()} to {to.mlir()}")
-    return r
+    return b.assign(f"tensor.cast {v} : {t.mlir()} to {to.mlir()}", "cast")
 
 
 def host_call(b: "Builder", op: "LowerOp", kind: str, *payload) -> None:
@@ -257,8 +236,7 @@ def host_call(b: "Builder", op: "LowerOp", kind: str, *payload) -> None:
         return
     v, t = op.operands[0], op.types[0]
     e = t.element
-    u = b.fresh("u")
-    b.emit(f"{u} = tensor.cast {v} : {t.mlir()} to tensor<*x{e}>")
+    u = b.assign(f"tensor.cast {v} : {t.mlir()} to tensor<*x{e}>", "u")
     b.runtime_decls.add(f"func.func private @{HOST}{e}(i64, tensor<*x{e}> {{bufferization.access = \"read\"}}) "
                         "attributes {llvm.emit_c_interface}")
     b.emit(f"func.call @{HOST}{e}({i}, {u}) : (i64, tensor<*x{e}>) -> ()")

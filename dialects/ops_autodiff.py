@@ -217,9 +217,7 @@ def _lower_tape_push(b, op):
         return g
 
     r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
-    out = b.fresh("pushed")
-    b.emit(f"{out} = tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}")
-    return out
+    return b.assign(f"tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}", "pushed")
 
 
 def _vjp_tape_push(g, op, d):
@@ -247,9 +245,7 @@ def _lower_tape_read(b, op):
     if 0 in rt.shape:  # empty rows, never written (tape_push)
         return b.empty(rt, [b.dim(tape, tt, i + 1) for i in range(rt.rank)])
     sizes = _sizes(b, tape, tt, 1)
-    r = b.fresh("row")
-    b.emit(f"{r} = tensor.extract_slice {tape}{_slice_text(k, sizes)} : {tt.mlir()} to {rt.mlir()}")
-    return r
+    return b.assign(f"tensor.extract_slice {tape}{_slice_text(k, sizes)} : {tt.mlir()} to {rt.mlir()}", "row")
 
 
 def _vjp_tape_read(g, op, d):

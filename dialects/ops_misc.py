@@ -129,9 +129,7 @@ def _scalar_int_rule(types):
 
 def _lower_to_index(b, op):
     s = b.extract(op.operands[0], op.types[0])
-    r = b.fresh("i")
-    b.emit(f"{r} = arith.index_cast {s} : i64 to index")
-    return r
+    return b.assign(f"arith.index_cast {s} : i64 to index", "i")
 
 
 register(OpDef(
@@ -144,8 +142,7 @@ register(OpDef(
 
 
 def _lower_from_index(b, op):
-    s = b.fresh("s")
-    b.emit(f"{s} = arith.index_cast {op.operands[0]} : index to i64")
+    s = b.assign(f"arith.index_cast {op.operands[0]} : index to i64", "s")
     return b.scalar_tensor(s, op.result_types[0])
 
 
@@ -199,9 +196,7 @@ def _lower_range_len(b, op):
     last = b.binary("arith.subi", dist, one, "i64")
     q = b.binary("arith.addi", b.binary("arith.divui", last, size, "i64"), one, "i64")
     n = b.select(any_, q, zero, "i64")
-    r = b.fresh("i")
-    b.emit(f"{r} = arith.index_cast {n} : i64 to index")
-    return r
+    return b.assign(f"arith.index_cast {n} : i64 to index", "i")
 
 
 register(OpDef(

@@ -72,9 +72,7 @@ def _lower_matmul(b, op):
         a, c = vals
         sizes = [b.dim(a, at, 0), b.dim(c, ct, 1)]
         init = b.fill(out_t, sizes, zero)
-        r = b.fresh("mm")
-        b.emit(f"{r} = linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) -> {out_t.mlir()}")
-        return r
+        return b.assign(f"linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) -> {out_t.mlir()}", "mm")
     # General NumPy matmul: batch dims broadcast; 1-D operands drop their axis.
     R = out_t.rank
     batch = _batch_rank(types, out_t)
@@ -282,10 +280,8 @@ def _lower_cross_entropy(b, op):
     def picked(bb, a):
         lab = a[1] if yt.dtype == "i64" else bb.unary("arith.extsi", a[1], "i32 to i64")
         k = index_in_range(bb, lab, c, "cross_entropy: a label is outside [0, classes)", wrap=False)
-        li = bb.fresh("li")
-        bb.emit(f"{li} = linalg.index 0 : index")
-        v = bb.fresh("x")
-        bb.emit(f"{v} = tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}")
+        li = bb.assign("linalg.index 0 : index", "li")
+        v = bb.assign(f"tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}", "x")
         return bb.binary("arith.subf", a[0], v, ety)
 
     lse_rows = _drop_kept(b, lse, kt, rows_t, (1,))
@@ -446,11 +442,9 @@ def _lower_random(normal):
         def body(bb, args):
             flat = bb.const(0, "index")
             for i, s in enumerate(strides):
-                li = bb.fresh("li")
-                bb.emit(f"{li} = linalg.index {i} : index")
+                li = bb.assign(f"linalg.index {i} : index", "li")
                 flat = bb.binary("arith.addi", flat, bb.binary("arith.muli", li, s, "index"), "index")
-            fi = bb.fresh("x")
-            bb.emit(f"{fi} = arith.index_cast {flat} : index to i64")
+            fi = bb.assign(f"arith.index_cast {flat} : index to i64", "x")
             if normal:
                 u1, u2 = (_uniform_f64(bb, k, fi) for k in keys)
                 r = bb.unary("math.sqrt", bb.binary("arith.mulf", bb.const(-2.0, "f64"), bb.unary(

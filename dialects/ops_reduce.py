@@ -52,8 +52,7 @@ def count_of(b, x, xt, axes, ety):
     n = b.const(1, "index")
     for i in axes:
         n = b.binary("arith.muli", n, b.dim(x, xt, i), "index")
-    i64 = b.fresh("x")
-    b.emit(f"{i64} = arith.index_cast {n} : index to i64")
+    i64 = b.assign(f"arith.index_cast {n} : index to i64", "x")
     return b.unary("arith.sitofp", i64, f"i64 to {ety}")
 
 
@@ -71,8 +70,7 @@ def _fail_if_empty(b, x, xt, axes, message: str) -> None:
     n = b.const(1, "index")
     for i in axes:
         n = b.binary("arith.muli", n, b.dim(x, xt, i), "index")
-    empty = b.fresh("x")
-    b.emit(f"{empty} = arith.cmpi eq, {n}, {b.const(0, 'index')} : index")
+    empty = b.assign(f"arith.cmpi eq, {n}, {b.const(0, 'index')} : index", "x")
     fail_if(b, empty, message)
 
 
@@ -383,11 +381,9 @@ def _lower_arg(is_max):
         with b.nested():
             flat = b.const(0, "index")
             for i, s in strides:
-                li = b.fresh("li")
-                b.emit(f"{li} = linalg.index {i} : index")
+                li = b.assign(f"linalg.index {i} : index", "li")
                 flat = b.binary("arith.addi", flat, b.binary("arith.muli", li, s, "index"), "index")
-            fi = b.fresh("x")
-            b.emit(f"{fi} = arith.index_cast {flat} : index to i64")
+            fi = b.assign(f"arith.index_cast {flat} : index to i64", "x")
             pred = ("ogt" if is_max else "olt") if isf else int_predicate("sgt" if is_max else "slt", DTYPES[xt.dtype][2])
             better = b.cmp(pred, a, bv, ety)
             if isf:  # NaN wins, as in NumPy; the first one is kept

@@ -95,8 +95,7 @@ def _sizes_from(b, op, attr_shape, dyn_operands):
             zero = b.const(0, "i64")
             neg = b.cmp("slt", x, zero, "i64")
             fail_if(b, neg, NEGATIVE_SIZE)
-            i = b.fresh("i")
-            b.emit(f"{i} = arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index")
+            i = b.assign(f"arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index", "i")
             out.append(i)
         else:
             out.append(b.const(s, "index"))
@@ -183,8 +182,7 @@ def _holding(b, x, xt, have, want):
             groups = ", ".join(str(i) for i in range(xt.rank))
             b.emit(f"{flat} = tensor.collapse_shape {x} [[{groups}]] : {xt.mlir()} into {mid_t.mlir()}")
         if static:
-            cast = b.fresh("fl")
-            b.emit(f"{cast} = tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}")
+            cast = b.assign(f"tensor.cast {flat} : {mid_t.mlir()} to {flat_t.mlir()}", "fl")
             flat = cast
     return stand_in_if(b, bad, flat, flat_t, {0: want}), flat_t
 
@@ -215,11 +213,8 @@ def _lower_reshape(b, op):
     sizes = [b.const(d, "index") if isinstance(d, int) else s for d, s in zip(out_t.shape, sizes)]
     x, xt = _holding(b, x, xt, total, _product(b, sizes))
     shape_t = f"tensor<{len(sizes)}xindex>"
-    st = b.fresh("sh")
-    b.emit(f"{st} = tensor.from_elements {', '.join(sizes)} : {shape_t}")
-    r = b.fresh("rs")
-    b.emit(f"{r} = tensor.reshape {x}({st}) : ({xt.mlir()}, {shape_t}) -> {out_t.mlir()}")
-    return r
+    st = b.assign(f"tensor.from_elements {', '.join(sizes)} : {shape_t}", "sh")
+    return b.assign(f"tensor.reshape {x}({st}) : ({xt.mlir()}, {shape_t}) -> {out_t.mlir()}", "rs")
 
 
 register(OpDef(
@@ -395,12 +390,9 @@ def _lower_broadcast_to(b, op):
             if d == 1:
                 idx.append(zero)
                 continue
-            li = bb.fresh("li")
-            bb.emit(f"{li} = linalg.index {lead + j} : index")
+            li = bb.assign(f"linalg.index {lead + j} : index", "li")
             idx.append(bb.select(ones[j], zero, li, "index") if j in checked else li)
-        r = bb.fresh("x")
-        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
-        return r
+        return bb.assign(f"tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}", "x")
 
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
     return b.generic(out_t, b.empty(out_t, sizes), [], [], omap, ["parallel"] * out_t.rank, body)
@@ -468,9 +460,7 @@ def _lower_concat(b, op):
         # Static sizes as literals: the slice type must match the source type.
         szs = ", ".join(str(d) if isinstance(d, int) else b.dim(src, st, i) for i, d in enumerate(st.shape))
         ones = ", ".join("1" for _ in range(st.rank))
-        r = b.fresh("ins")
-        b.emit(f"{r} = tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}")
-        return r
+        return b.assign(f"tensor.insert_slice {src} into {dest}[{offs}] [{szs}] [{ones}] : {st.mlir()} into {out_t.mlir()}", "ins")
 
     r = insert(x, xt, e, zero)
     return insert(y, yt, r, b.dim(x, xt, axis))
@@ -545,9 +535,7 @@ def _lower_take(b, op):
                 o = i if i < axis else i - 1 + it.rank
                 bb.emit(f"{li} = linalg.index {o} : index")
                 coords.append(li)
-        r = bb.fresh("x")
-        bb.emit(f"{r} = tensor.extract {x}[{', '.join(coords)}] : {xt.mlir()}")
-        return r
+        return bb.assign(f"tensor.extract {x}[{', '.join(coords)}] : {xt.mlir()}", "x")
 
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
     return b.generic(out_t, e, [(idx, it)], [imap], omap, ["parallel"] * out_t.rank, body)
@@ -695,9 +683,7 @@ def _slice_bounds(b, parts, dyn, n):
         if p == "$":
             v, t = dyn.pop(0)
             x = b.extract(v, t)
-            i = b.fresh("i")
-            b.emit(f"{i} = arith.index_cast {x} : i64 to index")
-            return i
+            return b.assign(f"arith.index_cast {x} : i64 to index", "i")
         return int(p)
 
     a, c, s = part(parts[0]), part(parts[1]), part(parts[2])
@@ -812,12 +798,9 @@ def _lower_getitem(b, op):
             if p[0] == "i":
                 idx.append(p[1])
             else:
-                li = bb.fresh("li")
-                bb.emit(f"{li} = linalg.index {where[k]} : index")
+                li = bb.assign(f"linalg.index {where[k]} : index", "li")
                 idx.append(bb.binary("arith.addi", p[1], bb.binary("arith.muli", li, p[2], "index"), "index"))
-        r = bb.fresh("x")
-        bb.emit(f"{r} = tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}")
-        return r
+        return bb.assign(f"tensor.extract {x}[{', '.join(idx)}] : {xt.mlir()}", "x")
 
     omap = ", ".join(f"d{i}" for i in range(out_t.rank))
     return b.generic(out_t, e, [], [], omap, ["parallel"] * out_t.rank, body)
@@ -894,8 +877,7 @@ def _lower_setitem(b, op):
         inside = bb.const(True, "i1")
         coord = {}
         for k, p in enumerate(plan):
-            li = bb.fresh("li")
-            bb.emit(f"{li} = linalg.index {k} : index")
+            li = bb.assign(f"linalg.index {k} : index", "li")
             if p[0] == "i":
                 eq = bb.cmp("eq", li, p[1], "index")
                 inside = bb.binary("arith.andi", inside, eq, "i1")
@@ -919,8 +901,7 @@ def _lower_setitem(b, op):
             isone = bb.cmp("eq", vdims[j], one, "index")
             sel = bb.select(isone, zero, t, "index")
             vidx.append(sel)
-        val = bb.fresh("x")
-        bb.emit(f"{val} = tensor.extract {v}[{', '.join(vidx)}] : {vt.mlir()}")
+        val = bb.assign(f"tensor.extract {v}[{', '.join(vidx)}] : {vt.mlir()}", "x")
         out = bb.select(inside, val, args[0], ety)
         return out
 
@@ -962,8 +943,7 @@ def _dim(x, axis=0):
 
 def _lower_dim(b, op):
     d = b.dim(op.operands[0], op.types[0], op.attrs["axis"])
-    s = b.fresh("s")
-    b.emit(f"{s} = arith.index_cast {d} : index to i64")
+    s = b.assign(f"arith.index_cast {d} : index to i64", "s")
     return b.scalar_tensor(s, op.result_types[0])
 
 
@@ -1044,16 +1024,13 @@ def _lower_arange(b, op):
     too = b.cmp("ogt", count, b.const(float(MAX_ELEMENTS), "f64"), "f64")
     fail_if(b, too, TOO_LARGE)
     n = b.select(too, zero, n, "i64")
-    ni = b.fresh("i")
-    b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    ni = b.assign(f"arith.index_cast {n} : i64 to index", "i")
     e = b.empty(out_t, [ni])
     ety = out_t.element
 
     def body(bb, args):
-        li = bb.fresh("li")
-        bb.emit(f"{li} = linalg.index 0 : index")
-        k = bb.fresh("x")
-        bb.emit(f"{k} = arith.index_cast {li} : index to i64")
+        li = bb.assign("linalg.index 0 : index", "li")
+        k = bb.assign(f"arith.index_cast {li} : index to i64", "x")
         v = bb.binary("arith.addi", start, bb.binary("arith.muli", k, safe, "i64"), "i64")
         if ety == "i64":
             return v
@@ -1088,8 +1065,7 @@ def _eye(n, size=DYN, dtype=np.float32):
 def _lower_eye(b, op):
     out_t = op.result_types[0]
     n = b.extract(op.operands[0], op.types[0])
-    ni = b.fresh("i")
-    b.emit(f"{ni} = arith.index_cast {n} : i64 to index")
+    ni = b.assign(f"arith.index_cast {n} : i64 to index", "i")
     negative = b.cmp("slt", ni, b.const(0, "index"), "index")
     fail_if(b, negative, "ValueError: negative dimensions are not allowed")
     ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
@@ -1127,9 +1103,7 @@ def _constant(value=None):
 
 
 def _lower_constant(b, op):
-    r = b.fresh("k")
-    b.emit(f"{r} = arith.constant {op.raw['value']}")
-    return r
+    return b.assign(f"arith.constant {op.raw['value']}", "k")
 
 
 register(OpDef(

@@ -259,15 +259,11 @@ def recursive_functions(module: "ir.Module") -> set:
 
 def state(b: Builder) -> str:
     b.runtime_decls.add(STATE_DECL)
-    g = b.fresh("g")
-    b.emit(f"{g} = memref.get_global @{STATE} : memref<3xi64>")
-    return g
+    return b.assign(f"memref.get_global @{STATE} : memref<3xi64>", "g")
 
 
 def _state_word(b: Builder, g: str, i: int) -> str:
-    v = b.fresh("w")
-    b.emit(f"{v} = memref.load {g}[{b.const(i, 'index')}] : memref<3xi64>")
-    return v
+    return b.assign(f"memref.load {g}[{b.const(i, 'index')}] : memref<3xi64>", "w")
 
 
 def not_failed(b: Builder) -> str:
@@ -282,8 +278,7 @@ def entry_guard(b: Builder) -> str:
     failed = b.cmp("ne", _state_word(b, g, 0), b.const(0, "i64"), "i64")
     base, budget = _state_word(b, g, 1), _state_word(b, g, 2)
     b.runtime_decls.add(f"func.func private @{STACK_POINTER}() -> i64")
-    spi = b.fresh("sp")
-    b.emit(f"{spi} = func.call @{STACK_POINTER}() : () -> i64")
+    spi = b.assign(f"func.call @{STACK_POINTER}() : () -> i64", "sp")
     first = b.cmp("eq", base, b.const(0, "i64"), "i64")
     b.line(f"scf.if {first} {{")
     with b.nested():
