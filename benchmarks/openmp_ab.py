@@ -22,8 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cpu as bench  # noqa: E402  (benchmarks/cpu.py)
 
 import dg  # noqa: E402
-from dg.core.abi import GRAIN  # noqa: E402
-from dg.core.mlir import constant_value, ir, operations_under, passmanager  # noqa: E402
+from dg.core.mlir import ir, operations_under, passmanager  # noqa: E402
 from dg.lowering import cpu, parallel, pipeline  # noqa: E402
 from dg.runtime import cpu as runtime_cpu  # noqa: E402
 
@@ -47,24 +46,9 @@ def _to_fors(par) -> None:
     par.erase()
 
 
-def _small(loop) -> bool:
-    """Known before run time to be too small to share (as lowering.parallel decides)."""
-    nest = parallel._nest(loop)
-    dims, ops = len(loop.regions[0].blocks[0].arguments), list(loop.operands)
-    bounds = [(ops[i], ops[dims + i], ops[2 * dims + i]) for i in range(dims)]
-    known = [tuple(constant_value(b) for b in t) for t in bounds + parallel._inner_bounds(nest, parallel._defined_inside(nest))]
-    if any(None in k for k in known):
-        return False
-    work = sum(8 if op.name in ("memref.load", "memref.store") else 1 for op in nest)
-    for lb, ub, st in known:
-        work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
-    return work < 2 * GRAIN
-
-
 def to_openmp(m) -> None:
     passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
-    shared = [loop for loop in parallel.outermost(m, "scf.parallel")
-              if parallel._parallelizable(parallel._nest(loop)) and not _small(loop)]
+    shared = [loop for loop, _, _ in parallel.shared_loops(m)]
     for op in reversed([o for o in operations_under(m.body) if o.name == "scf.parallel" and not any(o == s for s in shared)]):
         _to_fors(op)
     passmanager.PassManager.parse("builtin.module(convert-scf-to-openmp)").run(m.operation)

@@ -62,6 +62,11 @@ def set_llvm_options() -> None:
         return
 
 
+def attributes(op) -> dict:
+    """An op's attributes: name -> attribute (the bindings iterate over names or named attributes)."""
+    return {getattr(a, "name", a): op.attributes[getattr(a, "name", a)] for a in op.attributes}
+
+
 def symbols(module) -> set:
     """The symbols the module's top-level operations define or declare."""
     return {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in module.body.operations
@@ -135,5 +140,5 @@ def create(name: str, results=(), operands=(), **attributes):
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
            "LLVM_OPTIONS", "set_llvm_options",
-           "append_parsed", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
+           "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
            "static_elements", "user", "create"]

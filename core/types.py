@@ -211,8 +211,6 @@ def _fmt_shape(s) -> str:
     return "[" + ", ".join(str(d) if isinstance(d, int) else repr(d) for d in s) + "]"
 
 
-fmt_shape = _fmt_shape
-
 
 def annotation_type(te, names: dict):
     """A `TypeExpr` -> TensorType; named dims share one Sym per name in `names`.

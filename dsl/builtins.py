@@ -827,7 +827,7 @@ def _checkpoint(em, call, name):
     return fn if fn is not None else POISON
 
 
-def _not_yet(what, issue):
+def _not_yet(what):
     def h(em, call, name):
         em.error(f"{name}() is not available yet: {what}", call.loc)
         return POISON
@@ -854,10 +854,9 @@ BUILTINS = {
     "float": _cast_to("f32"), "int": _cast_to("i64"),
     "key": _key, "split": _split, "normal": _random("normal"), "uniform": _random("uniform"),
     "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
-    "conv2d": _not_yet("convolution", 0), "max_pool2d": _not_yet("pooling", 0),
-    "avg_pool2d": _not_yet("pooling", 0),
+    "conv2d": _not_yet("convolution"), "max_pool2d": _not_yet("pooling"), "avg_pool2d": _not_yet("pooling"),
     "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
-    "jvp": _not_yet("forward-mode autodiff", 4),
+    "jvp": _not_yet("forward-mode autodiff"),
 }
 for _n, _op in OPS.items():
     if _op.builtin:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dg.core.attrs import attr_value
-from dg.core.mlir import ir
+from dg.core.mlir import attributes, ir
 from dg.core.writer import Value
 from dg.dialects.registry import OPS
 
@@ -69,8 +69,7 @@ def _read_op(op, values: dict) -> Op:
         v = Value(str(r.type))
         values[r] = v
         results.append(v)
-    attrs = {a.name if hasattr(a, "name") else a: None for a in op.attributes}
-    attrs = {k: str(op.attributes[k]) for k in attrs}
+    attrs = {k: str(v) for k, v in attributes(op).items()}
     regions = [_read_block(reg.blocks[0], values) for reg in op.regions if len(reg.blocks)]
     out = Op(op.name, operands, results, attrs, regions, str(op.location), op.location)
     if out.dg is not None:
@@ -89,8 +88,7 @@ def read_module(module: "ir.Module") -> list[Func]:
                 continue
             sym = ir.StringAttr(op.attributes["sym_name"]).value
             ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            extra = {k: str(op.attributes[k]) for k in (a.name if hasattr(a, "name") else a for a in op.attributes)
-                     if k.startswith("dg.")}
+            extra = {k: str(v) for k, v in attributes(op).items() if k.startswith("dg.")}
             if len(op.regions[0].blocks):
                 body = _read_block(op.regions[0].blocks[0], values)
                 args = body.args

@@ -29,7 +29,8 @@ in place. Other `scf.parallel` loops stay sequential
 from __future__ import annotations
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
-from dg.core.mlir import append_parsed, constant_value, defining_op, downcast, ir, operations_under, passmanager
+from dg.core.mlir import (append_parsed, constant_value, defining_op, downcast, ir, operations_under, passmanager,
+                          symbols)
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
@@ -140,7 +141,7 @@ def _used_from_outside(nest: list, inside: set, dims: int) -> list:
     return order
 
 
-def _isconstant_value(v) -> bool:
+def _is_constant(v) -> bool:
     owner = defining_op(v)
     return owner is not None and owner.name in ("arith.constant", "llvm.mlir.constant")
 
@@ -156,7 +157,7 @@ def _inner_bounds(nest: list, inside: set) -> list:
         if b not in inside:
             return b
         owner = defining_op(b)
-        if _isconstant_value(b):
+        if _is_constant(b):
             if b not in made:
                 made[b] = owner.clone(ip=ir.InsertionPoint(nest[0])).results[0]
             return made[b]
@@ -290,32 +291,20 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
-def _outline(m, loop, nest: list, name: str, words: list) -> bool:
+def _outline(m, loop, nest: list, bounds: list, name: str, words: list) -> bool:
     """Move one scf.parallel into functions of its own (see the module's doc); False if a value
-    it uses cannot travel in the context, or the loop is known to be too small to share. `nest`:
-    the loop and the operations under it; `words`: each context's size is appended to it."""
+    it uses cannot travel in the context. `nest` and `bounds` as shared_loops gives them;
+    `words`: each context's size is appended to it."""
     dims = len(loop.regions[0].blocks[0].arguments)
-    inside = _defined_inside(nest)
-    outside = _used_from_outside(nest, inside, dims)
-    constants = [v for v in outside if _isconstant_value(v)]
-    passed = [v for v in outside if not _isconstant_value(v)]
+    outside = _used_from_outside(nest, _defined_inside(nest), dims)
+    constants = [v for v in outside if _is_constant(v)]
+    passed = [v for v in outside if not _is_constant(v)]
     fields = [_field(v.type) for v in passed]
     if any(f is None for f in fields):
         return False
-    operands = list(loop.operands)
-    first = [operands[0], operands[dims], operands[2 * dims]]
-    inner = [(operands[i], operands[dims + i], operands[2 * dims + i]) for i in range(1, dims)]
-    inner += _inner_bounds(nest, inside)
-    cost = sum(_MEMORY_COST if op.name in ("memref.load", "memref.store") else 1 for op in nest)
-    known = [tuple(constant_value(b) for b in bounds) for bounds in [first, *inner]]
-    if all(None not in k for k in known):  # sizes known now: a loop too small to share stays put
-        work = cost
-        for lb, ub, st in known:
-            work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
-        if work < 2 * GRAIN:
-            return False
-    units = [constant_value(bounds[2]) == 1 for bounds in [first, *inner]]
-    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, cost)
+    first, inner = list(bounds[0]), bounds[1:]
+    units = [constant_value(b[2]) == 1 for b in bounds]
+    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, _cost(nest))
 
     helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
     funcs = [op.operation for op in helper.body.operations][1:]
@@ -337,7 +326,7 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
     step = first[2]  # a constant step stays one, so that LLVM can vectorize the loop
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
-    clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _isconstant_value(step) else args[-1]
+    clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
 
     # The launch's body in the loop's place, on the context global and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
@@ -345,7 +334,7 @@ def _outline(m, loop, nest: list, name: str, words: list) -> bool:
                                   attributes={"global_name": ir.FlatSymbolRefAttr.get(CONTEXT)},
                                   loc=loop.location, ip=ir.InsertionPoint(loop)).result
     words.append(3 + sum(_words(v.type) for v in passed))
-    for arg, v in zip(launch.arguments, [context] + passed + first + [b for bounds in inner for b in bounds]):
+    for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
         arg.replace_all_uses_with(v)
     for op in [op.operation for op in launch.operations][:-1]:
         op.move_before(loop)
@@ -372,20 +361,45 @@ def mark_loop_functions(m) -> None:
             del op.attributes[NOALIAS]
 
 
-def outline_parallel_loops(m) -> int:
-    """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
-    passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
-    taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
-             if "sym_name" in op.operation.attributes}
-    count, words = 0, []
+def _cost(nest: list) -> int:
+    """The operations of a loop's body, a load or store counting as _MEMORY_COST."""
+    return sum(_MEMORY_COST if op.name in ("memref.load", "memref.store") else 1 for op in nest)
+
+
+def shared_loops(m) -> list:
+    """(loop, the operations under it, its bounds) of the loops the pool shares: the outermost
+    parallel loops that may run on other threads (_parallelizable) and are not known before run
+    time to be too small to share. The bounds: (lower, upper, step) of each of its axes, the first
+    first, then of the loops inside it whose bounds are known before it (_inner_bounds)."""
+    out = []
     for loop in outermost(m, "scf.parallel"):
         nest = _nest(loop)
         if not _parallelizable(nest):
             continue
+        dims, ops = len(loop.regions[0].blocks[0].arguments), list(loop.operands)
+        bounds = [(ops[i], ops[dims + i], ops[2 * dims + i]) for i in range(dims)]
+        bounds += _inner_bounds(nest, _defined_inside(nest))
+        known = [tuple(constant_value(b) for b in t) for t in bounds]
+        if all(None not in k for k in known):  # sizes known now: a loop too small to share stays put
+            work = _cost(nest)
+            for lb, ub, st in known:
+                work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
+            if work < 2 * GRAIN:
+                continue
+        out.append((loop, nest, bounds))
+    return out
+
+
+def outline_parallel_loops(m) -> int:
+    """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
+    passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
+    taken = symbols(m)
+    count, words = 0, []
+    for loop, nest, bounds in shared_loops(m):
         name = f"__dg_par_{count}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, nest, name, words):
+        if _outline(m, loop, nest, bounds, name, words):
             count += 1
     if count:
         array = f"!llvm.array<{max(words)} x i64>"

@@ -18,14 +18,11 @@ from dg.core.abi import STACK_POINTER, STATE, STATE_DECL
 from dg.core.attrs import attr_value, literal_text
 from dg.core.errors import DgError
 from dg.core.locations import loc_of
-from dg.core.mlir import ir, operations_under
+from dg.core.mlir import attributes, ir, operations_under
 from dg.core.types import TensorType, parse_mlir_type
 from dg.core.writer import module_text
 from dg.dialects.builder import Builder, LowerOp, fail_if
 from dg.dialects.registry import OPS
-
-TERMINATORS = ("scf.yield", "scf.condition", "func.return")
-
 
 def run(module: "ir.Module", target: str = "cpu") -> "ir.Module":
     """The to-linalg pass, for a target ("cpu" or "cuda": an op's `lower_for` it has one): a new
@@ -90,123 +87,53 @@ class ToLinalg:
             outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
             b.emit(f"scf.yield {', '.join(outs)} : {rt}" if outs else "scf.yield")
         b.line("} else {")
-        self._region(block, self._yield)
+        with b.nested():
+            self._block(block, lambda ret: b.emit(f"scf.yield {', '.join(self.name(v) for v in ret.operands)} : {rt}"
+                                                  if ret.operands else "scf.yield"))
         b.line("}")
         self.at(fop)
         b.emit(f"return {', '.join(names)} : {rt}" if names else "return")
 
-    def _block(self, block, on_terminator=None) -> None:
+    def _block(self, block, on_return=None) -> None:
+        """The block's ops, lowered; its `func.return` (when it ends a function) given to `on_return`."""
         for op in block.operations:
             op = op.operation
-            if op.name in TERMINATORS:
-                self.at(op)
-                (on_terminator or (lambda t: self._yield(t, "return")))(op)
-                continue
-            self._op(op)
-
-    def _results(self, op) -> str:
-        if len(op.results) == 1:
-            return f"{self.name(op.results[0])} = "
-        lhs, names = self.b.results(len(op.results), "m")
-        self.names.update(zip(op.results, names))
-        return lhs
-
-    def _op(self, op) -> None:
-        b = self.b
-        name = op.name
-        self.at(op)
-        if name.startswith("dg."):
-            return self._dg(op, name[3:])
-        if name == "arith.constant":
-            b.emit(f"{self.name(op.results[0])} = arith.constant {op.attributes['value']}")
-            return
-        if name.startswith("arith.") and len(op.results) == 1 and not op.regions:
-            # index arithmetic (the autodiff pass counts loop iterations with it): kept as it is
-            args = ", ".join(self.name(v) for v in op.operands)
-            b.emit(f"{self.name(op.results[0])} = {name} {args} : {op.results[0].type}")
-            return
-        if name == "func.call":
-            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-            lhs = self._results(op)
-            args = ", ".join(self.name(v) for v in op.operands)
-            ts = ", ".join(str(v.type) for v in op.operands)
-            rs = ", ".join(str(r.type) for r in op.results)
-            b.emit(f"{lhs}func.call @{callee}({args}) : ({ts}) -> ({rs})")
-            return
-        if name == "scf.if":
-            return self._scf_if(op)
-        if name == "scf.for":
-            return self._scf_for(op)
-        if name == "scf.while":
-            return self._scf_while(op)
-        raise DgError(f"compiled mode cannot lower the op '{name}'", b.where)
-
-    def _yield(self, op, keyword="scf.yield"):
-        vals = [self.name(v) for v in op.operands]
-        if vals:
-            self.b.emit(f"{keyword} {', '.join(vals)} : {', '.join(str(v.type) for v in op.operands)}")
-        else:
-            self.b.emit(keyword)
-
-    def _region(self, block, on_terminator):
-        with self.b.nested():
-            self._block(block, on_terminator)
-
-    def _scf_if(self, op):
-        b = self.b
-        loc = b.loc
-        lhs = self._results(op)
-        rt = ", ".join(str(r.type) for r in op.results)
-        b.line(f"{lhs}scf.if {self.name(op.operands[0])}" + (f" -> ({rt})" if rt else "") + " {")
-        self._region(op.regions[0].blocks[0], self._yield)
-        b.line("} else {")
-        if len(op.regions[1].blocks):
-            self._region(op.regions[1].blocks[0], self._yield)
-        else:
-            with b.nested():
-                b.line("scf.yield")
-        b.line(f"}} {loc}")
-
-    def _scf_for(self, op):
-        b = self.b
-        loc = b.loc
-        ops = list(op.operands)
-        lb, ub, st = (self.name(v) for v in ops[:3])
-        body = op.regions[0].blocks[0]
-        args = list(body.arguments)
-        lhs = self._results(op)
-        iters = ""
-        if len(ops) > 3:
-            pairs = ", ".join(f"{self.name(a)} = {self.name(v)}" for a, v in zip(args[1:], ops[3:]))
-            iters = f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in ops[3:])})"
-        b.line(f"{lhs}scf.for {self.name(args[0])} = {lb} to {ub} step {st}{iters} {{")
-        self._region(body, self._yield)
-        b.line(f"}} {loc}")
-
-    def _scf_while(self, op):
-        b = self.b
-        loc = b.loc
-        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
-        lhs = self._results(op)
-        inits = ", ".join(f"{self.name(a)} = {self.name(v)}" for a, v in zip(before.arguments, op.operands))
-        ts = ", ".join(str(v.type) for v in op.operands)
-        rts = ", ".join(str(r.type) for r in op.results)
-        b.line(f"{lhs}scf.while ({inits}) : ({ts}) -> ({rts}) {{")
-
-        def cond(t):
-            vals = list(t.operands)
-            c = b.binary("arith.andi", self.name(vals[0]), not_failed(b), "i1")  # a failed check ends the loop
-            rest = vals[1:]
-            if rest:
-                b.emit(f"scf.condition({c}) {', '.join(self.name(v) for v in rest)} : {', '.join(str(v.type) for v in rest)}")
+            self.at(op)
+            if op.name.startswith("dg."):
+                self._dg(op, op.name[3:])
+            elif op.name == "func.return" and on_return is not None:
+                on_return(op)
             else:
-                b.emit(f"scf.condition({c})")
+                self._copy(op)
 
-        self._region(before, cond)
-        b.line("} do {")
-        b.line(f"^bb0({', '.join(f'{self.name(a)}: {a.type}' for a in after.arguments)}):")
-        self._region(after, self._yield)
-        b.line(f"}} {loc}")
+    def _copy(self, op) -> None:
+        """An op of another dialect (func, scf, arith) as it is, in generic form, the ops of its
+        regions lowered; a while loop's condition also ends it once a check has failed."""
+        b, loc = self.b, self.b.loc
+        operands = [self.name(v) for v in op.operands]
+        if op.name == "scf.condition":
+            operands[0] = b.binary("arith.andi", operands[0], not_failed(b), "i1")
+        if len(op.results) == 1:
+            lhs = f"{self.name(op.results[0])} = "
+        else:
+            lhs, names = b.results(len(op.results), "m")
+            self.names.update(zip(op.results, names))
+        attrs = ", ".join(f"{k} = {v}" for k, v in attributes(op).items())
+        tail = (f" {{{attrs}}}" if attrs else "") + f" : ({', '.join(str(v.type) for v in op.operands)}) -> " \
+            f"({', '.join(str(r.type) for r in op.results)}) {loc}"
+        if not op.regions:
+            b.line(f'{lhs}"{op.name}"({", ".join(operands)}){tail}')
+            return
+        b.line(f'{lhs}"{op.name}"({", ".join(operands)}) (')
+        for k, region in enumerate(op.regions):
+            b.line("{")
+            for block in region.blocks:
+                with b.nested():
+                    b.line(f"^bb0({', '.join(f'{self.name(a)}: {a.type}' for a in block.arguments)}):")
+                    with b.nested():
+                        self._block(block)
+            b.line("}" + ("," if k < len(op.regions) - 1 else ""))
+        b.line(f"){tail}")
 
     def _dg(self, op, opname):
         b = self.b

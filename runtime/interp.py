@@ -76,7 +76,6 @@ class Translation:
         self.names: dict = {}
         self.counter = itertools.count()
         self.consts = 0
-        self.asserts: list = []
         self.functions: dict = {}
         with module.context:
             for op in module.body.operations:

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 
 
+from dg.core.abi import RESERVED
 from dg.core.errors import DgErrors, DgTypeError, Loc
 from dg.core.types import (
     Sym, TensorType,
@@ -32,12 +33,9 @@ class Spec:
     text: str = ""
 
 
-# The runtime's functions and globals live in a dg function's module from its lowering on
-# (`dg_state`, `dg_rt_fail`, `dg_rt_host_f32`, ...): a dg function named so gets another symbol.
-# (Names the later stages add, C library names among them, cannot clash: the CPU lowering gives
-# every dg function a dotted symbol, runtime.cpu.LINKED.)
 def _unreserved(name: str) -> str:
-    return "_" + name if name.startswith("dg_") else name
+    """The symbol of a dg function: its name, but for the runtime's names (core.abi.RESERVED)."""
+    return "_" + name if name.startswith(RESERVED) else name
 
 
 class ModuleEmitter:
