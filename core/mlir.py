@@ -132,10 +132,11 @@ def user(use):
     return getattr(owner, "operation", owner)
 
 
-def create(name: str, results=(), operands=(), **attributes):
+def create(name: str, results=(), operands=(), regions: int = 0, **attributes):
     """An op built generically (no op class of the bindings needed), at the insertion point and
-    location in effect."""
-    return ir.Operation.create(name, results=list(results), operands=list(operands), attributes=attributes)
+    location in effect: how the passes that rewrite a parsed module in place make new ops."""
+    return ir.Operation.create(name, results=list(results), operands=list(operands), regions=regions,
+                               attributes=attributes)
 
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",

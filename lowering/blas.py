@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dg.core.errors import DgError
-from dg.core.mlir import append_parsed, defining_op, ir, operations_under, user
+from dg.core.mlir import append_parsed, create, defining_op, ir, operations_under, user
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 _ELTS = {"f32": "s", "f64": "d"}
@@ -310,10 +310,8 @@ def replace_matmuls(module, helpers: dict) -> int:
             with ir.InsertionPoint(op), op.location:
                 views = [_transposed_view(op, i) for i in (0, 1)]
                 operands = [v[0] if v else op.operands[i] for i, v in enumerate(views)] + [op.operands[2]]
-                args = [v if v.type == dyn else ir.Operation.create("memref.cast", results=[dyn], operands=[v]).result
-                        for v in operands]
-                ir.Operation.create("func.call", results=[], operands=args, attributes={
-                    "callee": ir.FlatSymbolRefAttr.get(helpers[elt, fill is not None][0])})
+                args = [v if v.type == dyn else create("memref.cast", [dyn], [v]).result for v in operands]
+                create("func.call", [], args, callee=ir.FlatSymbolRefAttr.get(helpers[elt, fill is not None][0]))
             op.erase()
             if fill is not None:
                 fill.erase()
@@ -395,8 +393,8 @@ def _transposed_view(mm, i: int):
     dims = "x".join("?" if d == dyn else str(d) for d in (cols, rows))
     view_t = ir.Type.parse(f"memref<{dims}x{st.element_type}, strided<[1, {stride}]>>")
     with ir.InsertionPoint(mm), mm.location:
-        view = ir.Operation.create("memref.transpose", results=[view_t], operands=[src], attributes={
-            "permutation": ir.AffineMapAttr(ir.Attribute.parse(_TRANSPOSE_MAPS[0]))}).result
+        view = create("memref.transpose", [view_t], [src],
+                      permutation=ir.AffineMapAttr(ir.Attribute.parse(_TRANSPOSE_MAPS[0]))).result
     copy.erase()
     for d in deallocs:
         d.erase()

@@ -9,7 +9,7 @@ serves in Python. Copies between plain buffers stay, and become `memcpy`.
 """
 from __future__ import annotations
 
-from dg.core.mlir import ir, operations_under
+from dg.core.mlir import create, ir, operations_under
 
 
 def _memref(t):
@@ -46,8 +46,7 @@ def _linalg_copy(op) -> None:
     src, dst = op.operands
     elt = ir.MemRefType(src.type).element_type
     with ir.InsertionPoint(op), op.location:
-        copy = ir.Operation.create("linalg.copy", results=[], operands=[src, dst], regions=1, attributes={
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])})
+        copy = create("linalg.copy", [], [src, dst], regions=1, operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 1]))
         block = copy.regions[0].blocks.append(elt, elt)
         with ir.InsertionPoint(block):
-            ir.Operation.create("linalg.yield", results=[], operands=[block.arguments[0]])
+            create("linalg.yield", [], [block.arguments[0]])

@@ -15,7 +15,7 @@ slices take everything, and MLIR does not fold slices with dynamic sizes.
 """
 from __future__ import annotations
 
-from dg.core.mlir import constant_value, defining_op, ir, operations_under
+from dg.core.mlir import constant_value, create, defining_op, ir, operations_under
 
 
 def _mixed_sizes(op) -> list:
@@ -116,9 +116,8 @@ def share_argument_dims(module) -> int:
             if len(ops) == 1 and ops[0][0] == (arg, axis):
                 continue
             with ir.InsertionPoint.at_block_begin(entry), ops[0][1].location:
-                c = ir.Operation.create("arith.constant", results=[index],
-                                        attributes={"value": ir.IntegerAttr.get(index, axis)})
-                d = ir.Operation.create("tensor.dim", results=[index], operands=[entry.arguments[arg], c.result])
+                c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, axis))
+                d = create("tensor.dim", [index], [entry.arguments[arg], c.result])
             for _, op in ops:
                 op.results[0].replace_all_uses_with(d.result)
                 op.erase()

@@ -16,7 +16,7 @@ takes as long as gemm with beta = 0).
 """
 from __future__ import annotations
 
-from dg.core.mlir import append_parsed, defining_op, ir, operations_under, user
+from dg.core.mlir import append_parsed, create, defining_op, ir, operations_under, user
 
 from .blas import _ELTS, helper_name, helper_text, locate, ops_between
 
@@ -208,16 +208,15 @@ def _after(op, anchor) -> bool:
 def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
     et = ir.MemRefType(g.type).element_type
     with ir.InsertionPoint(call), call.location:
-        ir.Operation.create("memref.copy", results=[], operands=[w, g])
+        create("memref.copy", [], [w, g])
         if scale is None or scale[0] == "constant":  # a constant outside the generic: made again here
             value = ir.FloatAttr.get(et, 1.0) if scale is None else scale[1].attributes["value"]
-            alpha = ir.Operation.create("arith.constant", results=[et], attributes={"value": value}).result
+            alpha = create("arith.constant", [et], value=value).result
         else:  # a 0-d argument
-            alpha = ir.Operation.create("memref.load", results=[et], operands=[scale[1]]).result
+            alpha = create("memref.load", [et], [scale[1]]).result
         if negate:
-            alpha = ir.Operation.create("arith.negf", results=[et], operands=[alpha]).result
-        ir.Operation.create("func.call", results=[], operands=[*call.operands, alpha], attributes={
-            "callee": ir.FlatSymbolRefAttr.get(helper_name(elt, False, scaled=True))})
+            alpha = create("arith.negf", [et], [alpha]).result
+        create("func.call", [], [*call.operands, alpha], callee=ir.FlatSymbolRefAttr.get(helper_name(elt, False, scaled=True)))
     call.erase()
     out = gen.opview.outputs[0]
     out_alloc = defining_op(out)

@@ -29,7 +29,7 @@ in place. Other `scf.parallel` loops stay sequential
 from __future__ import annotations
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
-from dg.core.mlir import (append_parsed, constant_value, defining_op, downcast, ir, operations_under, passmanager,
+from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under, passmanager,
                           symbols)
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
@@ -330,9 +330,9 @@ def _outline(m, loop, nest: list, bounds: list, name: str, words: list) -> bool:
 
     # The launch's body in the loop's place, on the context global and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
-    context = ir.Operation.create("llvm.mlir.addressof", results=[ir.Type.parse("!llvm.ptr")],
-                                  attributes={"global_name": ir.FlatSymbolRefAttr.get(CONTEXT)},
-                                  loc=loop.location, ip=ir.InsertionPoint(loop)).result
+    with loop.location, ir.InsertionPoint(loop):
+        context = create("llvm.mlir.addressof", [ir.Type.parse("!llvm.ptr")],
+                         global_name=ir.FlatSymbolRefAttr.get(CONTEXT)).result
     words.append(3 + sum(_words(v.type) for v in passed))
     for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
         arg.replace_all_uses_with(v)
