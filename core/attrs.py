@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mlir import ir
 from .locations import mlir_string
+from .mlir import ir
 from .types import DTYPES, MLIR_TO_DG, TensorType, np_dtype, parse_mlir_type
 
 # NaN, +inf, -inf as MLIR hexadecimal bit patterns, per float width.

@@ -10,7 +10,6 @@ import linecache
 
 from .locations import Loc, loc_of  # noqa: F401  (errors are located)
 
-
 # Source text registered for files that do not exist on disk (dg.loads, tests).
 _SOURCES: dict[str, list[str]] = {}
 

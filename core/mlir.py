@@ -9,7 +9,7 @@ import types
 
 try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
-    from mlir.dialects import irdl, func, scf, arith  # type: ignore
+    from mlir.dialects import arith, func, irdl, scf  # type: ignore
     from mlir.dialects import llvm as llvm_dialect  # type: ignore
     from mlir.dialects.ext import Pure  # type: ignore
     from mlir.execution_engine import ExecutionEngine  # type: ignore
@@ -17,7 +17,7 @@ try:  # pragma: no cover - depends on what is installed
     SOURCE = "mlir"
 except ImportError:
     from torch_mlir import ir, passmanager  # type: ignore
-    from torch_mlir.dialects import irdl, func, scf, arith  # type: ignore
+    from torch_mlir.dialects import arith, func, irdl, scf  # type: ignore
     from torch_mlir.dialects import llvm as llvm_dialect  # type: ignore
     from torch_mlir.dialects.ext import Pure  # type: ignore
     from torch_mlir.execution_engine import ExecutionEngine  # type: ignore

@@ -78,8 +78,8 @@ def cmd_opt(a) -> int:
 
 
 def cmd_graph(a) -> int:
-    from dg.runtime.graph import write_graph
     import dg
+    from dg.runtime.graph import write_graph
 
     m = dg.load(a.file, mode="interp")
     if a.fn not in m.functions:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.dialects.ops_shape import DYN
+from dg.core.types import DTYPES, ShapeError, is_bool, is_float, is_int, promote, py_cast, scalar
 from dg.dialects import OPS
+from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from dg.core.types import DTYPES, ShapeError, is_bool, is_float, is_int, promote, py_cast, scalar
-from .values import FuncRef, GradRef, ListVal, POISON, Pullback, Str, TypedValue, is_tuple
+from .values import POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, is_tuple
 
 _MISSING = object()
 

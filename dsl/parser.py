@@ -19,8 +19,8 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.indenter import Indenter
 
-from dg.dsl import ast as A
 from dg.core.errors import DgSyntaxError, Loc, register_source
+from dg.dsl import ast as A
 
 __all__ = ["parse", "parse_expr", "parse_type", "MAX_DEPTH"]
 

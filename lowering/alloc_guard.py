@@ -22,7 +22,6 @@ from dg.core.abi import GUARDED, LONGJMP, SETJMP
 from dg.core.attrs import set_table
 from dg.core.locations import loc_of, loc_row
 from dg.core.mlir import append_parsed, create, ir, operations_under, static_elements
-
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
 # Names with a dot, which no dg function can have.

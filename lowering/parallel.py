@@ -29,8 +29,8 @@ in place. Other `scf.parallel` loops stay sequential
 from __future__ import annotations
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
-from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under, passmanager,
-                          symbols)
+from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under,
+                          passmanager, symbols)
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into

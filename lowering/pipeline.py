@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dg.core.errors import DgError
 from dg.core.mlir import ir, passmanager
-from dg.dialects.dialect import asm, parse
-
 from dg.dialects import verify
+from dg.dialects.dialect import asm, parse
 
 from . import (alloc_guard, autodiff, blas, copies, cpu, fold_sizes, gemm_updates, gpu, gpu_matmul, parallel,
                reductions, to_linalg)

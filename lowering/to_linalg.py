@@ -24,6 +24,7 @@ from dg.core.writer import module_text
 from dg.dialects.builder import Builder, LowerOp, fail_if
 from dg.dialects.registry import OPS
 
+
 def run(module: "ir.Module", target: str = "cpu") -> "ir.Module":
     """The to-linalg pass, for a target ("cpu" or "cuda": an op's `lower_for` it has one): a new
     module."""

@@ -14,8 +14,9 @@ import itertools
 import numpy as np
 
 from dg.core.errors import DgError
-from .program import DgFunction
 from dg.dsl.parser import parse
+
+from .program import DgFunction
 
 _names = itertools.count()
 

@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
 from dg.core import mlir
 
 FORMAT = 1

@@ -4,10 +4,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from dg.core.mlir import ir
-from dg.dialects.dialect import shared_context
 from dg.core.errors import DgError
 from dg.core.locations import loc_of
+from dg.core.mlir import ir
+from dg.dialects.dialect import shared_context
 
 
 def to_dot(ir_text: str) -> str:

@@ -17,14 +17,14 @@ import sys
 
 import numpy as np
 
-from dg.core.mlir import ir
-from dg.dialects.ops_misc import _print, failure_message
 from dg.core.attrs import attr_value, dense_value
-from dg.dialects.registry import OPS
 from dg.core.errors import DgError, DgRuntimeError, Loc
 from dg.core.locations import loc_of
-from dg.dialects.ops_elementwise import unknown_groups
+from dg.core.mlir import ir
 from dg.core.types import parse_mlir_type
+from dg.dialects.ops_elementwise import unknown_groups
+from dg.dialects.ops_misc import _print, failure_message
+from dg.dialects.registry import OPS
 
 _file_ids = itertools.count()
 

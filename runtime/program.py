@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from dg.core.errors import DgError, DgErrors, DgTypeError, Loc
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter

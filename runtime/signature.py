@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dg.dsl import ast as A
-from dg.dsl.emit import type_key
+from dg.core.errors import DgTypeError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
 from dg.core.types import annotation_type as _annotation_type
-from dg.core.errors import DgTypeError
+from dg.dsl import ast as A
+from dg.dsl.emit import type_key
 
 
 @dataclass

@@ -38,7 +38,6 @@ import threading
 
 from dg.core.abi import GRAIN, PARALLEL_FOR
 
-
 _IR = r"""
 @mutex = internal global [64 x i8] zeroinitializer, align 16
 @wake = internal global [64 x i8] zeroinitializer, align 16

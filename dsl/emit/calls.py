@@ -2,15 +2,11 @@
 specialized for the arguments' types, a gradient a declaration the autodiff pass defines."""
 from __future__ import annotations
 
-
-
-from dg.core.types import (
-    ShapeError, Sym, TensorType, annotation_type, is_float,
-)
+from dg.core.types import ShapeError, Sym, TensorType, annotation_type, is_float
 
 from .. import ast as A
 from ..builtins import call_builtin
-from ..values import (POISON, FuncRef, GradRef, Pullback, TypedValue, flatten, unflatten_like)
+from ..values import POISON, FuncRef, GradRef, Pullback, TypedValue, flatten, unflatten_like
 
 
 def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-from dg.core.types import (
-    Sym, TensorType, is_bool, is_int, promote, same_dim,
-)
+from dg.core.types import Sym, TensorType, is_bool, is_int, promote, same_dim
 
 from .. import ast as A
-from ..values import (POISON, ListVal, Undefined, TypedValue, flatten, is_tuple,
-                      unflatten_like)
+from ..values import POISON, ListVal, TypedValue, Undefined, flatten, is_tuple, unflatten_like
 from .core import INDEX, all_values, show
 
 

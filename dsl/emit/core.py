@@ -14,7 +14,6 @@ from .. import ast as A
 from .. import controlflow
 from ..values import POISON, ListVal, TypedValue, flatten
 
-
 INDEX = TensorType("index", ())
 
 

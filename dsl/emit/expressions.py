@@ -1,18 +1,14 @@
 """Expressions: literals and their folding, operators, attributes, indexing."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from dg.core.types import (
-    DTYPES, ShapeError, TensorType, is_bool, is_float, is_int, promote, scalar,
-)
+from dg.core.types import DTYPES, ShapeError, TensorType, is_bool, is_float, is_int, promote, scalar
 from dg.dialects.ops_shape import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS
-from ..values import (POISON, ListVal, ModuleRef, Str, Undefined, TypedValue, is_tuple)
-
+from ..values import POISON, ListVal, ModuleRef, Str, TypedValue, Undefined, is_tuple
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
 CMPOPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}

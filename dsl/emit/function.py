@@ -1,15 +1,11 @@
 """The function emitter: one class made of the emitter's parts."""
 from __future__ import annotations
 
-
-
 from dg.core.errors import Loc
-from dg.core.types import (
-    Sym,
-)
+from dg.core.types import Sym
 
 from .. import controlflow
-from ..values import (POISON, TypedValue, unflatten_like)
+from ..values import POISON, TypedValue, unflatten_like
 from .calls import Calls
 from .control import ControlFlow
 from .core import EmitterCore

@@ -5,15 +5,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-
 from dg.core.abi import RESERVED
 from dg.core.errors import DgErrors, DgTypeError, Loc
-from dg.core.types import (
-    Sym, TensorType,
-)
+from dg.core.types import Sym, TensorType
 
 from .. import ast as A
-from ..values import (POISON, flatten)
+from ..values import POISON, flatten
 from .function import FunctionEmitter
 
 

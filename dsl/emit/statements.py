@@ -1,16 +1,11 @@
 """Statements: assignments, returns, asserts, and the checks of declared types."""
 from __future__ import annotations
 
-
-
-from dg.core.types import (
-    Sym, TensorType, is_float, py_cast,
-)
+from dg.core.types import Sym, TensorType, is_float, py_cast
 
 from .. import ast as A
 from .. import controlflow
-from ..values import (POISON, ListVal, Str, Undefined, TypedValue, flatten, is_tuple,
-                      unflatten_like)
+from ..values import POISON, ListVal, Str, TypedValue, Undefined, flatten, is_tuple, unflatten_like
 
 
 class Statements:
