@@ -63,9 +63,11 @@ def _functions(m):
             yield op, ir.StringAttr(op.attributes["sym_name"]).value
 
 
-def only_entry(m, entry: str) -> None:
+def only_entry(m, entry: str | None = None) -> None:
     """Make every function but `entry` private (no C interface) and drop those it does not reach
-    (the inliner then drops the functions it inlined everywhere)."""
+    (the inliner then drops the functions it inlined everywhere); without an entry, nothing."""
+    if entry is None:
+        return
     for op, name in _functions(m):
         if name != entry:
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")

@@ -17,6 +17,8 @@ places, the host calls, the allocation sites) travel in the module as `dg.*` att
 """
 from __future__ import annotations
 
+import inspect
+
 from dg.core.errors import DgError
 from dg.core.mlir import ir, passmanager
 from dg.dialects import verify
@@ -148,9 +150,8 @@ def _options(spec: str) -> tuple[str, dict]:
 
 def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
     """Run dg's passes and MLIR's (consecutive MLIR passes in one pass manager) on a module, the
-    passes a list of names or one comma-separated text;
-    `options` go to the dg passes that take them (`entry` to only-entry; a pass whose option is
-    not given is left out: only-entry without an entry keeps every function)."""
+    passes a list of names or one comma-separated text; `options` (those not None) go to the dg
+    passes that take them (`entry` to only-entry, `source` to verify)."""
     if isinstance(names, str):
         names = split_top_level(names)
     pending: list[str] = []
@@ -177,9 +178,8 @@ def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
             pending.append(spec)
             continue
         module = flush(module)
-        wanted = dict(given, **{k: v for k, v in options.items() if v is not None and k in fn.__code__.co_varnames})
-        if fn is cpu.only_entry and "entry" not in wanted:
-            continue
+        takes = inspect.signature(fn).parameters
+        wanted = dict(given, **{k: v for k, v in options.items() if v is not None and k in takes})
         with module.context:
             try:
                 out = fn(module, **wanted)
