@@ -3,9 +3,9 @@ implementation, and every op is declared in the IRDL dialect."""
 import numpy as np
 import pytest
 
+from dg.core.types import TensorType, dtype_of_np
 from dg.dialects import OPS
 from dg.dialects.dialect import irdl_text, shared_context
-from dg.core.types import TensorType, dtype_of_np
 
 # Ops whose implementation needs a runtime (effects) or special inputs.
 NO_SAMPLE = {"print", "assert", "check", "breakpoint", "constant", "to_index", "from_index", "to_i1", "range_len",

@@ -8,11 +8,11 @@ few ops, the compiled CPU backend too)."""
 import numpy as np
 import pytest
 
-from dg.dialects import OPS
 from dg.core.attrs import attr_text
 from dg.core.types import TensorType, dtype_of_np
-from dg.lowering.autodiff import differentiate
+from dg.dialects import OPS
 from dg.dialects.dialect import parse
+from dg.lowering.autodiff import differentiate
 from dg.runtime import interp
 
 EPS = 1e-6

@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 
+from dg.core.errors import DgSyntaxError, Loc, source_line
 from dg.dsl import ast as A
 from dg.dsl.parser import parse, parse_expr, parse_type
-from dg.core.errors import DgSyntaxError, Loc, source_line
 
 FILE = "t.dg"
 

@@ -17,9 +17,9 @@ from dataclasses import fields
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dg.core.errors import DgSyntaxError
 from dg.dsl import ast as A
 from dg.dsl.parser import parse, parse_expr
-from dg.core.errors import DgSyntaxError
 
 FILE = "fuzz.dg"
 

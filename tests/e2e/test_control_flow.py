@@ -9,8 +9,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_located, assert_located_type_error, assert_same, f32, load)
-
+from .util import F, assert_located, assert_located_type_error, assert_same, f32, load
 
 NESTED = """
 def nested(x, n):

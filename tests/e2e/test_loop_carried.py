@@ -9,8 +9,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_located_type_error, assert_same, dg_mode, f32, load, time_limit)
-
+from .util import F, assert_located_type_error, assert_same, dg_mode, f32, load, time_limit
 
 GROW = """
 def grow(n):

@@ -9,7 +9,7 @@ import pytest
 
 import dg
 
-from .util import (assert_located, assert_same, f32, load)
+from .util import assert_located, assert_same, f32, load
 
 
 def test_shadowing_builtin_names(mode):

@@ -9,7 +9,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_located, assert_same, dg_mode, f32, load)
+from .util import F, assert_located, assert_same, dg_mode, f32, load
 
 
 def test_deeply_nested_conditional_expressions(mode):

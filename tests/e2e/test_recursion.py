@@ -9,8 +9,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_same, load)
-
+from .util import F, assert_same, load
 
 REC_ANN = """
 def depth(n: i64) -> i64:

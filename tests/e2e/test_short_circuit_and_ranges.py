@@ -9,8 +9,7 @@ import pytest
 
 import dg
 
-from .util import (assert_located, assert_same, f32, load)
-
+from .util import assert_located, assert_same, f32, load
 
 GUARDS = """
 def sc(x, n):

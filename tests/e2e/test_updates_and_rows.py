@@ -7,9 +7,7 @@ Each is compared with a plain Python / NumPy re-implementation, or must fail wit
 import numpy as np
 import pytest
 
-
-from .util import (assert_same, f32, load)
-
+from .util import assert_same, f32, load
 
 UPD = """
 def setloop(n):

@@ -10,7 +10,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_located, assert_same, dg_mode, f32, load)
+from .util import F, assert_located, assert_same, dg_mode, f32, load
 
 
 def _each_a_located_error(mode, cases, *args):

@@ -10,8 +10,7 @@ import pytest
 
 import dg
 
-from .util import (F, assert_located, assert_same, f32, load)
-
+from .util import F, assert_located, assert_same, f32, load
 
 WEAK = """
 def scale(x, k):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.dialects.dialect import shared_context
 from dg.core.mlir import ExecutionEngine, ir, passmanager
+from dg.dialects.dialect import shared_context
 from dg.lowering import blas
 from dg.lowering import cpu as lowering_cpu
 from dg.runtime import cpu

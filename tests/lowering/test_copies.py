@@ -2,8 +2,8 @@
 import numpy as np
 
 import dg
-from dg.dialects.dialect import shared_context
 from dg.core.mlir import ir
+from dg.dialects.dialect import shared_context
 from dg.lowering import copies
 
 from .test_autodiff import RECOMPUTE_SRC as SRC  # a tanh RNN and its gradient, for and while

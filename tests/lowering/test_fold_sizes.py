@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.dialects.dialect import shared_context
 from dg.core.mlir import ir, passmanager
+from dg.dialects.dialect import shared_context
 from dg.lowering import fold_sizes, pipeline
 
 SRC = """

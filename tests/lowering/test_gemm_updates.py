@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.dialects.dialect import shared_context
 from dg.core.mlir import ir
+from dg.dialects.dialect import shared_context
 from dg.lowering import blas, gemm_updates
 
 from .test_blas import _descriptor, _engine

@@ -291,8 +291,8 @@ def test_the_launch_takes_the_loops_place():
 def test_loop_functions_are_inlined_into_the_pools_entry():
     """After the lowering to LLVM the loop function is `alwaysinline` (its one caller is the
     pool's entry) and keeps its `noalias` arguments."""
-    from dg.dialects.dialect import shared_context
     from dg.core.mlir import passmanager
+    from dg.dialects.dialect import shared_context
     from dg.lowering import cpu, parallel
 
     m, _ = _outlined(NOALIAS_CASES["fresh"][0])
