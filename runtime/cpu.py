@@ -144,8 +144,9 @@ class _Runtime:
     """The symbols compiled code calls back into; each call goes to the program being run."""
 
     local = threading.local()
-    symbols: dict = {}  # name -> address
+    symbols: dict = {}  # name -> address, complete once set
     keep: list = []
+    lock = threading.Lock()
 
     @classmethod
     def active(cls) -> "CpuProgram":
@@ -153,13 +154,24 @@ class _Runtime:
 
     @classmethod
     def install(cls) -> dict:
+        """The symbols, registered with LLVM once per process: the first caller does it under
+        the lock, and every other waits for it rather than compile against a partial set."""
         if cls.symbols:
             return cls.symbols
+        with cls.lock:
+            if not cls.symbols:
+                cls.symbols = cls._register()
+        return cls.symbols
+
+    @classmethod
+    def _register(cls) -> dict:
         import llvmlite.binding as llvm
+
+        symbols = {}
 
         def add(name, cfunc):
             cls.keep.append(cfunc)
-            cls.symbols[name] = ctypes.cast(cfunc, ctypes.c_void_p).value
+            symbols[name] = ctypes.cast(cfunc, ctypes.c_void_p).value
 
         add("memrefCopy", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked),
                                            ctypes.POINTER(_Unranked))(_memref_copy))
@@ -174,14 +186,14 @@ class _Runtime:
         llvm.initialize_native_asmprinter()
         lib = blas.locate()
         for name, addr in lib.addresses if lib else ():
-            cls.symbols[name] = addr
-        cls.symbols.update(threads.symbols())
+            symbols[name] = addr
+        symbols.update(threads.symbols())
         libc = ctypes.CDLL(None)  # the C library's setjmp and longjmp, for the allocation guards
-        cls.symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
-        cls.symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value
-        for name, addr in cls.symbols.items():
+        symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
+        symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value
+        for name, addr in symbols.items():
             llvm.add_symbol(name, addr)
-        return cls.symbols
+        return symbols
 
 
 
@@ -283,7 +295,10 @@ class CpuProgram:
 
     def call(self, symbol: str, arrays: list):
         e = self._function(symbol)
-        bufs = e.pool.pop() if e.pool else e.buffers()
+        try:  # (another thread may take the last spare between a test and a pop)
+            bufs = e.pool.pop()
+        except IndexError:
+            bufs = e.buffers()
         descs, res, argv = bufs
         keep, words, inputs = [], [], set()
         for a, dt in zip(arrays, e.dtypes):
