@@ -42,6 +42,10 @@ def has_return(stmts) -> bool:
     return any(isinstance(s, A.Return) for s in _walk_stmts(stmts))
 
 
+def returns_a_value(stmts) -> bool:
+    return any(isinstance(s, A.Return) and s.value is not None for s in _walk_stmts(stmts))
+
+
 def _has_loop_exit(stmts, kind) -> bool:
     """A break/continue of *this* loop level (not inside nested loops)."""
     return any(isinstance(s, kind) for s in _walk_stmts(stmts, in_loop_too=False))

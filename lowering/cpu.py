@@ -28,8 +28,11 @@ TO_LLVM = (
 )
 
 # Loops vectorize with 512-bit registers where the CPU has them (LLVM prefers 256 on its own): f32
-# exp/tanh chains run half again as fast. A CPU without AVX-512 ignores the preference.
-FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"]]'
+# exp/tanh chains run half again as fast. A CPU without AVX-512 ignores the preference. No call
+# becomes a jump (tail-recursion elimination, sibling calls): each call takes stack, so that the
+# entry guard's stack budget ends a recursion that would never return (`return f(x)`), which as
+# a loop would spin forever.
+FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"], ["disable-tail-calls", "true"]]'
 
 # A failed check's id plus one goes into word 0 of the state, the first failure winning: on the
 # CPU, `dg_rt_fail` (declared by the lowering) gets this body after bufferization, so that no

@@ -10,6 +10,7 @@ from dg.core.errors import DgErrors, DgTypeError, Loc
 from dg.core.types import Sym, TensorType
 
 from .. import ast as A
+from ..controlflow import returns_a_value
 from ..values import POISON, flatten
 from .function import FunctionEmitter
 
@@ -97,6 +98,13 @@ class ModuleEmitter:
                 if key not in self.recursive_unknown:
                     break
                 new_types = [v.type for v in flatten(proto)] if proto is not None else []
+                unknown = any(t is None for t in new_types) or not new_types
+                if unknown and len(self.errors.errors) == n_err and returns_a_value(fd.body):
+                    # No error made the result unknown: every return gives the probed call's.
+                    self.error(f"what {fd.name}() returns cannot be inferred: every value it returns comes from a "
+                               f"call that recurses back into {fd.name}(), so it would never return; "
+                               "annotate its result type (-> T)", fd.loc)
+                    break
                 if any(t is None for t in new_types):
                     break  # an error made the result unknown; it has been reported
                 del self.errors.errors[n_err:]

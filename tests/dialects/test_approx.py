@@ -78,7 +78,7 @@ def test_coefficients_fit():
 
 def test_functions_prefer_wide_vectors(m):
     text = m.th.ir("llvm", (np.ones(4, np.float32),))
-    assert 'passthrough = [["prefer-vector-width", "512"]]' in text
+    assert '["prefer-vector-width", "512"]' in text and '["disable-tail-calls", "true"]' in text
 
 
 def test_polynomials_may_contract_into_fmas(m):

@@ -9,7 +9,7 @@ import pytest
 
 import dg
 
-from .util import F, assert_same, load
+from .util import F, assert_located, assert_same, load
 
 REC_ANN = """
 def depth(n: i64) -> i64:
@@ -146,3 +146,25 @@ def test_mutual_recursion_without_annotations(mode, n):
 def test_mutual_recursion_entered_from_unannotated_side(mode, n):
     assert_same(load(REC_PLAIN, mode).even_ann(n), np.bool_(n % 2 == 0))
     assert_same(load(REC_PLAIN, mode).odd_plain(n), np.bool_(n % 2 == 1))
+
+
+NO_WAY_OUT = """
+def forever(x):
+    return forever(x + 1.0)
+
+def ping(x):
+    return pong(x) * 2.0
+
+def pong(x):
+    return ping(x + 1.0)
+"""
+
+
+@pytest.mark.parametrize("name,line", [("forever", 1), ("ping", 4)])
+def test_an_unannotated_recursion_with_no_way_out_names_its_function(mode, name, line):
+    """Nothing returns a value to infer a result type from: a located error asking for one (the
+    call was dropped and the function returned nothing)."""
+    with pytest.raises(dg.DgTypeError) as e:
+        getattr(load(NO_WAY_OUT, mode), name)(1.0)
+    assert_located(e.value, line)
+    assert "cannot be inferred" in str(e.value) and "annotate" in str(e.value)

@@ -168,3 +168,33 @@ def test_break_and_return_end_a_for_loop(mode):
     r = subprocess.run([sys.executable, "-c", code, EARLY_EXITS, mode], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["6", "11", "5.0", "[2.0,", "4.0,", "0.0,", "0.0]", "1.06152", "6.30606"]
+
+
+FOREVER = """
+def same(x: f32) -> f32:
+    return same(x)
+
+def rows(x: f32[N]) -> f32[N]:
+    return rows(x)
+
+def grows(x: f64) -> f64:
+    return grows(x + 1.0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_recursion_with_no_way_out_is_a_located_error(mode):
+    """`return f(x)` is a tail call, which LLVM turns into a jump: the stack never grew, so the
+    guard never fired, and the loop spun forever. Calls stay calls (function-attributes)."""
+    code = ("import sys, numpy as np, dg\n"
+            "m = dg.loads(sys.argv[1], mode=sys.argv[2], filename='f.dg')\n"
+            "for name, arg in (('same', 1.0), ('rows', np.ones(3, np.float32)), ('grows', 1.0)):\n"
+            "    try:\n"
+            "        getattr(m, name)(arg)\n"
+            "    except dg.DgRuntimeError as e:\n"
+            "        print(str(e).splitlines()[0])\n")
+    r = subprocess.run([sys.executable, "-c", code, FOREVER, mode], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert [line.split(": error: ")[0] for line in lines] == ["f.dg:2:1", "f.dg:5:1", "f.dg:8:1"], lines
+    assert all("recursion too deep" in line for line in lines), lines
