@@ -4,10 +4,15 @@ Expects: a key text (the dg IR of one specialization). Guarantees: `key`
 mixes that text with everything else the machine code depends on (the
 sources of dg's lowering and runtime, the MLIR and LLVM versions, the
 pipeline, and the host CPU, since code is compiled for it); `load` returns
-what `store` put under that key, or None when the entry is missing,
-unreadable or fails its checksum (a damaged entry is recompiled, never
-loaded). Entries are written to a temporary file and renamed into place,
-so processes sharing the folder never see half an entry.
+what `store` put under that key, or None, and the code is compiled again,
+when the entry is missing, damaged, not a regular file (a FIFO or a link
+put in its place is not opened), or not sealed for that key: each entry
+carries an HMAC of its whole key, its metadata and its object code, made
+with a secret that only this user can read (`secret` in the folder, mode
+0600). An entry moved under another key, or object code replaced with a
+fitting checksum, is refused. Entries are written to a temporary file and
+renamed into place, so processes sharing the folder never see half an
+entry.
 
 The folder is `DG_CACHE_DIR`, else `$XDG_CACHE_HOME/dg/compiled`, else
 `~/.cache/dg/compiled`; `DG_CACHE=0` turns the cache off.
@@ -16,14 +21,19 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from dg.core import mlir
 
-FORMAT = 1
+FORMAT = 2
+MAX_META = 1 << 26  # bytes; anything larger is not an entry of ours
+MAX_OBJECT = 1 << 31
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def folder() -> Path | None:
@@ -54,19 +64,77 @@ def _fingerprint(extra: str) -> str:
 
 
 def key(text: str, extra: str = "") -> str:
-    return hashlib.sha256((_fingerprint(extra) + "\0" + text).encode()).hexdigest()[:40]
+    """The entry's whole key: a digest of everything the code depends on (its file names use
+    the first 40 digits; the entry carries all 64 and is refused under any other key)."""
+    return hashlib.sha256((_fingerprint(extra) + "\0" + text).encode()).hexdigest()
+
+
+def _name(k: str) -> str:
+    return k[:40]
+
+
+def _secret(d: Path, create: bool) -> bytes | None:
+    """The folder's secret, which the entries' seals are made with: a file only this user may
+    read or write (as ssh wants of its keys), else None. Someone who may write the folder but is
+    not this user cannot forge a seal: they can neither read this secret nor put their own in
+    its place unnoticed."""
+    p = d / "secret"
+    if create and not p.exists():
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+        except FileExistsError:
+            pass  # another process made it first
+    data = _read(p, limit=32, private=True)
+    return data if data is not None and len(data) == 32 else None
+
+
+def _seal(secret: bytes, k: str, meta: dict, blob: bytes) -> str:
+    """Binds the entry to its key and to the object code and metadata it holds."""
+    body = json.dumps(meta, sort_keys=True).encode()
+    return hmac.new(secret, b"\0".join([k.encode(), hashlib.sha256(body).digest(),
+                                         hashlib.sha256(blob).digest()]), "sha256").hexdigest()
+
+
+def _read(path: Path, limit: int, private: bool = False) -> bytes | None:
+    """A regular file's bytes, or None: never through a link, never blocking on a FIFO or a
+    device put in the entry's place; with `private`, only a file of this user's that no one
+    else may read or write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        if private and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def load(k: str) -> tuple[dict, bytes] | None:
+    """The entry stored under `k`, or None where it is missing, damaged, not a regular file, or
+    sealed under another key or with another secret."""
     d = folder()
-    if d is None:
+    secret = _secret(d, create=False) if d is not None else None
+    if secret is None:
+        return None
+    raw, blob = _read(d / f"{_name(k)}.json", MAX_META), _read(d / f"{_name(k)}.o", MAX_OBJECT)
+    if raw is None or blob is None:
         return None
     try:
-        meta = json.loads((d / f"{k}.json").read_text())
-        blob = (d / f"{k}.o").read_bytes()
-    except (OSError, ValueError):
+        entry = json.loads(raw)
+        meta, seal = entry["meta"], entry["seal"]
+    except (ValueError, TypeError, KeyError):
         return None
-    if meta.get("sha256") != hashlib.sha256(blob).hexdigest():
+    if not hmac.compare_digest(str(seal), _seal(secret, k, meta, blob)):
         return None
     return meta, blob
 
@@ -88,8 +156,11 @@ def store(k: str, meta: dict, blob: bytes) -> None:
     if d is None:
         return
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        _write(d / f"{k}.o", blob)  # the object first: the json names its checksum
-        _write(d / f"{k}.json", json.dumps(dict(meta, sha256=hashlib.sha256(blob).hexdigest())).encode())
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secret = _secret(d, create=True)
+        if secret is None:
+            return
+        _write(d / f"{_name(k)}.o", blob)  # the object first: the json holds its seal
+        _write(d / f"{_name(k)}.json", json.dumps({"meta": meta, "seal": _seal(secret, k, meta, blob)}).encode())
     except OSError:
         pass

@@ -16,6 +16,9 @@ def f(x: f32[N, 3], n: i64) -> f32:
     return s
 """
 
+# The same signature as PROGRAM, another result: a swapped entry would show.
+OTHER = PROGRAM.replace("tanh(x * float(i))", "x * float(i) + 100.0")
+
 RUN = """
 import json, sys, time
 import numpy as np
@@ -28,22 +31,26 @@ print(json.dumps({"value": float(r), "from_cache": m.f._last.runner.from_cache,
 """
 
 
-def _run(tmp_path, **env):
-    (tmp_path / "prog.dg").write_text(PROGRAM)
+def _run(tmp_path, program=PROGRAM, name="prog", **env):
+    (tmp_path / f"{name}.dg").write_text(program)
     (tmp_path / "run.py").write_text(RUN)
     e = dict(os.environ, DG_MODE="compiled", DG_CACHE_DIR=str(tmp_path / "cache"), **env)
-    out = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "prog.dg")],
+    out = subprocess.run([sys.executable, "run.py", f"{name}.dg"], cwd=tmp_path,  # (the path is in the key)
                          capture_output=True, text=True, env=e, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _entries(tmp_path) -> set:
+    return {p.stem for p in (tmp_path / "cache").glob("*.o")}
+
+
 def test_second_process_reuses_the_cache(tmp_path):
     cold = _run(tmp_path)
-    entries = sorted(p.suffix for p in (tmp_path / "cache").iterdir())
+    entries = sorted(p.suffix or p.name for p in (tmp_path / "cache").iterdir())
     warm = _run(tmp_path)
     assert not cold["from_cache"] and warm["from_cache"]
-    assert entries == [".json", ".o"]
+    assert entries == [".json", ".o", "secret"]
     assert warm["value"] == cold["value"] == pytest.approx(12 * (0.0 + 0.7615942 + 0.9640276), rel=1e-5)
     print(f"first call: cold compile {cold['seconds']:.3f} s, from the cache {warm['seconds']:.3f} s")
 
@@ -55,8 +62,76 @@ def test_damaged_entry_is_compiled_again(tmp_path):
     again = _run(tmp_path)
     assert not again["from_cache"] and again["value"] == good["value"]
     meta = next((tmp_path / "cache").glob("*.json"))
-    assert json.loads(meta.read_text())["sha256"]
+    assert json.loads(meta.read_text())["seal"]
     assert _run(tmp_path)["from_cache"]  # the entry was written again, whole
+
+
+@pytest.fixture(scope="module")
+def two_entries(tmp_path_factory):
+    """A cache folder holding the entries of PROGRAM and OTHER, and their values."""
+    d = tmp_path_factory.mktemp("two")
+    a = _run(d)
+    (k_a,) = _entries(d)
+    b = _run(d, OTHER, "other")
+    (k_b,) = _entries(d) - {k_a}
+    assert a["value"] != b["value"]
+    return d, k_a, k_b, a["value"], b["value"]
+
+
+def _copy(two_entries, tmp_path):
+    import shutil
+
+    d, k_a, k_b, va, vb = two_entries
+    shutil.copytree(d / "cache", tmp_path / "cache")
+    assert _run(tmp_path)["from_cache"] and _run(tmp_path, OTHER, "other")["from_cache"]  # as stored, both load
+    return tmp_path / "cache", k_a, k_b, va, vb
+
+
+def test_an_entry_moved_under_another_key_is_refused(two_entries, tmp_path):
+    """Entries swapped between two programs: each program computes its own result again."""
+    c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
+    for ext in (".o", ".json"):
+        (c / f"{k_a}{ext}").rename(c / f"swap{ext}")
+        (c / f"{k_b}{ext}").rename(c / f"{k_a}{ext}")
+        (c / f"swap{ext}").rename(c / f"{k_b}{ext}")
+    a = _run(tmp_path)
+    assert (a["value"], a["from_cache"]) == (va, False)
+    b = _run(tmp_path, OTHER, "other")
+    assert (b["value"], b["from_cache"]) == (vb, False)
+
+
+def test_object_code_replaced_under_a_fitting_checksum_is_refused(two_entries, tmp_path):
+    """The other program's object code put in place, and the metadata's checksum made to fit it:
+    the seal, made with a secret only this user reads, does not fit."""
+    import hashlib
+
+    c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
+    blob = (c / f"{k_b}.o").read_bytes()
+    (c / f"{k_a}.o").write_bytes(blob)
+    entry = json.loads((c / f"{k_a}.json").read_text())
+    entry["meta"]["sha256"] = entry["sha256"] = hashlib.sha256(blob).hexdigest()
+    (c / f"{k_a}.json").write_text(json.dumps(entry))
+    a = _run(tmp_path)
+    assert (a["value"], a["from_cache"]) == (va, False)
+
+
+def test_a_fifo_in_place_of_an_entry_is_not_waited_on(two_entries, tmp_path):
+    c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
+    (c / f"{k_a}.o").unlink()
+    os.mkfifo(c / f"{k_a}.o")
+    (c / f"{k_b}.json").unlink()
+    os.mkfifo(c / f"{k_b}.json")
+    a = _run(tmp_path)  # (a hang fails the run's time limit)
+    assert (a["value"], a["from_cache"]) == (va, False)
+    b = _run(tmp_path, OTHER, "other")
+    assert (b["value"], b["from_cache"]) == (vb, False)
+
+
+def test_a_secret_others_may_read_is_not_trusted(two_entries, tmp_path):
+    c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
+    (c / "secret").chmod(0o644)
+    a = _run(tmp_path)
+    assert (a["value"], a["from_cache"]) == (va, False)
 
 
 def test_cache_can_be_turned_off(tmp_path):
