@@ -283,18 +283,44 @@ def _gelu_grad(g, x, y, d):
     return g.mul(d, g.add(g.mul(half, g.add(one, t)), g.mul(half, g.mul(x, dt))))
 
 
+def _lower_log1p(b, kind, ety, x):
+    # log(u) * x / (u - 1), u = 1 + x: the rounding of 1 + x cancels out (Goldberg, "What every
+    # computer scientist should know about floating-point arithmetic", theorem 4); x itself where
+    # u rounds to 1, and log(u) where u is inf. (MLIR's LLVM lowering is log(1 + x): 0 for 1e-8.)
+    one = b.const(1.0, ety)
+    u = b.binary("arith.addf", one, x, ety)
+    d = b.binary("arith.subf", u, one, ety)
+    log_u = b.unary("math.log", u, ety)
+    r = b.binary("arith.mulf", log_u, b.binary("arith.divf", x, d, ety), ety)
+    r = b.select(b.cmp("oeq", d, b.const(0.0, ety), ety), x, r, ety)
+    return b.select(b.cmp("oeq", u, b.const(float("inf"), ety), ety), log_u, r, ety)
+
+
+def _lower_expm1(b, kind, ety, x):
+    # (u - 1) * x / log(u), u = exp(x) (Kahan's): x where u rounds to 1, -1 where u - 1 does,
+    # and u where it is inf. (MLIR's LLVM lowering is exp(x) - 1: 0 for 1e-8.)
+    one = b.const(1.0, ety)
+    u = b.unary("math.exp", x, ety)
+    d = b.binary("arith.subf", u, one, ety)
+    r = b.binary("arith.mulf", d, b.binary("arith.divf", x, b.unary("math.log", u, ety), ety), ety)
+    r = b.select(b.cmp("oeq", d, b.const(-1.0, ety), ety), d, r, ety)
+    r = b.select(b.cmp("oeq", u, one, ety), x, r, ety)
+    return b.select(b.cmp("oeq", u, b.const(float("inf"), ety), ety), u, r, ety)
+
+
 def _lower_softplus(b, kind, ety, x):
     # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), without overflow.
     m = b.binary("arith.maximumf", x, b.const(0.0, ety), ety)
     e = b.unary("math.exp", b.unary("arith.negf", b.unary("math.absf", x, ety), ety), ety)
-    return b.binary("arith.addf", m, b.unary("math.log1p", e, ety), ety)
+    return b.binary("arith.addf", m, _lower_log1p(b, kind, ety, e), ety)
 
 
 unary("neg", np.negative, _neg, lambda g, x, y, d: g.neg(d), "-x", float_only=False, builtin=False)
 unary("exp", np.exp, _math("math.exp"), lambda g, x, y, d: g.mul(d, y), "e**x")
 unary("log", np.log, _math("math.log"), lambda g, x, y, d: g.div(d, x), "natural logarithm", positive=True)
-unary("log1p", np.log1p, _math("math.log1p"), lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)), "log(1 + x)",
+unary("log1p", np.log1p, _lower_log1p, lambda g, x, y, d: g.div(d, g.add(g.const(1.0, x), x)), "log(1 + x)",
       positive=True)
+unary("expm1", np.expm1, _lower_expm1, lambda g, x, y, d: g.mul(d, g.add(y, g.const(1.0, x))), "e**x - 1")
 unary("sqrt", np.sqrt, _math("math.sqrt"), lambda g, x, y, d: g.div(g.mul(d, g.const(0.5, x)), y), "square root",
       positive=True)
 unary("rsqrt", lambda x: (1.0 / np.sqrt(x)).astype(x.dtype), _math("math.rsqrt"),
@@ -484,8 +510,21 @@ binary("mod", np.mod, _sc_mod,
        lambda g, op, d: [d, g.neg(g.mul(d, g.dg_op("floor", [g.div(*op.operands)])))],
        "a % b (the sign of b, as Python)", sample=_bin_sample(positive=True))
 binary("pow", np.power, _sc_pow, _vjp_pow, "a ** b", sample=_bin_sample(positive=True))
-binary("maximum", np.maximum, _extremum("arith.maximumf", "arith.maxsi"), _vjp_extremum("gt"), "the larger")
-binary("minimum", np.minimum, _extremum("arith.minimumf", "arith.minsi"), _vjp_extremum("lt"), "the smaller")
+def _signed_zeros(fn, zeros):
+    """NumPy's maximum/minimum, but of two zeros the one IEEE 754's maximum/minimum (compiled
+    code's arith.maximumf/minimumf) gives, in either order: +0 over -0 (a + b of the two) for
+    maximum, -0 for minimum (NumPy gives whichever comes second)."""
+    def run(a, b):
+        r = fn(a, b)
+        if r.dtype.kind != "f":
+            return r
+        both = (a == 0) & (b == 0)
+        return np.where(both, zeros(a, b), r).astype(r.dtype, copy=False) if both.any() else r
+    return run
+
+
+binary("maximum", _signed_zeros(np.maximum, lambda a, b: a + b), _extremum("arith.maximumf", "arith.maxsi"), _vjp_extremum("gt"), "the larger")
+binary("minimum", _signed_zeros(np.minimum, lambda a, b: -(-a + -b)), _extremum("arith.minimumf", "arith.minsi"), _vjp_extremum("lt"), "the smaller")
 
 for _name, _impl in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                      "eq": np.equal, "ne": np.not_equal}.items():

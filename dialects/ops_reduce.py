@@ -237,8 +237,15 @@ def _vjp_prod(g, op, d):
     return [g.mul(g.unreduce(d, x, axes, keep), g.where(is0, at_zero, at_nonzero))]
 
 
-def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+def _wide(fn):
+    """A float reduction of NumPy's carried out in float64 and rounded once: NumPy sums float32
+    pairwise only along a contiguous axis (else one element after another, which stalls at 2**24
+    times the spacing), where compiled code's blocked sums stay close to exact; so the modes agree."""
+    def run(x, axis, keepdims):
+        if x.dtype.kind == "f" and x.dtype.itemsize < 8:
+            return np.asarray(fn(x, axis=axis, keepdims=keepdims, dtype=np.float64)).astype(x.dtype)
+        return fn(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    return run
 
 
 def _prod(x, axis, keepdims):
@@ -256,10 +263,24 @@ def reduction(name: str, fn, vjp, summary: str, float_only: bool = False, lower=
     ))
 
 
-reduction("sum", _sum, _vjp_sum, "The sum")
-reduction("mean", np.mean, _vjp_mean, "The mean", float_only=True)
-reduction("max", np.max, _vjp_extremum, "The largest element")
-reduction("min", np.min, _vjp_extremum, "The smallest element")
+reduction("sum", _wide(np.sum), _vjp_sum, "The sum")
+reduction("mean", _wide(np.mean), _vjp_mean, "The mean", float_only=True)
+def _extreme(fn, negative: bool):
+    """NumPy's max/min, but a zero result is the zero IEEE 754's maximum/minimum (compiled code's)
+    gives: +0 for max where the slice holds a +0, -0 for min where it holds a -0 (NumPy gives the
+    zero it met first)."""
+    def run(x, axis, keepdims):
+        r = fn(x, axis=axis, keepdims=keepdims)
+        if x.dtype.kind != "f" or x.size == 0 or not np.any(r == 0):
+            return r
+        has = np.any((x == 0) & (np.signbit(x) == negative), axis=axis, keepdims=keepdims)
+        signed = np.where(has, -0.0 if negative else 0.0, 0.0 if negative else -0.0).astype(x.dtype)
+        return np.where(r == 0, signed, r).astype(x.dtype, copy=False)
+    return run
+
+
+reduction("max", _extreme(np.max, negative=False), _vjp_extremum, "The largest element")
+reduction("min", _extreme(np.min, negative=True), _vjp_extremum, "The smallest element")
 reduction("prod", _prod, _vjp_prod, "The product")
 
 
@@ -317,7 +338,7 @@ def _vjp_var(g, op, d):
     return [g.mul(g.unreduce(d, x, axes, keep), g.mul(g.sub(x, m), two_over_n))]
 
 
-reduction("var", np.var, _vjp_var, "The variance (population)", float_only=True, lower=_lower_var)
+reduction("var", _wide(np.var), _vjp_var, "The variance (population)", float_only=True, lower=_lower_var)
 
 
 # ---------------------------------------------------------------- argmax, argmin

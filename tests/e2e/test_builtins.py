@@ -14,6 +14,7 @@ UNARY = {
     "exp": np.exp,
     "log": np.log,
     "log1p": np.log1p,
+    "expm1": np.expm1,
     "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "abs": np.abs,
