@@ -27,6 +27,8 @@ from dg.dialects.ops_misc import _print, failure_message
 from dg.dialects.registry import OPS
 
 _file_ids = itertools.count()
+MAX_LOOPS = 12  # loops nested in one generated Python function (Python's limit: 20)
+MAX_INDENT = 48  # its levels of indentation (Python's limit: 100)
 
 
 class _Console:
@@ -77,10 +79,14 @@ class Translation:
         self.counter = itertools.count()
         self.consts = 0
         self.functions: dict = {}
+        self.loops = 0  # loops open around the op being translated, in the Python function being written
+        self.outlined: list = []  # (name, op, its free values) to write as functions of their own
         with module.context:
             for op in module.body.operations:
                 if op.operation.name == "func.func":
                     self._function(op.operation)
+            while self.outlined:
+                self._outlined(*self.outlined.pop())
         code = compile("\n".join(self.src) + "\n", self.filename, "exec")
         exec(code, self.ns)
         for sym in self.functions:
@@ -116,6 +122,37 @@ class Translation:
         self.def_locs[len(self.src)] = fop.location
         self._block(block, 1)
 
+    def _outlined(self, name: str, op, free: list) -> None:
+        """An op of nested regions as a function of its own, taking the values it uses from
+        around it and returning its results."""
+        self._emit(0, f"def {name}({', '.join(free)}):")
+        self.loops = 0
+        self._op(op, 1)
+        res = [self._name(r) for r in op.results]
+        self._emit(1, f"return {', '.join(res)}" if res else "return None")
+
+    def _free_values(self, op) -> list:
+        """The names of the values that `op` and the ops in its regions use and do not define."""
+        defined, used = set(), list(op.operands)
+
+        def walk(o):
+            for region in o.regions:
+                for block in region.blocks:
+                    defined.update(block.arguments)
+                    for inner in block.operations:
+                        inner = inner.operation
+                        used.extend(inner.operands)
+                        defined.update(inner.results)
+                        walk(inner)
+
+        walk(op)
+        out = []
+        for v in used:
+            n = self._name(v)
+            if v not in defined and n not in out:
+                out.append(n)
+        return out
+
     def _block(self, block, indent: int, on_terminator=None) -> None:
         start = len(self.src)
         for op in block.operations:
@@ -143,12 +180,23 @@ class Translation:
         elif name == "func.call":
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             self._emit(indent, f"{lhs} {_pyname(callee)}({args})" if lhs else f"{_pyname(callee)}({args})", loc)
+        elif name.startswith("scf.") and (self.loops >= MAX_LOOPS or indent >= MAX_INDENT):
+            # Python compiles at most 20 nested loops and 100 levels of indentation; dg programs
+            # may nest deeper. The op becomes a function of its own, which starts again at none.
+            fn = f"region{len(self.outlined)}_{next(self.counter)}"
+            free = self._free_values(op)
+            self.outlined.append((fn, op, free))
+            self._emit(indent, f"{lhs} {fn}({', '.join(free)})" if lhs else f"{fn}({', '.join(free)})", loc)
         elif name == "scf.if":
             self._scf_if(op, res, indent, loc)
         elif name == "scf.for":
+            self.loops += 1
             self._scf_for(op, res, indent, loc)
+            self.loops -= 1
         elif name == "scf.while":
+            self.loops += 1
             self._scf_while(op, res, indent, loc)
+            self.loops -= 1
         elif name == "arith.constant":
             attr = op.attributes["value"]
             if isinstance(attr, ir.IntegerAttr):
@@ -275,8 +323,9 @@ class Translation:
         found = None
         while tb is not None:
             code = tb.tb_frame.f_code
-            if code.co_filename == self.filename:
-                found = self.def_locs.get(code.co_firstlineno) if of_function else self.line_locs.get(tb.tb_lineno)
+            if code.co_filename == self.filename:  # (an outlined region is no dg function: skipped)
+                found = (self.def_locs.get(code.co_firstlineno, found) if of_function
+                         else self.line_locs.get(tb.tb_lineno, found))
             tb = tb.tb_next
         return loc_of(found) if found is not None else None
 

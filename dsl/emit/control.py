@@ -2,11 +2,12 @@
 becoming their results and carried values."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from dg.core.types import Sym, TensorType, is_bool, is_int, promote, same_dim
 
 from .. import ast as A
+from ..controlflow import RET, RETVAL
 from ..values import POISON, ListVal, TypedValue, Undefined, flatten, is_tuple, unflatten_like
 from .core import INDEX, all_values, show
 
@@ -60,6 +61,40 @@ def _target_names(t):
     if isinstance(t, (A.Tuple, A.List)):
         return [n for e in t.elts for n in _target_names(e)]
     return []
+
+
+def _signature(v):
+    """What a loop body's probe can depend on of a value bound before the loop: its type (each
+    run-time size by identity), whether it is a weak literal, its known value; other bindings
+    (functions, list displays, undefined names) by identity."""
+    if isinstance(v, TypedValue):
+        if v.poison:
+            return ("poison",)
+        shape = tuple(d.id if isinstance(d, Sym) else ("static", d) for d in v.type.shape)
+        const = v.const
+        try:
+            hash(const)
+        except TypeError:
+            const = ("unhashable", id(const))
+        return (v.dtype, shape, v.weak, const)
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_signature(x) for x in v)
+    return ("object", id(v))
+
+
+def _names_in(node, out: set) -> set:
+    """Every name a statement or expression reads or binds (a `for`'s stop flags included)."""
+    if isinstance(node, A.Name):
+        out.add(node.id)
+    elif isinstance(node, A.Node):
+        if isinstance(node, A.For) and node.stops:
+            out.update(node.stops)
+        for f in fields(node):
+            _names_in(getattr(node, f.name), out)
+    elif isinstance(node, (list, tuple)):
+        for x in node:
+            _names_in(x, out)
+    return out
 
 
 class ControlFlow:
@@ -251,14 +286,26 @@ class ControlFlow:
         return out
 
     # ------------------------------------------------------------ loops
-    def loop_carried(self, body_fn, before: dict, loc):
+    def loop_carried(self, body_fn, before: dict, loc, loop: A.Node):
         """Probe a loop body to find what it rebinds and the types that stay stable.
 
         Each probe runs the body quietly with the carried values typed as found
         so far; a dim that differs between iterations becomes dynamic, until
         nothing changes (dims only ever go from static to dynamic, so this
         ends). Returns [(name, structure, flat types)].
+
+        Inside a probe of an enclosing loop, the answer for the same `loop` and the same bindings
+        of the names it mentions is remembered (each probe of the enclosing body asks again, and
+        so does each of its enclosing loops: without it, the work grew as 3**depth). What the
+        loop's own code captured besides (`loop_context`) is part of the question.
         """
+        names = self.loop_names.get(id(loop))
+        if names is None:
+            names = self.loop_names[id(loop)] = sorted(_names_in(loop, set()))
+        key = (id(loop), self.loop_context.get(id(loop)),
+               tuple((n, _signature(before[n])) for n in names if n in before))
+        if self.mod.quiet and key in self.loops_probed:
+            return self.loops_probed[key]
         carried: dict = {}  # name -> (structure, types)
         for attempt in range(64):
             env0 = dict(before)
@@ -283,7 +330,17 @@ class ControlFlow:
                     changed = True
             if not changed:
                 break
-        return [(n, struct, types) for n, (struct, types) in carried.items()]
+        found = self.loops_probed[key] = [(n, struct, types) for n, (struct, types) in carried.items()]
+        return found
+
+    def probed_only(self, before, carried, body) -> bool:
+        """Inside a probe of an enclosing loop, a loop's text is thrown away: only the types it
+        leaves its names with matter, so it is not written (True), and its body not emitted."""
+        if not self.mod.quiet:
+            return False
+        n = sum(len(types) for _, _, types in carried)
+        self.after_loop(before, carried, [f"%probe_out{i}" for i in range(n)], body)
+        return True
 
     def carry_types(self, n, first, cur, after, loc):
         """The carried (structure, types) of `n` given its value before the loop (`first`),
@@ -291,8 +348,10 @@ class ControlFlow:
         if isinstance(after, ListVal):
             after = self.as_value(after, loc)
         if first is None or isinstance(first, Undefined):
-            # First bound in the body: local to it, unless it is a rewrite flag or result.
-            if n.startswith("$") and all_values(after) and all(not x.poison for x in flatten(after)):
+            # First bound in the body: local to it, unless it is the early return's flag or value,
+            # which the function's end reads. (The flags and counters of the loops inside are
+            # dead once those end: carried, every loop carried those of all the loops within.)
+            if n in (RET, RETVAL) and all_values(after) and all(not x.poison for x in flatten(after)):
                 types = [x.type for x in flatten(after)]
                 if cur is None or len(cur[1]) != len(types):
                     return cur or (after, types)
@@ -352,7 +411,9 @@ class ControlFlow:
             self.cond_value(s.test, loc)  # checked, as the loop's "before" region
             self.block(s.body)
 
-        carried = self.loop_carried(body, before, loc)
+        carried = self.loop_carried(body, before, loc, s)
+        if self.probed_only(before, carried, s.body):
+            return
         inits = self.carried_inits(carried, before, loc)
         flat_types = [t for _, _, ts in carried for t in ts]
         head, res = self.results(len(flat_types))
@@ -512,7 +573,10 @@ class ControlFlow:
         if s.stops:
             self.for_until(s, n_index, loop_var, loc)
             return
-        carried = self.loop_carried(body, before, loc)
+        carried = self.loop_carried(body, before, loc, s)
+        target_bound = s.body + [A.Assign(loc, [target], A.Const(loc, 0))]
+        if self.probed_only(before, carried, target_bound):
+            return
         inits = self.carried_inits(carried, before, loc)
         flat_types = [t for _, _, ts in carried for t in ts]
         head, res = self.results(len(flat_types))
@@ -534,21 +598,41 @@ class ControlFlow:
         self.env = env
         body(k_index=TypedValue(iv, INDEX))
         self.close_loop_body(carried, tys, saved_indent, loc)
-        self.after_loop(before, carried, res, s.body + [A.Assign(loc, [target], A.Const(loc, 0))])
+        self.after_loop(before, carried, res, target_bound)
 
     def for_until(self, s, n_index, loop_var, loc):
         """A `for` that a `break` or `return` may end (controlflow's `stops` flags): a `while` over
         its iterations that also tests the flags, so that it ends when one is set instead of
-        running the rest of its trip count with nothing to do."""
+        running the rest of its trip count with nothing to do. One `while` per `for`, written
+        once: what this emission of it needs (the trip count, the loop variable) it reads from
+        `loop_context`, which is also part of what its probes are remembered under."""
+        rewritten = self.until_loops.get(id(s))
+        if rewritten is None:
+            rewritten = self.until_loops[id(s)] = self._until_loop(s, loc)
+        entry, loop = rewritten
+        self.loop_context[id(loop)] = (_signature(n_index), self.loop_context_of(loop_var))
+        self.until_parts[id(loop)] = (n_index, loop_var)
+        self.block(entry + [loop])
+
+    def _until_loop(self, s, loc):
         tag = self.fresh()[1:]
         k, n = A.Name(loc, f"$for{tag}_k"), A.Name(loc, f"$for{tag}_n")
         test = A.BoolOp(loc, "and", [A.UnaryOp(loc, "not", A.Name(loc, f)) for f in s.stops]
                         + [A.Compare(loc, k, ["<"], [n])])
-        var = Computed(loc, lambda: loop_var(self.op("to_index", [self.env[k.id]], loc=loc)))
-        body = [A.Assign(loc, [s.target], var), *s.body, A.Assign(loc, [k], A.BinOp(loc, "+", k, A.Const(loc, 1)))]
-        self.block([A.Assign(loc, [n], Computed(loc, lambda: self.op("from_index", [n_index], loc=loc))),
-                    A.Assign(loc, [k], Computed(loc, lambda: self.materialize(self.weak(0), "i64", loc))),
-                    A.While(loc, test, body)])
+        loop = A.While(loc, test, [])
+        parts = lambda: self.until_parts[id(loop)]  # noqa: E731 (what this emission of the loop uses)
+        var = Computed(loc, lambda: parts()[1](self.op("to_index", [self.env[k.id]], loc=loc)))
+        loop.body = [A.Assign(loc, [s.target], var), *s.body, A.Assign(loc, [k], A.BinOp(loc, "+", k, A.Const(loc, 1)))]
+        entry = [A.Assign(loc, [n], Computed(loc, lambda: self.op("from_index", [parts()[0]], loc=loc))),
+                 A.Assign(loc, [k], Computed(loc, lambda: self.materialize(self.weak(0), "i64", loc)))]
+        return entry, loop
+
+    @staticmethod
+    def loop_context_of(loop_var):
+        """The signatures of the values a loop-variable function closes over."""
+        cells = loop_var.__closure__ or ()
+        return tuple(_signature(c.cell_contents) if isinstance(c.cell_contents, TypedValue) else ("cell", id(c.cell_contents))
+                     for c in cells)
 
     def e_Computed(self, e):
         return e.make()

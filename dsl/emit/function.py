@@ -40,6 +40,11 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
         self.sizes: dict = {}  # size name -> (value, axis) that has it: parameters first (emit)
         self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
         self.last_def = None  # (lines, index, ssa name, loc) of the last single-result op
+        self.loops_probed: dict = {}  # ControlFlow.loop_carried's answers inside probes
+        self.loop_names: dict = {}  # id(loop) -> the names it mentions
+        self.loop_context: dict = {}  # id(loop) -> what it captured besides, as a signature
+        self.until_loops: dict = {}  # id(for statement) -> its rewriting as a while (for_until)
+        self.until_parts: dict = {}  # id(that while) -> (trip count, loop variable function)
 
     # ------------------------------------------------------------ the function
     def emit(self):

@@ -47,7 +47,7 @@ class ModuleEmitter:
         self.recursive_unknown: set = set()
         self.stack: list = []  # keys of the specializations being emitted, outermost first
         self.tainted: set = set()
-        self.quiet = 0  # >0 while probing loop bodies: errors are not kept
+        self.quiet = 0  # >0 while probing the loop bodies of the function being emitted: errors are not kept
         self.grad_decls: dict = {}  # (kind, of, wrt) -> (symbol, declaration text)
 
     # ------------------------------------------------------------ errors
@@ -89,6 +89,9 @@ class ModuleEmitter:
                 spec.result_types = [v.type for v in flatten(declared)]
         self.in_progress[key] = spec
         self.stack.append(key)
+        # A function first called from a probe of a loop is still emitted for real: its text is
+        # kept, and so are its errors.
+        quiet, self.quiet = self.quiet, 0
         try:
             for attempt in range(4):
                 n_err = len(self.errors.errors)
@@ -115,6 +118,7 @@ class ModuleEmitter:
         finally:
             del self.in_progress[key]
             self.stack.pop()
+            self.quiet = quiet
         spec.text = text
         spec.result_proto = proto
         spec.result_types = [v.type for v in flatten(proto)] if proto is not None else []
