@@ -145,6 +145,15 @@ class EmitterCore(Writer):
         """Make a value of exactly type `t` (same dtype, dims generalized to `?` as needed)."""
         if isinstance(v, tuple) and v and v[0] == "undef":
             shape = [d if isinstance(d, int) else -2 for d in t.shape]
+            known = [self.sym_sources.get(d.id) or (self.sizes.get(d.name) if d.name else None)
+                     for d in t.shape if not isinstance(d, int)]
+            if known and all(known):
+                # Sizes the parameters give (N of x: f32[N], or x's `?`): the placeholder has
+                # them, so that a loop carrying it (an early return's value) keeps its sizes, as
+                # gradients need.
+                dims = [self.dim(*k, loc) for k in known]
+                zero = self.const(0, t.dtype, loc)
+                return self.op("full", [zero] + dims, {"shape": shape}, loc, result_types=[t])
             return self.op("undef", [], {"shape": shape, "dtype": t.dtype}, loc,
                            result_types=[t])
         if v.name is None:

@@ -38,6 +38,7 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
         self.env: dict = {}
         self.dim_syms: dict = {}
         self.sizes: dict = {}  # size name -> (value, axis) that has it: parameters first (emit)
+        self.sym_sources: dict = {}  # Sym.id -> (parameter, axis) of a size the parameters have
         self.cur_loc: Loc | None = spec.fd.loc  # the statement being emitted
         self.last_def = None  # (lines, index, ssa name, loc) of the last single-result op
         self.loops_probed: dict = {}  # ControlFlow.loop_carried's answers inside probes
@@ -59,8 +60,10 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
             v = TypedValue(name, t)
             self.env[p.name] = v
             for axis, d in enumerate(t.shape):
-                if isinstance(d, Sym) and d.name:
-                    self.sizes.setdefault(d.name, (v, axis))
+                if isinstance(d, Sym):
+                    self.sym_sources.setdefault(d.id, (v, axis))
+                    if d.name:
+                        self.sizes.setdefault(d.name, (v, axis))
             params.append(f"{name}: {t.mlir()} {self.loc_text(p.loc, p.name)}")
         self.lines = []
         self.indent = 4

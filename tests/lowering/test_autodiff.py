@@ -302,3 +302,38 @@ def test_a_new_gradient_object_reuses_the_compiled_function(m):
     assert float(v2) == float(v) and np.array_equal(g2, g)
     assert dg.grad(m.loop, wrt=0)._fn() is not first._fn()  # another expression, another function
     assert dg.grad(dg.grad(m.branches, wrt=1), wrt=1)._fn() is dg.grad(dg.grad(m.branches, wrt=1), wrt=1)._fn()
+
+
+EARLY_ROWS = """
+def first_big(x: f64[N], k: i64) -> f64[N]:
+    for i in range(k):
+        if sum(x) > 2.0:
+            return x * float(i)
+        x = x * 1.5
+    return x
+
+def first_big_open(x: f64[?], k: i64) -> f64[?]:
+    for i in range(k):
+        if sum(x) > 2.0:
+            return x * float(i)
+        x = x * 1.5
+    return x
+
+def loss(x: f64[N], k: i64) -> f64:
+    return sum(sin(first_big(x, k)))
+
+def loss_open(x: f64[?], k: i64) -> f64:
+    return sum(sin(first_big_open(x, k)))
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["loss", "loss_open"])
+def test_gradient_of_an_early_return_of_dynamic_size_from_a_loop(mode, name):
+    """The returned value's slot started as a size-0 placeholder, which the loop's tape then saw
+    change size ('a loop-carried value changed shape from (0,) to (3,)'); it takes the sizes of
+    the parameters it shares them with."""
+    m = dg.loads(EARLY_ROWS, mode=mode, filename="early.dg")
+    f = getattr(m, name)
+    for k in (0, 2, 5):  # no trip, the loop's end, an early return
+        close(dg.grad(f)(X, k), fd(f, [X, k], 0))
