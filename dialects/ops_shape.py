@@ -172,7 +172,10 @@ def _holding(b, x, xt, have, want):
     fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
     flat_t = TensorType(xt.dtype, (Sym(),))
     flat = x
-    if xt.mlir() != flat_t.mlir():
+    if 0 in xt.shape:  # nothing to move (and MLIR folds the collapse of ?x0 to an invalid 0)
+        empty_t = TensorType(xt.dtype, (0,))
+        flat = b.assign(f"tensor.cast {b.empty(empty_t, [])} : {empty_t.mlir()} to {flat_t.mlir()}", "fl")
+    elif xt.mlir() != flat_t.mlir():
         static = all(isinstance(d, int) for d in xt.shape)
         mid_t = TensorType(xt.dtype, (int(np.prod(xt.shape)) if static else Sym(),))
         flat = b.fresh("fl")

@@ -4,7 +4,7 @@ import pytest
 
 import dg
 
-from .util import at_page_end, check, load_src, randn
+from .util import assert_same, at_page_end, check, load, load_src, randn
 
 F32, F64, I64 = np.float32, np.float64, np.int64
 
@@ -522,3 +522,39 @@ def test_a_zero_slice_step_raises(m):
     with pytest.raises(dg.DgRuntimeError) as ei:
         m.stepped(np.arange(3, dtype=F32), np.zeros(1, F32), 0, 3, 0)
     assert "slice step cannot be zero" in str(ei.value), str(ei.value)
+
+
+EMPTY_ON_ONE_PATH = """
+def pick(x: f32[N, 2], c: bool) -> f32[N, ?]:
+    if c:
+        y = x[:, 0:0]
+    else:
+        y = x
+    return y
+
+def total(x: f32[N, 2], c: bool) -> f32:
+    if c:
+        y = zeros([x.shape[0], 0])
+    else:
+        y = x
+    return sum(y * 2.0) + mean(x)
+
+def flat(x: f32[N, 2], c: bool) -> f32[?]:
+    if c:
+        y = x[:, 0:0]
+    else:
+        y = x
+    return reshape(y, [-1])
+"""
+
+
+@pytest.mark.parametrize("empty", [True, False])
+def test_a_variable_sized_n_by_0_on_one_path_and_n_by_2_on_the_other(mode, empty):
+    """Its join is f32[N, ?]; compiled code reshaped the N x 0 one through a collapse that MLIR
+    folds into an invalid one ('bufferization failed', an internal error)."""
+    m = load(EMPTY_ON_ONE_PATH, mode)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    y = x[:, :0] if empty else x
+    assert_same(m.pick(x, empty), y)
+    assert_same(m.total(x, empty), np.float32(2 * y.sum() + x.mean()))
+    assert_same(m.flat(x, empty), y.reshape(-1))
