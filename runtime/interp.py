@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from dg.core.attrs import attr_value, dense_value
+from dg.core.deep import room_to_recurse
 from dg.core.errors import DgError, DgRuntimeError, Loc
 from dg.core.locations import loc_of
 from dg.core.mlir import ir
@@ -387,7 +388,7 @@ def run(translation: Translation, symbol: str, args):
     """Call a translated function; failures become located DgRuntimeErrors."""
     fn = translation.functions[symbol]
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), room_to_recurse():
             return fn(*args)
     except DgError:
         raise

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dg.core.deep import deeply
 from dg.core.errors import DgError, DgErrors, DgTypeError, Loc
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
@@ -206,7 +207,11 @@ class DgFunction:
         comp = self._cache.get(sig.key)
         if comp is None:
             with _collector_paused():
-                comp = self._build(sig)
+                try:
+                    comp = deeply(self._build, sig)
+                except RecursionError:
+                    raise DgError(f"{self.name}() calls functions nested too deeply to compile (more than "
+                                  f"a few thousand calls in one chain)", self.fd.loc) from None
             self._cache[sig.key] = comp
         self._last = comp
         return comp
@@ -251,7 +256,7 @@ class DgFunction:
                 else:
                     raise DgError(f"{self.name}() has not been called yet and its parameters are not all "
                                   f"annotated: pass args=(...) to choose a signature")
-        return modes.stage_text(comp, stage)
+        return deeply(modes.stage_text, comp, stage)
 
     def specialize_declared(self):
         return self._compiled(signature.declared_signature(self.fd)), None
@@ -259,6 +264,14 @@ class DgFunction:
 
 def check_source(source: Source) -> None:
     """Type-check every function with its declared parameter types (unannotated ones unknown)."""
+    try:
+        deeply(_check_source, source)
+    except RecursionError:
+        raise DgError("the program's functions call each other nested too deeply to check (more than a few "
+                      "thousand calls in one chain)", Loc(source.file, 1, 1)) from None
+
+
+def _check_source(source: Source) -> None:
     errors = DgErrors()
     me = ModuleEmitter(errors)
     for fd in source.ast.funcs:

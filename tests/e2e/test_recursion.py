@@ -9,7 +9,7 @@ import pytest
 
 import dg
 
-from .util import F, assert_located, assert_same, load
+from .util import F, assert_located, assert_same, load, load_src
 
 REC_ANN = """
 def depth(n: i64) -> i64:
@@ -54,6 +54,36 @@ def inloop(n: i64) -> i64:
 def test_deep_recursion_annotated(mode):
     assert_same(load(REC_ANN, mode).depth(200), np.int64(200))
     assert_same(load(REC_ANN, mode).depth(0), np.int64(0))
+
+
+def test_recursion_thousands_deep_runs_in_both_modes(mode):
+    # The interpreter's dg calls are Python calls: past Python's default limit of 1000 they
+    # still run, as compiled code's do until its stack budget is spent.
+    assert_same(load(REC_ANN, mode).depth(5000), np.int64(5000))
+
+
+def chain(n: int) -> str:
+    """f0 calls f1 calls ... f{n}: no recursion, n calls deep."""
+    return "".join(f"def f{i}(x: f32) -> f32:\n    return f{i + 1}(x) * 1.0 + 1.0\n\n" for i in range(n)) + \
+        f"def f{n}(x: f32) -> f32:\n    return x * x\n"
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_chain_of_hundreds_of_calls_compiles_and_differentiates(mode):
+    # Each call nests the emitter's walk (and the interpreter's run) a dozen Python frames deeper.
+    m = load_src(chain(300), mode, filename="chain.dg")
+    assert_same(m.f0(np.float32(2.0)), np.float32(304.0))
+    if mode != "compiled":  # compiled, the gradient of the 300-chain takes 12 s (every vjp recomputes its callee)
+        assert_same(dg.grad(m.f0)(np.float32(2.0)), np.float32(4.0))
+    shorter = load_src(chain(120), mode, filename="chain120.dg")
+    assert_same(dg.grad(shorter.f0)(np.float32(3.0)), np.float32(6.0))
+
+
+def test_a_chain_too_deep_to_compile_is_a_located_error():
+    # Emission runs out of room the same way in every mode.
+    with pytest.raises(dg.DgError) as e:
+        load_src(chain(9000), "interp", filename="chain9000.dg").f0(np.float32(1.0))
+    assert "chain9000.dg:1:1: error: f0() calls functions nested too deeply" in str(e.value)
 
 
 def test_too_deep_recursion_is_a_located_runtime_error(mode):
