@@ -174,6 +174,28 @@ def shape_operands(em, v, loc):
 
 
 # ------------------------------------------------------------------ handlers
+def _weak_fold(em, opname: str, xs, float_only: bool):
+    """A built-in of weak literals only is a weak literal too (as `1.0 + 2.0` is), so that it
+    takes the element type of what it meets: in f64 code `sin(0.1)` is an f64, computed once
+    here in f64 (Python's floats) and rounded where it lands. None where it does not fold: an
+    operand that is not a weak literal, or an integer result i64 cannot hold."""
+    if not all(x.name is None and x.weak and x.rank == 0 and not x.poison for x in xs):
+        return None
+    floats = float_only or any(is_float(x.dtype) for x in xs)
+    dtype = np.float64 if floats else (np.int64 if any(is_int(x.dtype) for x in xs) else np.bool_)
+    with np.errstate(all="ignore"):
+        try:
+            r = np.asarray(OPS[opname].impl(*(np.asarray(x.const, dtype) for x in xs)))
+        except (ArithmeticError, ValueError, OverflowError):
+            return None
+    if r.shape != () or r.dtype.kind not in "fib":
+        return None
+    value = r.item()
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 63:
+        return None
+    return em.weak(value)
+
+
 def _unary(opname):
     """A unary op of the registry as a built-in: an int or bool argument, or a literal, becomes f32
     where the op's rule takes floats only."""
@@ -189,6 +211,9 @@ def _unary(opname):
         if t is None:
             return POISON
         x, = t
+        folded = _weak_fold(em, opname, [x], float_only)
+        if folded is not None:
+            return folded
         if x.name is None:
             x = em.materialize(x, "f32" if float_only else None, call.loc)
         if is_bool(x.dtype) or (is_int(x.dtype) and float_only):
@@ -205,6 +230,9 @@ def _binary(opname):
         if t is None:
             return POISON
         x, y = t
+        folded = _weak_fold(em, opname, [x, y], False)
+        if folded is not None:
+            return folded
         dt = em.result_dtype(x, y)
         if opname == "pow" and not is_float(dt):
             return em.binop("**", x, y, call.loc)

@@ -145,3 +145,37 @@ def test_chained_comparisons_with_tensors(mode):
     for v in (0.5, 1.0, 2.0, 2.5):
         assert_same(m.chain(np.float32(v), 1.0, 2.0), np.bool_(1.0 < v <= 2.0))
     assert_same(m.once(3), np.bool_(True))
+
+
+BUILTIN_OF_LITERALS = """
+def returned(x: f64) -> f64:
+    return sin(1.0)
+
+def declared(x: f64) -> f64:
+    v: f64 = sin(0.1)
+    return v + x
+
+def in_f32(x: f32) -> f32:
+    return x * exp(0.5) + maximum(0.25, 1.0)
+
+def mixed(x: f64[N]) -> f64[N]:
+    return x - tanh(0.69) + abs(-3) + pow(2.0, 0.5) + sqrt(2)
+
+def ints() -> i64:
+    return abs(-4) + maximum(2, 7)
+"""
+
+
+def test_a_builtin_of_weak_literals_is_a_weak_literal(mode):
+    # Weak in, weak out (as `1.0 + 2.0`): the value takes the element type of what it meets,
+    # computed in f64, not an f32 that f64 code refuses or rounds.
+    m = load(BUILTIN_OF_LITERALS, mode)
+    got = m.returned(0.0)
+    assert got.dtype == np.float64 and got == np.sin(1.0)
+    assert m.declared(1.0) == np.sin(0.1) + 1.0
+    got = m.in_f32(np.float32(1))
+    assert got.dtype == np.float32 and got == np.float32(np.exp(0.5)) + np.float32(1.0)
+    got = m.mixed(np.zeros(2))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, -np.tanh(0.69) + 3 + 2 * np.sqrt(2), rtol=1e-15)
+    assert_same(m.ints(), np.int64(11))
