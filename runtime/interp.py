@@ -381,7 +381,9 @@ _ARITH = {
 
 
 def _pyname(sym: str) -> str:
-    return "f_" + "".join(c if c.isalnum() else "_" for c in sym)
+    """A Python name for a symbol, one per symbol: ASCII letters and digits stay, `_` doubles,
+    anything else is `_<hex code point>_`."""
+    return "f_" + "".join(c if c.isascii() and c.isalnum() else "__" if c == "_" else f"_{ord(c):x}_" for c in sym)
 
 
 def run(translation: Translation, symbol: str, args):

@@ -32,8 +32,12 @@ class Spec:
 
 
 def _unreserved(name: str) -> str:
-    """The symbol of a dg function: its name, but for the runtime's names (core.abi.RESERVED)."""
-    return "_" + name if name.startswith(RESERVED) else name
+    """The symbol of a dg function: its name, but for the runtime's names (core.abi.RESERVED),
+    and with each letter beyond ASCII (`def fé`) spelled `$` and its code point in hex, since an
+    MLIR bare identifier is ASCII and starts with a letter or `_` (`fé` is `f$e9`, `π` is `_$3c0`;
+    a dg name has no `$`)."""
+    name = "_" + name if name.startswith(RESERVED) or not name[0].isascii() else name
+    return "".join(c if c.isascii() else f"${ord(c):x}" for c in name)
 
 
 class ModuleEmitter:

@@ -515,3 +515,38 @@ def test_functions_may_have_the_names_the_runtime_uses(mode):
     check(m.par(x), np.exp(x) * 2.0)
     check(m.f_1(x, I64(2)), x * 0.25 + 1.0)
     check(m.f_2(x, I64(3)), x * 0.125 + 2.0)
+
+
+
+UNICODE_NAMES = """
+def fé(x: f32[N]) -> f32[N]:
+    return x * 2.0
+
+def f_e9(x: f32[N]) -> f32[N]:
+    return x + 10.0
+
+def f__e9_(x: f32[N]) -> f32[N]:
+    return x + 20.0
+
+def 函数(x: f32[N]) -> f32[N]:
+    y_é = fé(x) + f_e9(x) + f__e9_(x)
+    return y_é * π(x)
+
+def π(x: f32[N]) -> f32[N]:
+    return x * 0.0 + 3.0
+
+def total(x: f32[N]) -> f32:
+    return sum(函数(x))
+"""
+
+
+def test_functions_may_have_names_beyond_ascii(mode):
+    """Python identifiers may use any letters; so may dg functions and variables, called from
+    Python, from dg and through grad, and kept apart from ASCII names that look like them."""
+    m = load_src(UNICODE_NAMES, mode)
+    x = np.linspace(0.5, 2.0, 4).astype(np.float32)
+    check(getattr(m, "fé")(x), x * 2.0)
+    check(m.f_e9(x), x + 10.0)
+    check(m.f__e9_(x), x + 20.0)
+    check(m.函数(x), (4 * x + 30.0) * 3.0)
+    check(dg.grad(m.total)(x), np.full(4, 12.0, np.float32))
