@@ -197,6 +197,15 @@ class _Runtime:
 
 
 
+class ArgumentTooLarge(MemoryError):
+    """Argument `index` is not a C-contiguous array of its dtype, and a copy that is one does not
+    fit in memory (a view with zero strides over 2**40 elements): the caller names the parameter."""
+
+    def __init__(self, index: int, shape: tuple, dtype: np.dtype):
+        super().__init__(index, shape, dtype)
+        self.index, self.shape, self.dtype = index, shape, dtype
+
+
 def _signatures(dg_module: "ir.Module") -> dict:
     """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions (lowering keeps them)."""
     sigs = {}
@@ -301,13 +310,17 @@ class CpuProgram:
             bufs = e.buffers()
         descs, res, argv = bufs
         keep, words, inputs = [], [], set()
-        for a, dt in zip(arrays, e.dtypes):
+        for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
             try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
                 p = ctypes.addressof(ctypes.c_char.from_buffer(a))
                 if a.dtype != dt:
                     raise TypeError
             except (TypeError, ValueError, AttributeError):
-                a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+                try:
+                    a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+                except MemoryError:
+                    e.pool.append(bufs)
+                    raise ArgumentTooLarge(i, np.shape(a), dt) from None
                 p = _address(a)
             keep.append(a)
             inputs.add(p)

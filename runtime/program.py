@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dg.core.deep import deeply
-from dg.core.errors import DgError, DgErrors, DgTypeError, Loc
+from dg.core.errors import DgError, DgErrors, DgRuntimeError, DgTypeError, Loc
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
 from dg.dsl.parser import parse
@@ -23,6 +24,7 @@ from dg.dsl.values import FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
 from . import modes, signature
+from .cpu import ArgumentTooLarge
 
 MODES = ("interp", "compiled")
 DEVICES = ("cpu", "cuda")
@@ -239,7 +241,14 @@ class DgFunction:
                     self._seen.clear()
                 self._seen[fp] = comp
         self._last = comp
-        out = modes.execute(comp, self.mode, self.device, arrays)
+        try:
+            out = modes.execute(comp, self.mode, self.device, arrays)
+        except ArgumentTooLarge as e:
+            p = self.fd.params[e.index]
+            gib = math.prod(e.shape) * e.dtype.itemsize / 2**30
+            raise DgRuntimeError(f"argument '{p.name}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is a view "
+                                 f"that compiled code needs as one contiguous array, and {gib:.3g} GiB do not fit in "
+                                 f"memory", p.loc) from None
         return signature.to_python(out, comp.result_proto)
 
     # ------------------------------------------------------------ IR at a stage

@@ -97,8 +97,16 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
         return arr
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
-    if hasattr(x, "__array__"):
-        return np.asarray(x)
+    if hasattr(x, "__array__"):  # torch, JAX, CuPy ...: read by value
+        if callable(getattr(x, "detach", None)):  # a torch tensor that requires grad refuses __array__
+            x = x.detach()
+            if getattr(x, "device", None) is not None and getattr(x.device, "type", "cpu") != "cpu":
+                x = x.cpu()
+        try:
+            return np.asarray(x)
+        except Exception as e:  # the library's own refusal, whatever its class
+            raise DgTypeError(f"argument '{p.name}' of {fn}() ({type(x).__name__}) cannot be read as an array: "
+                              f"{type(e).__name__}: {e}", p.loc) from None
     raise DgTypeError(f"argument '{p.name}' of {fn}() must be an array or a number, got {type(x).__name__}", p.loc)
 
 

@@ -193,3 +193,52 @@ def test_integer_literals_that_do_not_fit(mode, name, args, where):
         getattr(m, name)(*args)
     assert str(ei.value).startswith(f"lit.dg:{where}: error: the integer"), str(ei.value)
     assert int(m.smallest()) == -(2 ** 63)
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_huge_view_is_read_in_place_or_refused_with_a_located_error(mode):
+    """A zero-stride view of 2**40 elements: the interpreter reads it as the view it is; compiled
+    code needs one contiguous array, which does not fit, so the call is a located DgRuntimeError
+    (it was a bare MemoryError) and the function is still callable after it."""
+    m = _module(mode)
+    x = np.broadcast_to(np.float64(3.0), (2 ** 40,))
+    if mode == "interp":
+        assert m.pick(x, np.int64(5)) == 6.0
+    else:
+        with pytest.raises(dg.DgRuntimeError) as ei:
+            m.pick(x, np.int64(5))
+        assert str(ei.value).startswith("sweep.dg:5:10: error: argument 'x' of pick()"), str(ei.value)
+        assert "do not fit in memory" in str(ei.value)
+    assert m.pick(np.arange(3.0), np.int64(4)) == 2.0
+
+
+class _TorchLike:
+    """What a torch tensor that requires grad does: `__array__` refuses, `detach()` gives one
+    that does not."""
+
+    def __init__(self, values, requires_grad=True):
+        self.values, self.requires_grad = np.asarray(values), requires_grad
+
+    def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad.")
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def detach(self):
+        return _TorchLike(self.values, requires_grad=False)
+
+
+class _Refuses:
+    def __array__(self, dtype=None, copy=None):
+        raise ValueError("no values here")
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_tensors_of_other_libraries_are_read_by_value(mode):
+    m = _module(mode)
+    assert m.pick(_TorchLike(np.arange(3.0)), np.int64(4)) == 2.0
+    with pytest.raises(dg.DgTypeError) as ei:
+        m.pick(_Refuses(), np.int64(4))
+    assert "'x' of pick() (_Refuses) cannot be read as an array: ValueError: no values here" in str(ei.value)
+    torch = pytest.importorskip("torch")
+    assert m.pick(torch.arange(3.0, dtype=torch.float64, requires_grad=True), np.int64(4)) == 2.0
