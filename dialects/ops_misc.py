@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dg.core.locations import loc_row
 from dg.core.types import ShapeError, TensorType, is_int
 
 from .builder import fail_if, host_call
@@ -89,7 +90,7 @@ register(OpDef(
 
 def _lower_breakpoint(b, op):
     """A host call per variable; the last opens pdb with the values gathered so far."""
-    host_call(b, op, "breakpoint", op.attrs.get("name", ""), bool(op.attrs.get("last", True)), str(op.where))
+    host_call(b, op, "breakpoint", op.attrs.get("name", ""), bool(op.attrs.get("last", True)), loc_row(op.where))
 
 
 register(OpDef(

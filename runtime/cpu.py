@@ -197,6 +197,10 @@ class _Runtime:
 
 
 
+# What a host call writes into the state word when it raised: past every check's id.
+HOST_STOPPED = 1 << 62
+
+
 class ArgumentTooLarge(MemoryError):
     """Argument `index` is not a C-contiguous array of its dtype, and a copy that is one does not
     fit in memory (a view with zero strides over 2**40 elements): the caller names the parameter."""
@@ -283,13 +287,25 @@ class CpuProgram:
 
     # ------------------------------------------------------------ callbacks from compiled code
     def host(self, hid: int, *value) -> None:
-        """print or breakpoint from compiled code, as the interpreter does them."""
+        """print or breakpoint from compiled code, as the interpreter does them. Once a check has
+        failed the call only winds down: its prints and breakpoints no longer happen (the
+        interpreter stops at the failure). An exception here (pdb quit, Ctrl-C) cannot pass
+        through the compiled frames: it is kept, the call winds down, and `call` raises it."""
+        state = self._state
+        if (state is not None and state[0]) or getattr(_Runtime.local, "host_error", None) is not None:
+            return
         kind, *payload = self.host_calls[hid]
-        if kind == "print":
-            pieces, end = payload
-            _Console.print(tuple(pieces), end, *value)
-        else:
-            _Breakpoints.add(*payload, *value)
+        try:
+            if kind == "print":
+                pieces, end = payload
+                _Console.print(tuple(pieces), end, *value)
+            else:
+                name, last, where = payload
+                _Breakpoints.add(name, last, loc_from_row(where), *value)
+        except BaseException as e:  # raised again by `call`, after the compiled frames
+            _Runtime.local.host_error = e
+            if state is not None:  # (a program with loops or checks has one: it stops them early)
+                state[0] = HOST_STOPPED
 
     # ------------------------------------------------------------ calls
     def _function(self, symbol: str) -> "_Entry":
@@ -357,6 +373,10 @@ class CpuProgram:
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  self.alloc_sites[no_memory - 1])
+        error = getattr(local, "host_error", None)
+        if error is not None:
+            local.host_error = None
+            raise error
         if failed is not None:
             loc, message = self.checks[failed]
             raise DgRuntimeError(message, loc)

@@ -11,6 +11,7 @@ the lookup costs nothing until something fails).
 """
 from __future__ import annotations
 
+import bdb
 import functools
 import itertools
 import sys
@@ -59,13 +60,18 @@ class _Breakpoints:
             _breakpoint_impl(names, values, loc)
 
 
-def _breakpoint_impl(names, vals, loc):
+def _breakpoint_impl(names, vals, loc: Loc):
+    """pdb, with the dg variables as the locals of a frame of their own. Quitting pdb (`q`) stops
+    the call there, a DgRuntimeError at the breakpoint, in both modes."""
     params = ", ".join(names)
     src = f"def __dg_breakpoint__({params}):\n    breakpoint()  # dg variables are the locals here\n"
     ns: dict = {}
     exec(compile(src, f"<dg breakpoint {loc}>", "exec"), ns)
     print(f"{loc}: breakpoint; dg variables: {params or '(none)'}", file=sys.stderr)
-    ns["__dg_breakpoint__"](*vals)
+    try:
+        ns["__dg_breakpoint__"](*vals)
+    except bdb.BdbQuit:
+        raise DgRuntimeError("stopped at this breakpoint: the debugger was quit", loc) from None
 
 
 class Translation:
@@ -237,7 +243,7 @@ class Translation:
             self.ns.setdefault("_assert_failed", _assert_failed)
             return
         if opname == "breakpoint":
-            where = str(loc_of(loc))
+            where = loc_of(loc)
             fn = self._const(functools.partial(_Breakpoints.add, attrs.get("name", ""), attrs.get("last", True), where))
             self._emit(indent, f"{fn}({args})", loc)
             return

@@ -1,4 +1,6 @@
 """@dg.function, modes, IR stages and interpreter errors from the Python API."""
+import bdb
+
 import numpy as np
 import pytest
 
@@ -135,6 +137,53 @@ def test_breakpoint_has_dg_variables(monkeypatch, capsys, mode):
     np.testing.assert_array_equal(seen["v"], [0, 1, 2])
     assert "bp.dg:5:9: breakpoint; dg variables: " in capsys.readouterr().err
 
+
+
+STOPS = """
+def f(x: f32, n: i64) -> f32:
+    y = x
+    for i in range(n):
+        y = y * 2.0
+        print("before", i)
+        breakpoint()
+        print("after", i)
+    assert y < 100.0, "too big"
+    print("end", y)
+    return y
+"""
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+@pytest.mark.parametrize("quit_with", [bdb.BdbQuit, KeyboardInterrupt])
+def test_quitting_the_debugger_stops_the_call(monkeypatch, capsys, mode, quit_with):
+    """`q` in pdb (BdbQuit from the breakpoint hook) ends the call at the breakpoint with a located
+    DgRuntimeError, Ctrl-C with KeyboardInterrupt; nothing after it runs (no print), and the
+    function is callable again. Compiled, the hook runs in a callback from machine code, which
+    cannot unwind: the call winds down and the exception is raised after it."""
+    def hook(*a, **k):
+        raise quit_with()
+
+    monkeypatch.setattr("sys.breakpointhook", hook)
+    m = dg.loads(STOPS, filename="stops.dg", mode=mode)
+    expected = dg.DgRuntimeError if quit_with is bdb.BdbQuit else KeyboardInterrupt
+    with pytest.raises(expected) as e:
+        m.f(np.float32(1.0), 3)
+    if expected is dg.DgRuntimeError:
+        assert str(e.value).startswith("stops.dg:7:9: error: stopped at this breakpoint: the debugger was quit")
+    assert capsys.readouterr().out == "before 0\n"
+    monkeypatch.setattr("sys.breakpointhook", lambda *a, **k: None)
+    assert m.f(np.float32(1.0), 2) == 4.0
+    assert capsys.readouterr().out == "before 0\nafter 0\nbefore 1\nafter 1\nend 4.0\n"
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_nothing_is_printed_after_a_failed_check(capsys, mode):
+    """Compiled code winds down after a failed assert instead of stopping at once; what it would
+    still print is not printed, as in the interpreter, which stops there."""
+    m = dg.loads(STOPS, filename="stops.dg", mode=mode)
+    with pytest.raises(dg.DgRuntimeError, match="too big"):
+        m.f(np.float32(200.0), 0)
+    assert capsys.readouterr().out == ""
 
 def test_interpreter_translates_once():
     """Running a specialization does not touch the MLIR bindings again."""
