@@ -607,6 +607,9 @@ def expand_spec(spec, rank):
 
 
 def _static_slice(dim, parts):
+    start, stop, step = (list(parts) + ["", ""])[:3]
+    if start == stop == "" and step in ("", "1"):
+        return dim  # the whole axis: the same size (a symbolic one stays the same symbol)
     if not isinstance(dim, int) or any(p == "$" for p in parts):
         return Sym()
     a, b, c = (int(p) if p else None for p in parts)
