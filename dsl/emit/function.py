@@ -46,6 +46,8 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
         self.loop_context: dict = {}  # id(loop) -> what it captured besides, as a signature
         self.until_loops: dict = {}  # id(for statement) -> its rewriting as a while (for_until)
         self.until_parts: dict = {}  # id(that while) -> (trip count, loop variable function)
+        self.weak_returns: set = set()  # positions of the result an early return gave a weak literal
+        self.strong_returns: dict = {}  # position -> element types the other returns gave it
 
     # ------------------------------------------------------------ the function
     def emit(self):

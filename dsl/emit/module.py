@@ -28,6 +28,7 @@ class Spec:
     param_types: list
     result_types: list | None = None  # None while unknown (first pass of a recursive function)
     result_proto: object = None  # TypedValue or tuple structure of the results
+    return_dtypes: list | None = None  # element types weak literals returned early take (per result)
     text: str = ""
 
 
@@ -102,6 +103,8 @@ class ModuleEmitter:
                 self.recursive_unknown.discard(key)
                 fe = FunctionEmitter(self, source, spec)
                 text, proto = fe.emit()
+                if self._weak_returns_typed(spec, fe, n_err):
+                    continue
                 if key not in self.recursive_unknown:
                     break
                 new_types = [v.type for v in flatten(proto)] if proto is not None else []
@@ -132,6 +135,22 @@ class ModuleEmitter:
         self.specs[key] = spec
         self.order.append(spec)
         return spec
+
+    def _weak_returns_typed(self, spec, fe, n_err) -> bool:
+        """After an emission that failed where an early return gave a weak literal and the other
+        returns one element type: that type for the literal (spec.return_dtypes), and True (the
+        errors dropped, to emit again)."""
+        if spec.return_dtypes is not None or not fe.weak_returns or len(self.errors.errors) == n_err:
+            return False
+        dtypes = []
+        for i in range(max(fe.weak_returns | set(fe.strong_returns)) + 1):
+            found = fe.strong_returns.get(i, set())
+            dtypes.append(next(iter(found)) if len(found) == 1 else None)
+        if all(dtypes[i] is None for i in fe.weak_returns):
+            return False
+        spec.return_dtypes = dtypes
+        del self.errors.errors[n_err:]
+        return True
 
     @staticmethod
     def _sym_pattern(types):

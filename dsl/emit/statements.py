@@ -1,7 +1,7 @@
 """Statements: assignments, returns, asserts, and the checks of declared types."""
 from __future__ import annotations
 
-from dg.core.types import Sym, TensorType, is_float, py_cast
+from dg.core.types import Sym, TensorType, is_float, is_int, py_cast
 
 from .. import ast as A
 from .. import controlflow
@@ -46,6 +46,30 @@ class Statements:
                     flat = [POISON]
             self.env["$return"] = (unflatten_like(v, flat), flat)
         self.env["$return_loc"] = s.loc
+
+    def returned(self, v, loc):
+        """The value an early return gives (`$retval = v`, controlflow's rewriting). A weak
+        literal in it takes the element type of the result there: the declared one, or the one
+        the function's other returns give (`if c: return 1.0` then `return sum(x)` of an f64
+        x), which the module emitter finds by emitting the function again (`weak_returns`)."""
+        if not (isinstance(v, TypedValue) or is_tuple(v)):
+            return v
+        flat = flatten(v)
+        declared = self.spec.result_types if self.spec.fd.returns is not None else None
+        hints = declared or self.spec.return_dtypes
+        out = []
+        for i, x in enumerate(flat):
+            if isinstance(x, TypedValue) and not x.poison and x.name is None and x.weak and x.rank == 0:
+                dt = hints[i].dtype if hints and declared and i < len(hints) else (
+                    hints[i] if hints and i < len(hints) else None)
+                if dt is not None and (is_float(dt) or (not is_float(x.dtype) and is_int(dt) and is_int(x.dtype))):
+                    x = self.materialize(x, dt, loc)
+                else:
+                    self.weak_returns.add(i)
+            elif isinstance(x, TypedValue) and not x.poison and x.name is not None:
+                self.strong_returns.setdefault(i, set()).add(x.dtype)
+            out.append(x)
+        return unflatten_like(v, out) if is_tuple(v) else out[0]
 
     def coerce_return(self, v, loc):
         declared = self.spec.result_proto if self.spec.fd.returns is not None else None
@@ -124,6 +148,8 @@ class Statements:
 
     def s_Assign(self, s):
         v = self.expr(s.value)
+        if any(isinstance(t, A.Name) and t.id == controlflow.RETVAL for t in s.targets):
+            v = self.returned(v, s.loc)
         for t in s.targets:
             self.assign_target(t, v, s.loc)
 

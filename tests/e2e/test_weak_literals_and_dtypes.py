@@ -179,3 +179,46 @@ def test_a_builtin_of_weak_literals_is_a_weak_literal(mode):
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, -np.tanh(0.69) + 3 + 2 * np.sqrt(2), rtol=1e-15)
     assert_same(m.ints(), np.int64(11))
+
+
+EARLY_LITERALS = """
+def in_branch(x: f64[N]):
+    if x[0] > 0.0:
+        return 1.0
+    return sum(x)
+
+def in_loop(x: f64[N]):
+    for i in range(3):
+        if x[i] > 0.0:
+            return tanh(0.5)
+    return sum(x)
+
+def declared(x: f64[N]) -> f64:
+    for i in range(3):
+        if x[i] > 0.0:
+            return 1.0
+    return sum(x)
+
+def pair(x: f64[N]):
+    if x[0] > 0.0:
+        return 1.0, 2
+    return sum(x), i32(3)
+
+def loss(x: f64[N]) -> f64:
+    return in_loop(x) * 2.0
+"""
+
+
+def test_an_early_return_of_a_literal_takes_the_other_returns_type(mode):
+    """`return 1.0` early and `return sum(x)` of an f64 x at the end: the function returns f64
+    on both paths, as Python would, instead of 'f64 on one path and f32 on another'."""
+    m = load(EARLY_LITERALS, mode)
+    pos, neg = np.ones(3), -np.ones(3)
+    for name, early, late in [("in_branch", 1.0, -3.0), ("in_loop", np.tanh(0.5), -3.0), ("declared", 1.0, -3.0)]:
+        got = getattr(m, name)(pos), getattr(m, name)(neg)
+        assert got[0].dtype == got[1].dtype == np.float64, (name, got)
+        assert got == (early, late), (name, got)
+    got = m.pair(pos)
+    assert got[0].dtype == np.float64 and got[1].dtype == np.int32 and got == (1.0, 2)
+    assert_same(dg.grad(m.loss)(neg), np.full(3, 2.0))
+    assert_same(dg.grad(m.loss)(pos), np.zeros(3))
