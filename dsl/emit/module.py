@@ -98,7 +98,7 @@ class ModuleEmitter:
         # kept, and so are its errors.
         quiet, self.quiet = self.quiet, 0
         try:
-            for attempt in range(4):
+            for attempt in range(6):
                 n_err = len(self.errors.errors)
                 self.recursive_unknown.discard(key)
                 fe = FunctionEmitter(self, source, spec)
@@ -149,6 +149,8 @@ class ModuleEmitter:
         if all(dtypes[i] is None for i in fe.weak_returns):
             return False
         spec.return_dtypes = dtypes
+        if spec.fd.returns is None:  # a result type assumed for recursive calls: found again
+            spec.result_types = spec.result_proto = None
         del self.errors.errors[n_err:]
         return True
 

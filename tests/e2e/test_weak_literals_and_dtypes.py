@@ -206,6 +206,12 @@ def pair(x: f64[N]):
 
 def loss(x: f64[N]) -> f64:
     return in_loop(x) * 2.0
+
+def rec(x: f64, d: i64):
+    if d <= 0:
+        return 0.5
+    y = rec(x, d - 1)
+    return y + x
 """
 
 
@@ -222,3 +228,6 @@ def test_an_early_return_of_a_literal_takes_the_other_returns_type(mode):
     assert got[0].dtype == np.float64 and got[1].dtype == np.int32 and got == (1.0, 2)
     assert_same(dg.grad(m.loss)(neg), np.full(3, 2.0))
     assert_same(dg.grad(m.loss)(pos), np.zeros(3))
+    # recursive: the calls were typed with the literal's f32 first, then again with f64
+    got = m.rec(np.float64(2.0), 3)
+    assert got.dtype == np.float64 and got == 6.5
