@@ -1,0 +1,314 @@
+"""Checking one generated program in both modes, and running checks in a worker process.
+
+`check(prog)` loads the program once per mode, calls its entry, takes the
+gradients of its scalar functions through `dg.value_and_grad`, and compares:
+the entry's results between modes, the gradients between modes, and (for f64
+programs) the interpreter's gradients against central finite differences.
+The first problem found is the outcome:
+
+    ok             nothing wrong
+    rejected       a dg.DgError from a well-typed program (at load, compile or call)
+    error          an exception that is not a dg.DgError
+    mismatch       the entry's results differ between modes (or an input was changed)
+    grad-mismatch  the gradients differ between modes
+    fd-mismatch    a gradient disagrees with finite differences
+    crash, hang    the worker process died, or ran past its time limit (see Worker)
+
+`Worker` runs checks in a child process (`python -m tests.fuzz.check --worker`),
+one request per line, so that a crash or a hang costs only that process.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+import dg
+from tests.fuzz import gen
+
+MODES = ("interp", "compiled")
+TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12)}  # rtol, atol between modes
+FD_STEPS = (1e-6, 1e-5, 1e-7)  # a gradient passes if any step agrees
+ROOT = Path(__file__).resolve().parents[2]
+MARK = "@@fuzz "
+
+
+@dataclass
+class Outcome:
+    kind: str
+    detail: str = ""
+    where: str = ""  # "main", "grad loss", ... : the check that found it
+    calls: int = 0
+    grads: int = 0
+    fd: int = 0
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.kind != "ok"
+
+    def key(self) -> str:
+        """What two failures must share to count as the same: the kind, and what differs
+        or the exception's class and message, with names, numbers and places blotted out."""
+        if self.kind in ("ok", "crash", "hang"):
+            return self.kind
+        head = self.detail.split("\n")[0]
+        if self.kind in ("mismatch", "grad-mismatch", "fd-mismatch"):
+            what = next((w for w in ("inputs", "dtype", "shape", "keys", "tuple") if w in head), "values")
+            return f"{self.kind}: {what}"
+        head = re.sub(r"^(interp|compiled): ", "", head)
+        head = re.sub(r"\S+\.dg:\d+:\d+: ", "", head)
+        head = re.sub(r"\b(?!(?:bf|f|i)\d+\b)(?:[a-z]+\d+|loss2?|main)\b", "#", head)
+        head = re.sub(r"(?<![\w.])\d+(?:\.\d*)?(?:e[-+]?\d+)?", "0", head)
+        return f"{self.kind}: {head[:120]}"
+
+
+    def same_as(self, other: "Outcome") -> bool:
+        """The same failure as `other`, with no more errors reported (for the minimizer, with
+        `other` the last program kept: dg reports several type errors at once, and edits
+        must not bring in new ones)."""
+        errors = lambda o: o.detail.count(": error:")  # noqa: E731
+        return self.key() == other.key() and errors(self) <= max(1, errors(other))
+
+
+class _Found(Exception):
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+
+def defined(src: str) -> set[str]:
+    """The names of the top-level functions of `src`."""
+    return set(re.findall(r"^def\s+(\w+)", src, re.M))
+
+
+def _guard(mode, where, fn):
+    """fn(), with its exception turned into an outcome."""
+    try:
+        return fn()
+    except dg.DgError as e:
+        raise _Found(Outcome("rejected", f"{mode}: {type(e).__name__}: {e}", where)) from None
+    except Exception as e:  # noqa: BLE001 - every other exception is a bug of dg
+        raise _Found(Outcome("error", f"{mode}: {type(e).__name__}: {e}", where)) from None
+
+
+def differ(a, b, rtol, atol, path="out"):
+    """Where and how `a` and `b` differ (None if they agree): structure, dtype, shape, values."""
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return f"{path}: {type(a).__name__} of {len(a) if isinstance(a, (tuple, list)) else '-'} vs {type(b).__name__}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = differ(x, y, rtol, atol, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)) or a.keys() != b.keys():
+            return f"{path}: keys differ"
+        return next((d for k in a if (d := differ(a[k], b[k], rtol, atol, f"{path}[{k!r}]"))), None)
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype != y.dtype:
+        return f"{path}: dtype {x.dtype} vs {y.dtype}"
+    if x.shape != y.shape:
+        return f"{path}: shape {x.shape} vs {y.shape}"
+    if x.dtype.kind in "biu":
+        bad = x != y
+    else:
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        bad = ~np.isclose(x64, y64, rtol=rtol, atol=atol, equal_nan=True)
+    if np.any(bad):
+        return f"{path}: values differ: {np.array2string(x, precision=10)} vs {np.array2string(y, precision=10)}"
+    return None
+
+
+def _same_inputs(before, after):
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(before, after))
+
+
+def fd_check(fn, args, wrt, value, grads, seed, trials=2):
+    """A gradient against central differences along random directions (f64, NaN-free).
+    Returns what disagrees, or None."""
+    rng = np.random.default_rng(seed)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    for _ in range(trials):
+        dirs = {j: rng.standard_normal(np.shape(args[j])) for j in wrt}
+        dd = sum(float(np.sum(np.asarray(g) * dirs[j])) for g, j in zip(grads, wrt))
+        tried = []
+        for h in FD_STEPS:
+            def at(s):
+                moved = list(args)
+                for j in wrt:
+                    moved[j] = np.float64(args[j] + s * h * dirs[j]) if np.ndim(args[j]) == 0 else args[j] + s * h * dirs[j]
+                return float(fn(*moved))
+            fd = (at(1) - at(-1)) / (2 * h)
+            tried.append(fd)
+            if abs(fd - dd) <= 1e-6 + 1e-5 * max(abs(fd), abs(dd)) + 1e-9 * abs(float(value)):
+                break
+        else:
+            return f"directional derivative {dd!r} vs finite differences {tried!r}"
+    return None
+
+
+def check(prog: gen.Program, src: str | None = None, modes=MODES, fd: bool = True, only: str | None = None,
+          api_grads: bool = True) -> Outcome:
+    """Check `prog` (with `src` in place of its source, if given). `only` restricts the
+    checks to one ("main", "grad loss", ...), for the minimizer. Without `api_grads`,
+    `dg.value_and_grad` runs in the interpreter only (for the fd check): the entry's own
+    gradients are still compared between modes, and there is one compile less."""
+    t0 = time.time()
+    out = Outcome("ok")
+    try:
+        _check(prog, prog.src if src is None else src, modes, fd, only, api_grads, out)
+    except _Found as f:
+        f.outcome.calls, f.outcome.grads, f.outcome.fd = out.calls, out.grads, out.fd
+        out = f.outcome
+    out.seconds = round(time.time() - t0, 3)
+    return out
+
+
+def _check(prog, src, modes, fd, only, api_grads, out):
+    names = defined(src)
+    rtol, atol = TOL[prog.dtype]
+    results, modules = {}, {}
+    wanted = [prog.entry] + [f"grad {n}" for n, _ in prog.grads]
+    wanted = [w for w in wanted if w.split()[-1] in names and (only is None or w == only)]
+    if not wanted and only is None:
+        raise _Found(Outcome("error", "nothing to check: the program defines none of its entries"))
+    for mode in modes:
+        m = _guard(mode, "load", lambda: dg.loads(src, mode=mode, filename=prog.filename))
+        modules[mode] = m
+        for w in wanted:
+            if w != prog.entry and not api_grads and mode != "interp":
+                continue
+            args = copy.deepcopy(prog.args)
+            if w == prog.entry:
+                results[mode, w] = _guard(mode, w, lambda: getattr(m, w)(*args))
+                out.calls += 1
+            else:
+                name = w.split()[-1]
+                wrt = dict(prog.grads)[name]
+                results[mode, w] = _guard(mode, w, lambda: dg.value_and_grad(getattr(m, name), wrt=wrt)(*args))
+                out.grads += 1
+            if not _same_inputs(prog.args, args):
+                raise _Found(Outcome("mismatch", f"{mode}: the call changed its inputs", w))
+    first = modes[0]
+    for w in wanted:
+        for mode in modes[1:]:
+            if (mode, w) not in results:
+                continue
+            d = differ(results[first, w], results[mode, w], rtol, atol)
+            if d:
+                kind = "mismatch" if w == prog.entry else "grad-mismatch"
+                raise _Found(Outcome(kind, f"{first} vs {mode} at {d}", w))
+    if fd and prog.dtype == "f64" and "interp" in modules:
+        m = modules["interp"]
+        for w in wanted:
+            if w == prog.entry:
+                continue
+            name = w.split()[-1]
+            wrt = dict(prog.grads)[name]
+            value, g = results["interp", w]
+            bad = _guard("interp", w, lambda: fd_check(getattr(m, name), prog.args, wrt, value, g, prog.seed))
+            out.fd += 1
+            if bad:
+                raise _Found(Outcome("fd-mismatch", f"{name}: {bad}", w))
+
+
+# ---------------------------------------------------------------- worker processes
+
+def _serve():
+    """The worker's loop: a JSON request per line in, an outcome per line out (on a
+    private copy of stdout; what dg prints goes to stderr)."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        req = json.loads(line)
+        print(f"\n@@case {req['seed']}", file=sys.stderr, flush=True)
+        prog = gen.generate(req["seed"], req.get("features"), req.get("lines", gen.LINES))
+        o = check(prog, req.get("src"), fd=req.get("fd", True), only=req.get("only"), api_grads=req.get("api_grads", True))
+        out.write(MARK + json.dumps(asdict(o)) + "\n")
+        out.flush()
+
+
+class Worker:
+    """A child process that checks programs; `run` restarts it after a crash or a hang."""
+
+    command = [sys.executable, "-m", "tests.fuzz.check", "--worker"]
+
+    def __init__(self, env=None):
+        self.env = dict(os.environ, **(env or {}))
+        self.proc = None
+        self.log = None
+
+    def _start(self):
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.command, cwd=ROOT, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+
+    def run(self, seed, src=None, features=None, fd=True, only=None, timeout=60.0, cutoff=None,
+            lines=gen.LINES, api_grads=True):
+        """The outcome of checking program `seed` (with `src` for its source); None if the
+        clock passed `cutoff` first (the worker is stopped)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        t0 = time.time()
+        req = {"seed": seed, "src": src, "features": sorted(features) if features is not None else None, "fd": fd,
+               "only": only, "lines": lines, "api_grads": api_grads}
+        try:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        while True:
+            if cutoff is not None and time.time() > cutoff:
+                self.close()
+                return None
+            left = min(t0 + timeout, cutoff or float("inf")) - time.time()
+            if time.time() >= t0 + timeout:
+                self.close()
+                return Outcome("hang", f"no answer within {timeout:.0f} s", seconds=round(time.time() - t0, 3))
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            if not ready:
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                rc = self.proc.wait()
+                detail = f"the worker died (exit status {rc}): {self._log_tail()}"
+                self.close()
+                return Outcome("crash", detail, seconds=round(time.time() - t0, 3))
+            if line.startswith(MARK):
+                return Outcome(**json.loads(line[len(MARK):]))
+
+    def _log_tail(self):
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace")
+        return text.rsplit("@@case", 1)[-1].split("\n", 1)[-1].strip()[-2000:]
+
+    def close(self):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        _serve()
+    else:
+        for s in sys.argv[1:]:
+            p = gen.generate(int(s))
+            print(f"seed {s}: {check(p)}")

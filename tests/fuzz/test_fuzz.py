@@ -1,0 +1,150 @@
+"""The differential fuzzer, bounded: fixed seeds checked in both modes (in a worker
+process, so that a crash or a hang fails one test), and checks of the fuzzer's own
+parts: the generator is deterministic and writes dg, the checker sees failures,
+the minimizer shrinks a planted one. `python tests/fuzz/run.py --minutes N` is the
+long run."""
+from __future__ import annotations
+
+import ast
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dg
+from dg.dsl.parser import parse as dg_parse
+
+from . import check, gen, minimize, run
+
+SEEDS = range(36)
+LINES = 20  # a little smaller than run.py's programs, to keep compiles short
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = check.Worker()
+    yield w
+    w.close()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_program_agrees_across_modes(worker, seed):
+    o = worker.run(seed, lines=LINES, api_grads=False, timeout=60)
+    assert not o.failed, f"seed {seed}: {o.kind} [{o.where}]\n{o.detail}\n\n{gen.generate(seed, lines=LINES).src}"
+    assert o.calls == 2 and o.grads >= 1, o
+
+
+def test_generator_is_deterministic_and_writes_dg():
+    features_seen = set()
+    for seed in range(200):
+        a, b = gen.generate(seed), gen.generate(seed)
+        assert a.src == b.src
+        assert all(np.array_equal(x, y) and np.asarray(x).dtype == np.asarray(y).dtype for x, y in zip(a.args, b.args))
+        dg_parse(a.src, a.filename)  # raises DgSyntaxError
+        minimize.parse(a.src)
+        assert len(a.src.splitlines()) <= 2 * gen.LINES, a.src
+        for word, feature in (("while ", "while"), ("break", "break"), ("return", "return"), ("rec", "recursion"),
+                              ("grad(loss2", "grad2"), ("for row", "rows"), ("] = ", "update"), ("value_and_grad(", "grad")):
+            if word in a.src:
+                features_seen.add(feature)
+    assert features_seen == {"while", "break", "return", "recursion", "grad2", "rows", "update", "grad"}
+    assert gen.generate(1).src != gen.generate(2).src
+    # features left out do not appear; asked for, they do
+    assert not any("enumerate(" in gen.generate(s).src for s in range(100))
+    assert any("enumerate(" in gen.generate(s, gen.FEATURES | {"for_unpack"}).src for s in range(100))
+
+
+def test_round_trip_through_python_ast_keeps_the_program():
+    for seed in range(8):
+        p = gen.generate(seed, lines=LINES)
+        src = minimize.unparse(minimize.parse(p.src))
+        assert check.check(p, modes=("interp",)).kind == check.check(p, src, modes=("interp",)).kind
+
+
+def test_minimizer_shrinks_a_planted_failure():
+    """A fake checker 'fails' every program that still calls logsumexp and that the
+    interpreter runs without error: the minimizer must keep both."""
+    seed = next(s for s in range(500) if gen.generate(s, lines=LINES).src.count("logsumexp(") >= 1
+                and len(gen.generate(s, lines=LINES).src.splitlines()) >= 15
+                and check.check(gen.generate(s, lines=LINES), modes=("interp",), fd=False).kind == "ok")
+    p = gen.generate(seed, lines=LINES)
+    seen = []
+
+    def fails(src):
+        seen.append(src)
+        return "logsumexp(" in src and check.check(p, src, modes=("interp",), fd=False).kind == "ok"
+
+    small = minimize.minimize(p.src, fails, max_tests=400)
+    assert "logsumexp(" in small and fails(small)
+    assert len(small.splitlines()) <= len(p.src.splitlines()) // 2, small
+    assert len(small) < len(p.src) // 2, small
+    # text-only failure: shrinks to almost nothing
+    tiny = minimize.minimize(p.src, lambda s: "logsumexp(" in s)
+    assert len(tiny.splitlines()) <= 3, tiny
+
+
+def test_checker_reports_what_is_wrong():
+    p = gen.generate(1, lines=LINES)
+    assert check.check(p, "def main(p0:\n    return 1\n", modes=("interp",)).kind == "rejected"
+    bad = check.check(p, "def main(*xs):\n    return 1\n", modes=("interp",))
+    assert bad.kind == "rejected" and "DgSyntaxError" in bad.detail
+    f = lambda x: x ** 3  # noqa: E731
+    x = np.float64(0.7)
+    assert check.fd_check(f, (x,), (0,), f(x), 3 * x ** 2, seed=0) is None
+    assert "finite differences" in check.fd_check(f, (x,), (0,), f(x), 2 * x ** 2, seed=0)
+    assert check.differ((np.float32(1), np.ones(2)), (np.float32(1), np.ones(2)), 1e-6, 0) is None
+    assert "dtype" in check.differ(np.float32(1), np.float64(1), 1e-6, 0)
+    assert "shape" in check.differ(np.ones(2), np.ones(3), 1e-6, 0)
+    assert "values" in check.differ(np.ones(2), np.array([1.0, 1.001]), 1e-6, 0)
+    assert "tuple" in check.differ((1, 2), (1,), 1e-6, 0)
+    assert check.Outcome("rejected", "compiled: DgTypeError: fuzz_3.dg:2:5: error: 't12' is f64").key() == \
+        check.Outcome("rejected", "interp: DgTypeError: fuzz_9.dg:7:1: error: 't4' is f64").key()
+
+
+class _Dies(check.Worker):
+    command = [sys.executable, "-c", "import os, sys; sys.stdin.readline(); sys.stderr.write('boom'); os.abort()"]
+
+
+class _Sleeps(check.Worker):
+    command = [sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(60)"]
+
+
+def test_worker_contains_crashes_and_hangs():
+    w = _Dies()
+    o = w.run(0, timeout=30)
+    w.close()
+    assert o.kind == "crash" and "boom" in o.detail, o
+    w = _Sleeps()
+    o = w.run(0, timeout=1)
+    w.close()
+    assert o.kind == "hang", o
+
+
+def test_run_checks_until_the_deadline_and_counts():
+    said = []
+    results = run.fuzz(iter([SEEDS[1], SEEDS[2]]), 1, time.time() + 0.5, 60, gen.FEATURES, said.append)
+    assert [s for s, _ in results] == [SEEDS[1]]
+    c = run.counts(results + [(9, check.Outcome("error", "x")), (10, check.Outcome("hang"))])
+    assert c["programs"] == 3 and c["non-DgError"] == 1 and c["hang"] == 1
+    assert c["calls"] == results[0][1].calls >= 1
+    assert bool(said) == results[0][1].failed
+
+
+def test_gradients_of_generated_loss_match_finite_differences():
+    """The fd check on its own, for the first f64 program: it passes, and a perturbed gradient fails it."""
+    p = next(q for q in (gen.generate(s, lines=LINES) for s in range(1, 200)) if q.dtype == "f64"
+             and check.check(q, modes=("interp",)).kind == "ok")
+    m = dg.loads(p.src, mode="interp", filename=p.filename)
+    wrt = p.grads[0][1]
+    value, g = dg.value_and_grad(m.loss, wrt=wrt)(*p.args)
+    assert check.fd_check(m.loss, p.args, wrt, value, g, p.seed) is None
+    g = tuple(np.asarray(x) + 0.01 for x in g)
+    assert check.fd_check(m.loss, p.args, wrt, value, g, p.seed) is not None
+
+
+def test_minimizer_edits_stay_python():
+    p = gen.generate(5)
+    tree = minimize.parse(p.src)
+    for e in minimize.edits(tree)[:200]:
+        ast.parse(minimize.unparse(minimize.apply(tree, e)).replace("?", minimize.ANY))
