@@ -114,6 +114,16 @@ def counts(results):
     return c
 
 
+def slowest(results, n=3) -> str:
+    """The median time a program took, and the slowest ones (compile time is most of it)."""
+    done = sorted(((o.seconds, seed) for seed, o in results if o.kind != "hang"), reverse=True)
+    if not done:
+        return "  (no program finished)"
+    median = done[len(done) // 2][0]
+    top = ", ".join(f"{t:.1f} s (seed {seed})" for t, seed in done[:n])
+    return f"  seconds          median {median:.1f}, slowest {top}"
+
+
 def report_failures(results, args, features, say):
     """Shrink one program per distinct failure (on `args.jobs` workers) and write them out."""
     failures = {}
@@ -174,6 +184,7 @@ def main(argv=None):
     c = counts(results)
     for k in COUNTS:
         say(f"  {k:16s} {c[k]}")
+    say(slowest(results))
     if not any(o.failed for _, o in results):
         return 0
     report_failures(results, args, features, say)

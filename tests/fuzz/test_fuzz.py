@@ -129,6 +129,9 @@ def test_run_checks_until_the_deadline_and_counts():
     assert c["programs"] == 3 and c["non-DgError"] == 1 and c["hang"] == 1
     assert c["calls"] == results[0][1].calls >= 1
     assert bool(said) == results[0][1].failed
+    timed = [(1, check.Outcome("ok", seconds=2.0)), (2, check.Outcome("ok", seconds=9.5)),
+             (3, check.Outcome("hang", seconds=60.0)), (4, check.Outcome("ok", seconds=1.0))]
+    assert run.slowest(timed, n=2) == "  seconds          median 2.0, slowest 9.5 s (seed 2), 2.0 s (seed 1)"
 
 
 def test_gradients_of_generated_loss_match_finite_differences():
