@@ -54,6 +54,13 @@ def run(mode, name, args):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def in_a_process(code: str, *argv: str, timeout: int = 120) -> str:
+    """What `python -c code *argv` prints; it must exit cleanly within `timeout` seconds."""
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 def test_runaway_recursion_is_a_located_error(mode):
     """Located at the function that could not be entered, the same in both modes."""
@@ -114,9 +121,7 @@ def test_a_thread_with_a_small_stack_gets_an_error_not_a_crash():
             "t = threading.Thread(target=work)\n"
             "t.start(); t.join()\n"
             "print(json.dumps(out))\n")
-    r = subprocess.run([sys.executable, "-c", code, PROGRAM], capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = json.loads(in_a_process(code, PROGRAM, timeout=240).strip().splitlines()[-1])
     assert "recursion too deep" in out["error"] and "w.dg:" in out["error"]
 
 
@@ -165,9 +170,7 @@ def test_break_and_return_end_a_for_loop(mode):
             "v, g = dg.value_and_grad(m.power_until)(1.01, 10 ** 10)\n"
             "print(m.search(2 ** 40), m.first_over(2 ** 40), m.first_negative(x), dg.grad(m.first_negative)(x).tolist(),\n"
             "      round(float(v), 6), round(float(g), 6))\n")
-    r = subprocess.run([sys.executable, "-c", code, EARLY_EXITS, mode], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["6", "11", "5.0", "[2.0,", "4.0,", "0.0,", "0.0]", "1.06152", "6.30606"]
+    assert in_a_process(code, EARLY_EXITS, mode).split() == ["6", "11", "5.0", "[2.0,", "4.0,", "0.0,", "0.0]", "1.06152", "6.30606"]
 
 
 FOREVER = """
@@ -193,8 +196,6 @@ def test_a_recursion_with_no_way_out_is_a_located_error(mode):
             "        getattr(m, name)(arg)\n"
             "    except dg.DgRuntimeError as e:\n"
             "        print(str(e).splitlines()[0])\n")
-    r = subprocess.run([sys.executable, "-c", code, FOREVER, mode], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.splitlines()
+    lines = in_a_process(code, FOREVER, mode).splitlines()
     assert [line.split(": error: ")[0] for line in lines] == ["f.dg:2:1", "f.dg:5:1", "f.dg:8:1"], lines
     assert all("recursion too deep" in line for line in lines), lines
