@@ -47,18 +47,15 @@ except dg.DgError as e:
 """
 
 
-def run(mode, name, args):
-    r = subprocess.run([sys.executable, "-c", RUN, PROGRAM, mode, name, json.dumps(args)],
-                       capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 def in_a_process(code: str, *argv: str, timeout: int = 120) -> str:
     """What `python -c code *argv` prints; it must exit cleanly within `timeout` seconds."""
     r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
+
+
+def run(mode, name, args):
+    return json.loads(in_a_process(RUN, PROGRAM, mode, name, json.dumps(args), timeout=240).strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
