@@ -95,6 +95,28 @@ def free_values(blocks: list) -> list:
     return list(used)
 
 
+def passed_on(v: Value, block: Block, exits: set) -> bool:
+    """Whether `block` only hands `v` on: as an operand of its terminator at an index in `exits`,
+    or through an scf.if that yields it and whose result is handed on the same way. No op reads
+    it."""
+    for op in block.ops:
+        if op.name in TERMINATORS:
+            if any(o is v and i not in exits for i, o in enumerate(op.operands)):
+                return False
+        elif op.name == "scf.if":
+            if op.operands[0] is v:
+                return False
+            for r in op.regions:
+                yielded = {j for j, o in enumerate(r.ops[-1].operands) if o is v}
+                if not passed_on(v, r, yielded):
+                    return False
+                if not all(passed_on(op.results[j], block, exits) for j in yielded):
+                    return False
+        elif v in op.operands or (op.regions and v in free_values(op.regions)):
+            return False
+    return True
+
+
 def activity(body: Block, seeds: set) -> set:
     """Floats that depend on the seeds (a fixpoint over loops)."""
     active = set(seeds)
@@ -274,6 +296,28 @@ class Autodiff:
         self.vjps: dict = {}  # (symbol, mask) -> gradient function name
         self.texts: dict = {}  # symbol -> function text, for every function written
         self.defining: set = set()
+        self.placeholders: set = set()  # results of dg.undef: the slot of a value not given yet
+        self.note_placeholders(funcs)
+
+    def note_placeholders(self, funcs) -> None:
+        for f in funcs:
+            if f.body is not None:
+                self.placeholders.update(r for op in _walk_ops(f.body) if op.dg == "undef" for r in op.results)
+
+    def untaped(self, op: Op) -> set:
+        """The positions of a loop's carried values that need no tape: an early return's slot,
+        which starts as a placeholder (dg.undef) and which the body only hands on (or replaces as
+        it returns). Until the loop's last step it holds the placeholder, which the reverse sweep
+        uses in its place; a tape would see it change size when the value comes (a returned
+        value whose size no parameter gives)."""
+        if op.name == "scf.for":
+            body = op.regions[0]
+            return {i for i, o in enumerate(op.operands[3:])
+                    if o in self.placeholders and passed_on(body.args[1 + i], body, {i})}
+        before, after = op.regions
+        return {i for i, o in enumerate(op.operands)
+                if o in self.placeholders and passed_on(before.args[i], before, {i + 1})
+                and passed_on(after.args[i], after, {i})}
 
     # ------------------------------------------------------------ module level
     def run(self) -> str:
@@ -396,6 +440,7 @@ class Autodiff:
         for f in read_module(m):
             if f.sym not in self.funcs or self.funcs[f.sym].body is None:
                 self.funcs[f.sym] = f  # gradient functions, so that they can be differentiated in turn
+                self.note_placeholders([f])
         return self.funcs[sym]
 
     def accumulate(self, w: VjpBuilder, adj: dict, v: Value, d: Value, like: Value) -> None:
@@ -472,7 +517,9 @@ class Autodiff:
         zero = self.index(w, 0)
         n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
         rows = self.arith(w, "addi", n, self.index(w, 1))  # one row per iteration, then the final values
-        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, v), rows]) for v in inits]
+        skip = self.untaped(op)
+        taped = [i for i in range(len(inits)) if i not in skip]
+        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, inits[i]), rows]) for i in taped]
         body = op.regions[0]
 
         def write(w2):
@@ -483,7 +530,7 @@ class Autodiff:
             env[body.args[0]] = iv
             env.update(zip(body.args[1:], carried))
             k = self.arith(w2, "divsi", self.arith(w2, "subi", iv, lb), st)
-            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
+            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, carried[i])]) for t, i in zip(tin, taped)]
             self.forward(body, env, w2, record=False, effects=True)
             t = body.ops[-1]
             w2.loc = t.loc
@@ -494,13 +541,15 @@ class Autodiff:
                    regions=[write])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        tapes = [w.dg_op("tape_push", [t, n, self.tape_value(w, r)]) for t, r in zip(res[m:], res[:m])]
-        return {"tapes": tapes, "n": n, "lb": lb, "st": st}
+        pushed = iter(w.dg_op("tape_push", [t, n, self.tape_value(w, res[i])]) for t, i in zip(res[m:], taped))
+        return {"tapes": [None if i in skip else next(pushed) for i in range(m)], "n": n, "lb": lb, "st": st}
 
     def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         inits = [env[o] for o in op.operands]
         before, after = op.regions
-        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, v), self.index(w, 16)]) for v in inits]
+        skip = self.untaped(op)
+        taped = [i for i in range(len(inits)) if i not in skip]
+        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, inits[i]), self.index(w, 16)]) for i in taped]
         k0 = self.index(w, 0)
         cond_t = before.ops[-1]
 
@@ -510,7 +559,7 @@ class Autodiff:
             k = w2.value("index", "k")
             w2.block_header(carried + tin + [k])
             env.update(zip(before.args, carried))
-            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, c)]) for t, c in zip(tin, carried)]
+            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, carried[i])]) for t, i in zip(tin, taped)]
             k1 = self.arith(w2, "addi", k, self.index(w2, 1))
             self.forward(before, env, w2, record=False, effects=True)
             w2.loc = cond_t.loc
@@ -533,7 +582,8 @@ class Autodiff:
                    regions=[write_before, write_after])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        return {"tapes": res[m:-1], "total": res[-1]}
+        filled = iter(res[m:-1])
+        return {"tapes": [None if i in skip else next(filled) for i in range(len(inits))], "total": res[-1]}
 
     # ------------------------------------------------------------ reverse sweep
     def reverse(self, block: Block, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
@@ -649,7 +699,7 @@ class Autodiff:
         recomputed ops that made them (a step's matmuls, say) are left unused and are removed."""
         made = {r for o in body.ops for r in o.results}
         for v, t in zip(y, tapes):
-            if v in made:
+            if v in made and t is not None:
                 env[v] = self.read_tape(w, t, nxt, v)
 
     def reverse_for(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
@@ -663,8 +713,8 @@ class Autodiff:
         def step(w2, k, d_in, inner):
             inner_env = dict(env)
             inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", k, st))
-            for a, t in zip(body.args[1:], tapes):
-                inner_env[a] = self.read_tape(w2, t, k, a)
+            for a, t, init in zip(body.args[1:], tapes, op.operands[3:]):
+                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else env[init]
             info2 = self.forward(body, inner_env, w2, record=True, effects=False)
             y = body.ops[-1].operands
             self.reuse_taped(w2, body, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env)
@@ -689,8 +739,8 @@ class Autodiff:
 
         # The final evaluation of the condition (the one that ended the loop).
         env1 = dict(env)
-        for a, t in zip(before.args, tapes):
-            env1[a] = self.read_tape(w, t, last, a)
+        for a, t, r in zip(before.args, tapes, op.results):  # (an untaped slot: its final value)
+            env1[a] = self.read_tape(w, t, last, a) if t is not None else env[r]
         info_b = self.forward(before, env1, w, record=True, effects=False)
         inner = {v: adj[v] for v in free if v in adj}
         for j, r in enumerate(op.results):
@@ -704,8 +754,8 @@ class Autodiff:
 
         def step(w2, k, d_in, inner2):
             inner_env = dict(env)
-            for a, t in zip(before.args, tapes):
-                inner_env[a] = self.read_tape(w2, t, k, a)
+            for a, t, init in zip(before.args, tapes, op.operands):  # (an untaped slot: its placeholder)
+                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else env[init]
             info_b2 = self.forward(before, inner_env, w2, record=True, effects=False)
             for a, c in zip(after.args, cond):
                 inner_env[a] = inner_env[c]

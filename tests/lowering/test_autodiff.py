@@ -333,16 +333,27 @@ def last_row(a: f64[N, M], k: i64):
 def loss_rows(x: f64[N], k: i64) -> f64:
     r, c = last_row(outer(x, x * 2.0), k)
     return sum(sin(r)) * c
+
+def doubled(x: f64[N], k: i64):
+    for i in range(k):
+        if sum(x) > 2.0:
+            return concat([x, x * float(i)], 0)
+        x = x * 1.5
+    return concat([x, x * 2.0], 0)
+
+def loss_doubled(x: f64[N], k: i64) -> f64:
+    return sum(sin(doubled(x, k)))
 """
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["loss", "loss_open", "loss_rows"])
+@pytest.mark.parametrize("name", ["loss", "loss_open", "loss_rows", "loss_doubled"])
 def test_gradient_of_an_early_return_of_dynamic_size_from_a_loop(mode, name):
     """The returned value's slot started as a size-0 placeholder, which the loop's tape then saw
     change size ('a loop-carried value changed shape from (0,) to (3,)'); it takes the sizes of
     the parameters it shares them with (a row of an f64[N, M] keeps the size M: a whole-axis
-    slice keeps its symbol)."""
+    slice keeps its symbol). A size no parameter gives (2N, of a concat) stays a placeholder,
+    which the body only hands on: the tape leaves that slot out."""
     m = dg.loads(EARLY_ROWS, mode=mode, filename="early.dg")
     f = getattr(m, name)
     for k in (0, 2, 5):  # no trip, the loop's end, an early return
