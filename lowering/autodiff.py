@@ -112,9 +112,25 @@ def passed_on(v: Value, block: Block, exits: set) -> bool:
                     return False
                 if not all(passed_on(op.results[j], block, exits) for j in yielded):
                     return False
+        elif op.name in ("scf.for", "scf.while") and v in op.operands:
+            first = 3 if op.name == "scf.for" else 0
+            slots = [p - first for p, o in enumerate(op.operands) if o is v]
+            if any(i < 0 or not slot_passed_on(op, i) or not passed_on(op.results[i], block, exits) for i in slots):
+                return False
+            if v in free_values(op.regions):
+                return False
         elif v in op.operands or (op.regions and v in free_values(op.regions)):
             return False
     return True
+
+
+def slot_passed_on(op: Op, i: int) -> bool:
+    """Whether a loop's body only hands its carried value `i` on, from iteration to iteration."""
+    if op.name == "scf.for":
+        body = op.regions[0]
+        return passed_on(body.args[1 + i], body, {i})
+    before, after = op.regions
+    return passed_on(before.args[i], before, {i + 1}) and passed_on(after.args[i], after, {i})
 
 
 def activity(body: Block, seeds: set) -> set:
@@ -307,17 +323,15 @@ class Autodiff:
     def untaped(self, op: Op) -> set:
         """The positions of a loop's carried values that need no tape: an early return's slot,
         which starts as a placeholder (dg.undef) and which the body only hands on (or replaces as
-        it returns). Until the loop's last step it holds the placeholder, which the reverse sweep
+        it returns; a loop inside may hand it on in turn). Until the loop's last step it holds the placeholder, which the reverse sweep
         uses in its place; a tape would see it change size when the value comes (a returned
         value whose size no parameter gives)."""
-        if op.name == "scf.for":
-            body = op.regions[0]
-            return {i for i, o in enumerate(op.operands[3:])
-                    if o in self.placeholders and passed_on(body.args[1 + i], body, {i})}
-        before, after = op.regions
-        return {i for i, o in enumerate(op.operands)
-                if o in self.placeholders and passed_on(before.args[i], before, {i + 1})
-                and passed_on(after.args[i], after, {i})}
+        inits = op.operands[3:] if op.name == "scf.for" else op.operands
+        skip = {i for i, o in enumerate(inits) if o in self.placeholders and slot_passed_on(op, i)}
+        for i in skip:  # a loop inside gets the slot as its placeholder in turn
+            for r in op.regions:
+                self.placeholders.add(r.args[1 + i if op.name == "scf.for" else i])
+        return skip
 
     # ------------------------------------------------------------ module level
     def run(self) -> str:

@@ -343,11 +343,22 @@ def doubled(x: f64[N], k: i64):
 
 def loss_doubled(x: f64[N], k: i64) -> f64:
     return sum(sin(doubled(x, k)))
+
+def doubled_inside(x: f64[N], k: i64):
+    for j in range(2):
+        for i in range(k):
+            if sum(x) > 2.0:
+                return concat([x, x * float(i + j)], 0)
+            x = x * 1.5
+    return concat([x, x * 2.0], 0)
+
+def loss_doubled_inside(x: f64[N], k: i64) -> f64:
+    return sum(sin(doubled_inside(x, k)))
 """
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["loss", "loss_open", "loss_rows", "loss_doubled"])
+@pytest.mark.parametrize("name", ["loss", "loss_open", "loss_rows", "loss_doubled", "loss_doubled_inside"])
 def test_gradient_of_an_early_return_of_dynamic_size_from_a_loop(mode, name):
     """The returned value's slot started as a size-0 placeholder, which the loop's tape then saw
     change size ('a loop-carried value changed shape from (0,) to (3,)'); it takes the sizes of
