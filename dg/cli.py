@@ -2,26 +2,37 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 
 import numpy as np
 
 from dg.core.errors import DgError
+from dg.lowering.pipeline import SHOWN
+
+
+# NumPy's names of the element types, which --args takes too (float32[4, 3])
+NUMPY_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+               "int64": "i64", "bool_": "bool"}
 
 
 def _parse_signature(text: str) -> list:
     """`f32[4, 3], i64, f32` -> zero arrays of those types (for `dg ir --args`)."""
-    from dg.core.types import np_dtype
+    from dg.core.types import DTYPES, np_dtype
     from dg.dsl.parser import parse_type
     from dg.lowering.pipeline import split_top_level
 
     arrays = []
     for part in split_top_level(text):
         te = parse_type(part, "<--args>", register=False)
+        dtype = NUMPY_NAMES.get(te.dtype, te.dtype)
+        if dtype not in DTYPES:
+            raise DgError(f"--args: unknown element type '{te.dtype}' in {part!r} (expected one of "
+                          f"{', '.join(DTYPES)})")
         dims = [] if te.dims is None else te.dims
         if any(not isinstance(d, int) for d in dims):
             raise DgError(f"--args needs concrete sizes, got {text!r}")
-        arrays.append(np.zeros(dims, dtype=np_dtype(te.dtype)))
+        arrays.append(np.zeros(dims, dtype=np_dtype(dtype)))
     return arrays
 
 
@@ -91,8 +102,16 @@ def cmd_graph(a) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("dg")
+    except importlib.metadata.PackageNotFoundError:  # a checkout that was not installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dg", description="dg: a small deep-learning language")
+    p.add_argument("--version", action="version", version=f"dg {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def mode_args(sp):
@@ -112,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("ir", help="print a function's IR at a stage")
     i.add_argument("file")
     i.add_argument("--fn", required=True)
-    i.add_argument("--stage", default="dg")
+    i.add_argument("--stage", default="dg", help=f"the pipeline's stage to show: {', '.join(SHOWN)}")
     i.add_argument("--args", default=None, help='argument types, e.g. "f32[4, 3], i64"')
     mode_args(i)
     i.set_defaults(fn_cmd=cmd_ir)

@@ -27,6 +27,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
 from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
 
-from . import cache, threads
+from . import cache, compile_log, threads
 from .interp import _Breakpoints, _Console
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -231,7 +232,9 @@ def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict,
     sigs = _signatures(module)
     if entry is not None:
         sigs = {entry: sigs[entry]}
+    t0 = time.perf_counter()
     m = pipeline.run_stage(module, "llvm", start="grad", entry=entry)
+    t1 = time.perf_counter()
     meta = {"signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
             "host_calls": table(m, "dg.host_calls")}
     with shared_context():  # (the engine takes the module)
@@ -239,6 +242,8 @@ def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict,
     for name, addr in _Runtime.install().items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
     engine.raw_lookup("_mlir_ciface_" + LINKED + next(iter(sigs)))  # code generation happens on the first lookup
+    t2 = time.perf_counter()
+    meta["seconds"] = {"passes": t1 - t0, "llvm": t2 - t1}
     fd, path = tempfile.mkstemp(suffix=".o")
     os.close(fd)
     try:
@@ -277,13 +282,20 @@ class CpuProgram:
         """The program for this IR at the `grad` stage (every function callable, or only `entry`):
         from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
         there."""
+        t0 = time.perf_counter()
         k = cache.key(text, pipeline.identity() + f"|entry={entry}")
         hit = cache.load(k)
         if hit is not None:
-            return cls(*hit, from_cache=True)
+            program = cls(*hit, from_cache=True)
+            compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s")
+            return program
         meta, blob = compile_object(module or parse(text), entry)
         cache.store(k, meta, blob)
-        return cls(meta, blob, from_cache=False)
+        program = cls(meta, blob, from_cache=False)
+        took = meta["seconds"]
+        compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
+                        f"{took['passes']:.3g} s, LLVM {took['llvm']:.3g} s ({'disk cache miss' if cache.folder() is not None else 'disk cache off'})")
+        return program
 
     # ------------------------------------------------------------ callbacks from compiled code
     def host(self, hid: int, *value) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from dg.dsl.parser import parse
 from dg.dsl.values import FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
-from . import modes, signature
+from . import compile_log, modes, signature
 from .cpu import ArgumentTooLarge
 
 MODES = ("interp", "compiled")
@@ -199,24 +200,37 @@ class DgFunction:
         return f"<dg function {self.name} ({self.mode}, {self.device}) from {self.source.file}>"
 
     # ------------------------------------------------------------ specialization
-    def specialize(self, args, kwargs=None) -> tuple:
-        """(Compiled, marshalled arguments) for these Python arguments."""
+    def specialize(self, args, kwargs=None, run: bool = True) -> tuple:
+        """(Compiled, marshalled arguments) for these Python arguments; with `run`, prepared to
+        run in this function's mode and device (else only its IR is asked for)."""
         values = signature.bind_python_args(self.fd, args, kwargs or {})
         sig, arrays = signature.make_signature(self.fd, values)
-        return self._compiled(sig), arrays
+        return self._compiled(sig, run), arrays
 
-    def _compiled(self, sig) -> Compiled:
+    def _compiled(self, sig, run: bool = True) -> Compiled:
         comp = self._cache.get(sig.key)
+        shown = f"{self.name}({', '.join(str(t) for t in sig.param_types)})"
         if comp is None:
-            with _collector_paused():
-                try:
-                    comp = deeply(self._build, sig)
-                except RecursionError:
-                    raise DgError(f"{self.name}() calls functions nested too deeply to compile (more than "
-                                  f"a few thousand calls in one chain)", self.fd.loc) from None
-            self._cache[sig.key] = comp
+            t0 = time.perf_counter()
+            before = len(self._cache)
+            comp = self._cache[sig.key] = self._deeply(self._build, sig)
+            why = "first call" if not before else f"new signature ({before} made before)"
+            compile_log.log(f"{shown}: {why}: emitted in {time.perf_counter() - t0:.3g} s")
+        if run and comp.runner is None:
+            t0 = time.perf_counter()
+            self._deeply(modes.prepare, comp, self.mode, self.device)
+            compile_log.log(f"{shown}: ready to run ({self.mode}, {self.device}) in {time.perf_counter() - t0:.3g} s")
         self._last = comp
         return comp
+
+    def _deeply(self, fn, *args):
+        """fn(*args) with room for deep recursion (core.deep) and the garbage collector paused."""
+        with _collector_paused():
+            try:
+                return deeply(fn, *args)
+            except RecursionError:
+                raise DgError(f"{self.name}() calls functions nested too deeply to compile (more than "
+                              f"a few thousand calls in one chain)", self.fd.loc) from None
 
     def _build(self, sig) -> Compiled:
         errors = DgErrors()
@@ -224,9 +238,7 @@ class DgFunction:
         spec = me.specialize(self.source, self.fd, sig.param_types)
         errors.raise_if_any()
         text = me.module_text()
-        comp = Compiled(spec.symbol, sig, text, spec.result_proto)
-        modes.prepare(comp, self.mode, self.device)
-        return comp
+        return Compiled(spec.symbol, sig, text, spec.result_proto)
 
     def __call__(self, *args, **kwargs):
         comp = fp = None
@@ -256,19 +268,17 @@ class DgFunction:
         if stage not in SHOWN:
             raise DgError(f"unknown stage '{stage}' (expected one of {', '.join(SHOWN)})")
         if args is not None:
-            comp, _ = self.specialize(tuple(args))
+            comp, _ = self.specialize(tuple(args), run=False)  # IR needs no device (PTX needs no GPU)
         else:
             comp = self._last
             if comp is None:
                 if all(p.annotation is not None or p.default is not None for p in self.fd.params):
-                    comp, _ = self.specialize_declared()
+                    comp = self._compiled(signature.declared_signature(self.fd), run=False)
                 else:
                     raise DgError(f"{self.name}() has not been called yet and its parameters are not all "
                                   f"annotated: pass args=(...) to choose a signature")
-        return deeply(modes.stage_text, comp, stage)
+        return self._deeply(modes.stage_text, comp, stage)
 
-    def specialize_declared(self):
-        return self._compiled(signature.declared_signature(self.fd)), None
 
 
 def check_source(source: Source) -> None:

@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dg.cli import main
@@ -73,7 +74,37 @@ def test_ir_stage_ptx(capsys):
 
 def test_ir_unknown_stage_is_a_clear_error(capsys):
     assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "sass"]) == 1
-    assert "unknown stage" in capsys.readouterr().err
+    assert "unknown stage 'sass' (expected one of dg, grad, opt, linalg, bufferized, llvm, gpu, ptx)" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ir", "--help"])
+    assert "stage to show: dg, grad, opt, linalg, bufferized, llvm, gpu, ptx" in " ".join(capsys.readouterr().out.split())
+
+
+def test_ir_args_take_numpy_names_and_refuse_unknown_ones(capsys):
+    """`float32[4,3]` was a KeyError out of the CLI; NumPy's names are taken, others are a DgError."""
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--args", "float32[2, 4], float32[4, 5], float32[5]"]) == 0
+    assert "tensor<?x?xf32>" in capsys.readouterr().out
+    assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--args", "floot[2, 4], f32[4, 5], f32[5]"]) == 1
+    assert "--args: unknown element type 'floot'" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith("dg 0.")
+
+
+def test_ir_of_a_cuda_function_needs_no_gpu(tmp_path):
+    """PTX and the gpu stage are made on any machine: `.ir` of a function loaded for device='cuda'
+    does not ask for a driver (a call still does, and says why)."""
+    import dg
+
+    m = dg.load(str(SAMPLES / "mlp.dg"), device="cuda")
+    assert ".target sm_90" in m.dense.ir("ptx", args=(np.ones((2, 4), np.float32), np.ones((4, 5), np.float32),
+                                                       np.ones(5, np.float32)))
+    assert "gpu.launch_func" in m.dense.ir("gpu") or "gpu.module" in m.dense.ir("gpu")
 
 
 def test_opt_rejects_unknown_pass(tmp_path, capsys):

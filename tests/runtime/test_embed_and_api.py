@@ -1,5 +1,7 @@
 """@dg.function, modes, IR stages and interpreter errors from the Python API."""
 import bdb
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -254,3 +256,24 @@ def test_compiled_calls_leave_no_garbage_for_the_collector():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_compiles_are_logged_with_their_reason_and_times(monkeypatch, capsys, caplog, mode):
+    src = "def f(x: f32[N]) -> f32:\n    return sum(x * 2.0)\n"
+    monkeypatch.setenv("DG_LOG_COMPILES", "1")
+    m = dg.loads(src, mode=mode, filename="logged.dg")
+    m.f(np.ones(3, np.float32))
+    m.f(np.ones(5, np.float32))  # the same specialization (N is symbolic): nothing to log
+    m.f(np.ones(3, np.int64).astype(np.float32)[None, :][0])
+    err = capsys.readouterr().err + caplog.text
+    assert "f(f32[N]): first call: emitted in " in err
+    assert f"f(f32[N]): ready to run ({mode}, cpu) in " in err
+    assert err.count("first call") == 1 and "new signature" not in err
+    if mode == "compiled":
+        assert re.search(r" f: (compiled in [0-9.e-]+ s: passes [0-9.e-]+ s, LLVM [0-9.e-]+ s|loaded from the disk cache)", err)
+    monkeypatch.delenv("DG_LOG_COMPILES")
+    with caplog.at_level(logging.DEBUG, logger="dg.compile"):
+        dg.loads(src, mode=mode, filename="quiet.dg").f(np.ones(2, np.float32))
+    assert "f(f32[N]): first call" in caplog.text
+    assert "dg.compile" not in capsys.readouterr().err
