@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from dg.core.errors import DgError
 from dg.lowering.pipeline import SHOWN
-
 
 # NumPy's names of the element types, which --args takes too (float32[4, 3])
 NUMPY_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
@@ -80,7 +80,10 @@ def cmd_opt(a) -> int:
     from dg.lowering.pipeline import run_passes
 
     source = "<stdin>" if a.file == "-" else a.file
-    text = sys.stdin.read() if a.file == "-" else open(a.file).read()
+    try:
+        text = sys.stdin.read() if a.file == "-" else Path(a.file).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DgError(f"cannot read {a.file}: {e.strerror if isinstance(e, OSError) else e}") from None
     m = run_passes(parse(text, source), ["verify"], source=source)  # dg ops against their rules
     if a.passes:
         m = run_passes(m, a.passes)

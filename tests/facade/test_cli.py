@@ -89,6 +89,12 @@ def test_ir_args_take_numpy_names_and_refuse_unknown_ones(capsys):
     assert "--args: unknown element type 'floot'" in capsys.readouterr().err
 
 
+def test_a_missing_file_is_a_dg_error(capsys, tmp_path):
+    for argv in (["opt", str(tmp_path / "none.mlir")], ["run", str(tmp_path / "none.dg")]):
+        assert main(argv) == 1
+        assert "cannot read" in capsys.readouterr().err
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
