@@ -6,25 +6,16 @@ import pytest
 
 from .util import load_src
 
-SRC = """
-def log1p32(x: f32[N]) -> f32[N]:
-    return log1p(x)
+REFERENCE = {"log1p": np.log1p, "expm1": np.expm1, "softplus": lambda x: np.logaddexp(0.0, x)}
+RANGES = {"log1p": [(-0.999, 10.0), (-1e-3, 1e-3), (-1e-7, 1e-7), (1e3, 1e30)],
+          "expm1": [(-80.0, 80.0), (-1e-3, 1e-3), (-1e-7, 1e-7)],
+          "softplus": [(-80.0, 80.0), (-100.0, -15.0), (-1e-3, 1e-3)]}
 
-def expm132(x: f32[N]) -> f32[N]:
-    return expm1(x)
+# log1p32(x: f32[N]) -> f32[N] ... softplus64: each function of REFERENCE, in f32 and f64
+UNARY = "".join(f"def {name}{bits}(x: f{bits}[N]) -> f{bits}[N]:\n    return {name}(x)\n\n"
+                for name in REFERENCE for bits in (32, 64))
 
-def softplus32(x: f32[N]) -> f32[N]:
-    return softplus(x)
-
-def log1p64(x: f64[N]) -> f64[N]:
-    return log1p(x)
-
-def expm164(x: f64[N]) -> f64[N]:
-    return expm1(x)
-
-def softplus64(x: f64[N]) -> f64[N]:
-    return softplus(x)
-
+SRC = UNARY + """
 def means(x: f32[N, M]) -> (f32, f32[M], f32[N]):
     return mean(x), mean(x, axis=0), sum(x, axis=1)
 
@@ -37,11 +28,6 @@ def smaller(a: f32, b: f32) -> f32:
 def extremes(x: f32[N]) -> (f32, f32):
     return max(x), min(x)
 """
-
-REFERENCE = {"log1p": np.log1p, "expm1": np.expm1, "softplus": lambda x: np.logaddexp(0.0, x)}
-RANGES = {"log1p": [(-0.999, 10.0), (-1e-3, 1e-3), (-1e-7, 1e-7), (1e3, 1e30)],
-          "expm1": [(-80.0, 80.0), (-1e-3, 1e-3), (-1e-7, 1e-7)],
-          "softplus": [(-80.0, 80.0), (-100.0, -15.0), (-1e-3, 1e-3)]}
 
 
 def ulps(got, want, dtype) -> float:

@@ -149,5 +149,10 @@ def test_gradients_of_generated_loss_match_finite_differences():
 def test_minimizer_edits_stay_python():
     p = gen.generate(5)
     tree = minimize.parse(p.src)
-    for e in minimize.edits(tree)[:200]:
-        ast.parse(minimize.unparse(minimize.apply(tree, e)).replace("?", minimize.ANY))
+    edits = minimize.edits(tree)[:200]
+    assert len(edits) > 50, edits  # statements, bodies, operands, constants of a 30-line program
+    whole = minimize.unparse(tree)
+    for e in edits:
+        edited = minimize.unparse(minimize.apply(tree, e))
+        assert edited != whole, e
+        ast.parse(edited.replace("?", minimize.ANY))
