@@ -209,19 +209,22 @@ class DgFunction:
 
     def _compiled(self, sig, run: bool = True) -> Compiled:
         comp = self._cache.get(sig.key)
-        shown = f"{self.name}({', '.join(str(t) for t in sig.param_types)})"
         if comp is None:
             t0 = time.perf_counter()
             before = len(self._cache)
             comp = self._cache[sig.key] = self._deeply(self._build, sig)
             why = "first call" if not before else f"new signature ({before} made before)"
-            compile_log.log(f"{shown}: {why}: emitted in {time.perf_counter() - t0:.3g} s")
+            compile_log.log(f"{self._shown(sig)}: {why}: emitted in {time.perf_counter() - t0:.3g} s")
         if run and comp.runner is None:
             t0 = time.perf_counter()
             self._deeply(modes.prepare, comp, self.mode, self.device)
-            compile_log.log(f"{shown}: ready to run ({self.mode}, {self.device}) in {time.perf_counter() - t0:.3g} s")
+            compile_log.log(f"{self._shown(sig)}: ready to run ({self.mode}, {self.device}) in "
+                            f"{time.perf_counter() - t0:.3g} s")
         self._last = comp
         return comp
+
+    def _shown(self, sig) -> str:
+        return f"{self.name}({', '.join(str(t) for t in sig.param_types)})"
 
     def _deeply(self, fn, *args):
         """fn(*args) with room for deep recursion (core.deep) and the garbage collector paused."""

@@ -55,14 +55,15 @@ class Statements:
         if not (isinstance(v, TypedValue) or is_tuple(v)):
             return v
         flat = flatten(v)
-        declared = self.spec.result_types if self.spec.fd.returns is not None else None
-        hints = declared or self.spec.return_dtypes
+        if self.spec.fd.returns is not None and self.spec.result_types:
+            hints = [t.dtype for t in self.spec.result_types]
+        else:
+            hints = self.spec.return_dtypes or []
         out = []
         for i, x in enumerate(flat):
             if isinstance(x, TypedValue) and not x.poison and x.name is None and x.weak and x.rank == 0:
-                dt = hints[i].dtype if hints and declared and i < len(hints) else (
-                    hints[i] if hints and i < len(hints) else None)
-                if dt is not None and (is_float(dt) or (not is_float(x.dtype) and is_int(dt) and is_int(x.dtype))):
+                dt = hints[i] if i < len(hints) else None
+                if dt is not None and (is_float(dt) or (is_int(dt) and is_int(x.dtype))):
                     x = self.materialize(x, dt, loc)
                 else:
                     self.weak_returns.add(i)
