@@ -313,6 +313,7 @@ class Autodiff:
         self.texts: dict = {}  # symbol -> function text, for every function written
         self.defining: set = set()
         self.placeholders: set = set()  # results of dg.undef: the slot of a value not given yet
+        self.untaped_slots: dict = {}  # loop op -> untaped(op)
         self.note_placeholders(funcs)
 
     def note_placeholders(self, funcs) -> None:
@@ -322,16 +323,26 @@ class Autodiff:
 
     def untaped(self, op: Op) -> set:
         """The positions of a loop's carried values that need no tape: an early return's slot,
-        which starts as a placeholder (dg.undef) and which the body only hands on (or replaces as
-        it returns; a loop inside may hand it on in turn). Until the loop's last step it holds the placeholder, which the reverse sweep
-        uses in its place; a tape would see it change size when the value comes (a returned
-        value whose size no parameter gives)."""
-        inits = op.operands[3:] if op.name == "scf.for" else op.operands
-        skip = {i for i, o in enumerate(inits) if o in self.placeholders and slot_passed_on(op, i)}
-        for i in skip:  # a loop inside gets the slot as its placeholder in turn
-            for r in op.regions:
-                self.placeholders.add(r.args[1 + i if op.name == "scf.for" else i])
+        which starts as a placeholder (dg.undef) and which the body only hands on (or replaces
+        as it returns; a loop inside may hand it on in turn). Until the loop's last step it holds
+        the placeholder, which the reverse sweep uses in its place; a tape would see it change
+        size when the value comes (a returned value whose size no parameter gives). Worked out
+        once per loop (the reverse sweep records a loop again for each step around it)."""
+        skip = self.untaped_slots.get(op)
+        if skip is None:
+            inits = op.operands[3:] if op.name == "scf.for" else op.operands
+            skip = self.untaped_slots[op] = {i for i, o in enumerate(inits)
+                                             if o in self.placeholders and slot_passed_on(op, i)}
+            for i in skip:  # a loop inside gets the slot as its placeholder in turn
+                for r in op.regions:
+                    self.placeholders.add(r.args[1 + i if op.name == "scf.for" else i])
         return skip
+
+    @staticmethod
+    def by_slot(skip: set, n: int, tapes: list) -> list:
+        """The tapes of a loop's n carried values, None at the untaped ones."""
+        taped = iter(tapes)
+        return [None if i in skip else next(taped) for i in range(n)]
 
     # ------------------------------------------------------------ module level
     def run(self) -> str:
@@ -555,8 +566,8 @@ class Autodiff:
                    regions=[write])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        pushed = iter(w.dg_op("tape_push", [t, n, self.tape_value(w, res[i])]) for t, i in zip(res[m:], taped))
-        return {"tapes": [None if i in skip else next(pushed) for i in range(m)], "n": n, "lb": lb, "st": st}
+        pushed = [w.dg_op("tape_push", [t, n, self.tape_value(w, res[i])]) for t, i in zip(res[m:], taped)]
+        return {"tapes": self.by_slot(skip, m, pushed), "n": n, "lb": lb, "st": st}
 
     def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         inits = [env[o] for o in op.operands]
@@ -596,8 +607,7 @@ class Autodiff:
                    regions=[write_before, write_after])
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
-        filled = iter(res[m:-1])
-        return {"tapes": [None if i in skip else next(filled) for i in range(len(inits))], "total": res[-1]}
+        return {"tapes": self.by_slot(skip, len(inits), res[m:-1]), "total": res[-1]}
 
     # ------------------------------------------------------------ reverse sweep
     def reverse(self, block: Block, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
