@@ -240,17 +240,19 @@ def to_python(out, proto):
         return _nest(proto, iter(out if isinstance(out, tuple) else (out,)))
     if isinstance(out, tuple):
         out = out[0]
-    return _one(out)
+    return _one(out, proto)
 
 
 def _nest(proto: tuple, it):
     """The flat results from `it` arranged as `proto` nests them. (A plain function: a closure that
     calls itself would be a reference cycle, keeping the results alive until the next GC.)"""
-    return tuple(_nest(p, it) if isinstance(p, tuple) else _one(next(it)) for p in proto)
+    return tuple(_nest(p, it) if isinstance(p, tuple) else _one(next(it), p) for p in proto)
 
 
-def _one(x):
+def _one(x, proto=None):
     a = np.asarray(x)
+    if a.dtype == np.int64 and getattr(proto, "dtype", None) == "u64":  # (compiled code holds keys as i64)
+        a = a.view(np.uint64)
     if a.ndim == 0:
         return a[()]
     if not a.flags.writeable:

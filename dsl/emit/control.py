@@ -547,8 +547,17 @@ class ControlFlow:
             else:
                 n_index = self.op("range_len", [self.materialize(v, "i64", loc) for v in (start, stop, step)], loc=loc)
         else:
-            seq = self.as_value(self.expr(it), loc)
+            seq = self.expr(it)
+            if is_tuple(seq):  # a tuple of values of one type: a loop over them stacked
+                if not seq or any(not isinstance(v, TypedValue) for v in flatten(seq)) or any(is_tuple(v) for v in seq):
+                    self.error("a for loop over a tuple needs a non-empty tuple of arrays or numbers", it.loc)
+                    self.block_checked(s.body)
+                    return
+                seq = ListVal(list(seq), it.loc)
+            seq = self.as_value(seq, loc)
             if not isinstance(seq, TypedValue) or seq.poison:
+                if not (isinstance(seq, TypedValue) and seq.poison):
+                    self.error("a for loop iterates over range(...), an array or a tuple", it.loc)
                 self.block_checked(s.body)
                 return
             if seq.rank == 0:

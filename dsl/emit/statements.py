@@ -189,7 +189,12 @@ class Statements:
             self.error("only a variable can be updated by index (x[i] = e)", target.loc)
             return
         x = self.lookup(base)
-        if not isinstance(x, TypedValue) or x.poison:
+        if isinstance(x, ListVal):  # a list display: updated as the array it stands for
+            x = self.as_value(x, loc)
+        if not isinstance(x, TypedValue):
+            self.error(f"'{base.id}' cannot be updated by index: it is not an array", target.loc)
+            return
+        if x.poison:
             return
         v = self.as_value(v, loc)
         if isinstance(v, TypedValue) and not v.poison:

@@ -567,3 +567,14 @@ def test_random_with_literal_keys(m):
         for j in range(i + 1, 4):
             assert not np.array_equal(draws[i], draws[j]), (i, j)
     assert u.shape == (4,) and u.dtype == F32
+
+
+def test_keys_are_the_same_numbers_in_every_mode(mode):
+    """A key is a u64 in both modes (compiled code returned its bits as an int64 before)."""
+    m = load_src("def k(s: i64):\n    return key(s)\n\ndef both(s: i64):\n    a, b = split(key(s))\n    return a, b\n",
+                 mode, "keys.dg")
+    k = m.k(0)
+    assert isinstance(k, np.uint64) and k == np.uint64(16294208416658607535)
+    a, b = m.both(3)
+    assert isinstance(a, np.uint64) and a == np.uint64(17027085370592858547)
+    assert isinstance(b, np.uint64)

@@ -550,3 +550,56 @@ def test_functions_may_have_names_beyond_ascii(mode):
     check(m.f__e9_(x), x + 20.0)
     check(m.函数(x), (4 * x + 30.0) * 3.0)
     check(dg.grad(m.total)(x), np.full(4, 12.0, np.float32))
+
+
+LISTS_AND_TUPLES = """
+def updated_list() -> f32[3]:
+    x = [1.0, 2.0, 3.0]
+    x[0] = 5.0
+    x[2] += 1.0
+    return x
+
+def over_a_tuple(t: f32, a: f32[3], b: f32[3]) -> f32:
+    s = 0.0
+    for v in (1.0, 2.0, t):
+        s = s + v
+    w = zeros(3)
+    for row in (a, b):
+        w = w + row * s
+    return sum(w)
+
+def mixed_tuple(a: f32[3]) -> f32:
+    s = 0.0
+    for v in (a, 1.0):
+        s = s + sum(v)
+    return s
+
+def tuple_update(a: f32[3]) -> f32:
+    t = (a, a)
+    t[0] = a
+    return sum(a)
+"""
+
+
+def test_an_element_of_a_list_display_is_updated(mode):
+    """`x = [..]; x[0] = v` updates the list (the update was dropped silently before)."""
+    m = load_src(LISTS_AND_TUPLES, mode, "lists.dg")
+    check(m.updated_list(), np.array([5.0, 2.0, 4.0], F32))
+
+
+def test_a_for_loop_over_a_tuple_visits_each_item(mode):
+    """(It ran zero times before, silently.)"""
+    m = load_src(LISTS_AND_TUPLES, mode, "lists.dg")
+    a, b = np.ones(3, F32), np.arange(3, dtype=F32)
+    check(m.over_a_tuple(F32(3.0), a, b), F32(6.0 * (3 + 3)))
+    g = dg.grad(m.over_a_tuple, wrt=(0, 1))(F32(3.0), a, b)
+    check(g[0], F32(6.0))
+    check(g[1], np.full(3, 6.0, F32))
+
+
+def test_loops_and_updates_on_tuples_that_cannot_be_arrays_are_errors(mode):
+    m = load_src(LISTS_AND_TUPLES, mode, "lists.dg")
+    with pytest.raises(dg.DgTypeError, match="cannot stack f32\\[3\\] and f32"):
+        m.mixed_tuple(np.ones(3, F32))
+    with pytest.raises(dg.DgTypeError, match="'t' cannot be updated by index: it is not an array"):
+        m.tuple_update(np.ones(3, F32))
