@@ -8,14 +8,27 @@ function a dotted symbol (`LINKED` + its name), which no C library function can 
 
 RESERVED = "dg_"
 
-# The state compiled code shares with its executor, a global of three i64:
+# The state compiled code shares with its executor, a global of STATE_WORDS i64:
 # [0] nonzero once a check failed: the failed check's id plus one, the first failure winning
 #     (loops and calls then wind down),
 # [1] the stack pointer at the outermost dg call (0 before it),
-# [2] how many bytes of stack dg calls may use (set by the executor per call).
+# [2] how many bytes of stack dg calls may use (set by the executor per call),
+# [3], [4] the values the first failed check reports (an index and a size, two sizes),
+# [5] how many dg calls the failure unwound (each recorded by `FRAME` as its call returned),
+# [6 ...] their call sites: the innermost INNER_FRAMES in order, then the outermost of the others
+#     in a ring of MAX_FRAMES - INNER_FRAMES words (call k at 6 + INNER + (k - INNER) % RING).
 STATE = "dg_state"
-STATE_DECL = f"memref.global @{STATE} : memref<3xi64> = dense<0>"
-FAIL = "dg_rt_fail"  # (check id: i64): record a failed check
+MAX_FRAMES = 32
+INNER_FRAMES = 16
+STATE_WORDS = 6 + MAX_FRAMES
+STATE_TYPE = f"memref<{STATE_WORDS}xi64>"
+STATE_DECL = f"memref.global @{STATE} : {STATE_TYPE} = dense<0>"
+# Set (nonzero) by the SIGINT handler: compiled loops and recursions stop as after a failed check.
+INTERRUPT = "dg_interrupt"
+INTERRUPT_DECL = f"memref.global @{INTERRUPT} : memref<i64>"  # (no value: defined by the runtime)
+FAIL = "dg_rt_fail"  # (check id, value, value: i64): record a failed check and its values
+FAIL_VALUES = 2  # how many values a check reports at most
+FRAME = "dg_rt_frame"  # (call site id: i64): a dg call returned, the first failure inside it
 STACK_POINTER = "dg_stack_pointer"  # () -> i64
 # Host calls (print, breakpoint): `dg_rt_host_<element type>(id, value as an unranked tensor)`
 # or `dg_rt_host_none(id)`; called through their C interface (`_mlir_ciface_` + name).

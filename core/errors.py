@@ -42,6 +42,8 @@ def format_diagnostic(loc: Loc | None, message: str, kind: str = "error") -> str
 class DgError(Exception):
     """Base class of every error a dg user can cause."""
 
+    call_stack: list = []  # the `.dg` places of the calls a runtime error is inside, innermost first
+
     def __init__(self, message: str, loc: Loc | None = None, notes: list[str] | None = None):
         self.loc = loc
         self.raw_message = message
@@ -50,6 +52,38 @@ class DgError(Exception):
         for n in self.notes:
             text += "\n" + n
         super().__init__(text)
+
+
+def call_stack_lines(sites: list) -> list[str]:
+    """The dg call stack under an error: `called from FILE:LINE:COL` and the source line for each
+    call the failure is inside, innermost first; a call repeated at once (a recursion) is one
+    entry with its count. An int among the sites stands for that many calls not known."""
+    out, i = [], 0
+    while i < len(sites):
+        loc, j = sites[i], i
+        if isinstance(loc, int):
+            out.append(f"  ... {loc} more call{'s' if loc != 1 else ''}")
+            i += 1
+            continue
+        while j + 1 < len(sites) and sites[j + 1] == loc:
+            j += 1
+        out.append(f"  called from {loc}" + (f" ({j - i + 1} times)" if j > i else ""))
+        src = source_line(loc.file, loc.line)
+        if src is not None and src.strip():
+            out.append(f"      {src.strip()}")
+        i = j + 1
+    return out
+
+
+def with_call_stack(err: "DgError", sites: list) -> "DgError":
+    """The error again (same class, message and place) with the dg call stack under it (`sites`
+    as call_stack_lines takes them)."""
+    sites = [s for s in sites if s is not None and (isinstance(s, int) or not s.file.startswith("<dg."))]
+    if not sites:  # (no call, or only those of the functions dg.grad and dg.vjp write)
+        return err
+    new = type(err)(err.raw_message, err.loc, notes=err.notes + call_stack_lines(sites))
+    new.call_stack = sites
+    return new
 
 
 class DgSyntaxError(DgError):
@@ -86,3 +120,7 @@ class DgErrors:
         combined = cls(first.raw_message, first.loc, notes=[str(e) for e in self.errors[1:]])
         combined.all_errors = list(self.errors)
         raise combined
+
+
+for _cls in (DgError, DgSyntaxError, DgTypeError, DgRuntimeError):
+    _cls.__module__ = "dg"  # (tracebacks name them as users reach them: dg.DgRuntimeError)

@@ -28,6 +28,32 @@ class Loc:
         return f"loc({inner})"
 
 
+GRADIENT = "dg.gradient"  # the name location around a backward op's forward location
+
+
+def backward_loc(text: str) -> str:
+    """The MLIR text of a backward op's location: its forward op's (`loc(...)` text) marked as
+    a gradient's."""
+    inner = text[4:-1] if text.startswith("loc(") and text.endswith(")") else None
+    if inner is None or inner.startswith(f'"{GRADIENT}"'):
+        return text
+    return f'loc("{GRADIENT}"({inner}))'
+
+
+def in_gradient(location) -> bool:
+    """Whether a parsed op's location is a backward op's (backward_loc)."""
+    while location is not None:
+        if getattr(location, "name_str", None) == GRADIENT:
+            return True
+        if hasattr(location, "child_loc"):
+            location = location.child_loc
+        elif hasattr(location, "callee"):
+            location = location.callee
+        else:
+            return False
+    return False
+
+
 def mlir_string(s: str) -> str:
     """The text of an MLIR string literal's contents: quotes, backslashes and bytes outside
     printable ASCII escaped."""

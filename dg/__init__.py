@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.errors import DgError, DgRuntimeError, DgSyntaxError, DgTypeError, register_source
+from .core.tracebacks import user_facing
 from .dsl.embed import TYPES
 
 __all__ = [
@@ -25,30 +26,39 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def load(path, mode: str | None = None, device: str | None = None):
-    """Load a `.dg` file; its functions become attributes of the result."""
+@user_facing
+def load(path, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None):
+    """Load a `.dg` file; its functions become attributes of the result. `mode`: "compiled",
+    "interp" or "shadow" (both, compared op by op; default DG_MODE, else "compiled");
+    `check_numerics`: the first op that makes a NaN or an infinity raises (default
+    DG_CHECK_NUMERICS)."""
     from .runtime.program import DgModule, source_from_file
 
-    return DgModule(source_from_file(path), mode, device)
+    return DgModule(source_from_file(path), mode, device, check_numerics)
 
 
-def loads(text: str, mode: str | None = None, device: str | None = None, filename: str = "<string>"):
-    """Load dg source text (imports are looked up in the current folder and DG_PATH)."""
+@user_facing
+def loads(text: str, mode: str | None = None, device: str | None = None, filename: str = "<string>",
+          check_numerics: bool | None = None):
+    """Load dg source text (imports are looked up in the current folder and DG_PATH); the
+    options as for `load`."""
     from .runtime.program import DgModule, source_from_text
 
     register_source(filename, text)
-    return DgModule(source_from_text(text, filename, Path.cwd()), mode, device)
+    return DgModule(source_from_text(text, filename, Path.cwd()), mode, device, check_numerics)
 
 
-def function(fn=None, *, mode: str | None = None, device: str | None = None):
-    """Decorator: a Python function whose body is dg syntax, run by dg."""
+@user_facing
+def function(fn=None, *, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None):
+    """Decorator: a Python function whose body is dg syntax, run by dg (the options as for `load`)."""
     from .runtime.embedded import make_function
 
     if fn is None:
-        return lambda f: make_function(f, mode, device)
-    return make_function(fn, mode, device)
+        return lambda f: make_function(f, mode, device, check_numerics)
+    return make_function(fn, mode, device, check_numerics)
 
 
+@user_facing
 def grad(fn, wrt=0):
     """The gradient of a scalar-valued dg function with respect to argument `wrt` (an int or a tuple)."""
     from .runtime.autodiff_api import GradFunction
@@ -56,6 +66,7 @@ def grad(fn, wrt=0):
     return GradFunction("grad", fn, wrt)
 
 
+@user_facing
 def value_and_grad(fn, wrt=0):
     """Like `grad`, but calls return `(value, gradient)`."""
     from .runtime.autodiff_api import GradFunction
@@ -63,6 +74,7 @@ def value_and_grad(fn, wrt=0):
     return GradFunction("value_and_grad", fn, wrt)
 
 
+@user_facing
 def vjp(fn, *primals):
     """`(fn(*primals), pullback)`; `pullback(cotangent)` returns one cotangent per primal."""
     from .runtime.autodiff_api import vjp as _vjp
@@ -70,9 +82,17 @@ def vjp(fn, *primals):
     return _vjp(fn, *primals)
 
 
+@user_facing
 def jvp(fn, primals, tangents):
     raise DgError("dg.jvp (forward mode) is not available yet; use dg.vjp or dg.grad")
 
 
 f16, bf16, f32, f64, i32, i64 = (TYPES[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))
 bool_ = TYPES["bool"]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext dg` in IPython or Jupyter: adds the `%%dg` cell magic (dg.notebook)."""
+    from .notebook import register
+
+    register(ipython, loads)

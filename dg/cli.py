@@ -39,7 +39,7 @@ def _parse_signature(text: str) -> list:
 def cmd_run(a) -> int:
     import dg
 
-    m = dg.load(a.file, mode=a.mode, device=a.device)
+    m = dg.load(a.file, mode=a.mode, device=a.device, check_numerics=a.check_numerics or None)
     if a.entry not in m.functions:
         raise DgError(f"{a.file} has no function '{a.entry}' (use --entry)")
     out = getattr(m, a.entry)()
@@ -93,14 +93,15 @@ def cmd_opt(a) -> int:
 
 def cmd_graph(a) -> int:
     import dg
-    from dg.runtime.graph import write_graph
+    from dg.runtime.graph import output_format
 
+    output_format(a.output)  # an unknown extension is refused before anything is compiled
     m = dg.load(a.file, mode="interp")
     if a.fn not in m.functions:
         raise DgError(f"{a.file} has no function '{a.fn}'")
     fn = getattr(m, a.fn)
     args = _parse_signature(a.args) if a.args else None
-    write_graph(fn.ir("dg", args=args), a.output)
+    fn.graph(args=args, grad=a.grad).save(a.output)
     print(f"wrote {a.output}")
     return 0
 
@@ -118,12 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def mode_args(sp):
-        sp.add_argument("--mode", choices=["interp", "compiled"], default=None)
+        sp.add_argument("--mode", choices=["interp", "compiled", "shadow"], default=None,
+                        help="interp, compiled, or shadow (both, compared op by op); default DG_MODE, else compiled")
         sp.add_argument("--device", choices=["cpu", "cuda"], default=None)
 
     r = sub.add_parser("run", help="run a zero-argument entry function and print what it returns")
     r.add_argument("file")
     r.add_argument("--entry", default="main")
+    r.add_argument("--check-numerics", action="store_true",
+                   help="raise at the first op that makes a NaN or an infinity (also DG_CHECK_NUMERICS=1)")
     mode_args(r)
     r.set_defaults(fn_cmd=cmd_run)
 
@@ -145,11 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--debug-info", action="store_true", help="print locations")
     o.set_defaults(fn_cmd=cmd_opt)
 
-    g = sub.add_parser("graph", help="draw a function's dataflow graph (.dot, or .svg with graphviz)")
+    g = sub.add_parser("graph", help="draw a function's dataflow graph (.svg, .png, .pdf with Graphviz; .dot)")
     g.add_argument("file")
     g.add_argument("--fn", required=True)
-    g.add_argument("-o", "--output", required=True)
-    g.add_argument("--args", default=None)
+    g.add_argument("-o", "--output", required=True, help="the file to write: .svg, .png, .pdf, or .dot/.gv (the source)")
+    g.add_argument("--grad", action="store_true", help="draw the gradient (with respect to every float parameter)")
+    g.add_argument("--args", default=None, help='argument types, e.g. "f32[4, 3], i64"')
     g.set_defaults(fn_cmd=cmd_graph)
     return p
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dg.core.abi import FAIL, HOST, STATE_DECL
+from dg.core.abi import FAIL, FAIL_VALUES, HOST, STATE_DECL
 from dg.core.attrs import mlir_float
 from dg.core.locations import Loc, loc_row
 from dg.core.types import Sym, TensorType
@@ -155,17 +155,32 @@ def if_else(b: Builder, cond: str, ty: str, then, other) -> str:
     return r
 
 
-def fail_if(b: Builder, cond: str, message: str) -> None:
-    """When the i1 `cond` holds at run time, report `message` at the current location."""
+def fail_if(b: Builder, cond: str, message: str, values: tuple = ()) -> None:
+    """When the i1 `cond` holds at run time, report `message` at the current location. `values`
+    (at most FAIL_VALUES `index` or integer SSA values) are what the message reports: it names
+    them `{0}` and `{1}`, filled in by str.format when the check fails (so `message` has no other
+    braces)."""
+    assert len(values) <= FAIL_VALUES
     cid = len(b.checks)
-    b.checks.append([loc_row(b.where), message])
+    b.checks.append([loc_row(b.where), message, len(values)])
     b.runtime_decls.add(STATE_DECL)  # where the CPU's dg_rt_fail records it
-    b.runtime_decls.add(f"func.func private @{FAIL}(i64) attributes {{llvm.emit_c_interface}}")
+    b.runtime_decls.add(f"func.func private @{FAIL}(i64, i64, i64) attributes {{llvm.emit_c_interface}}")
     c = b.const(cid, "i64")
     b.line(f"scf.if {cond} {{")
     with b.nested():
-        b.emit(f"func.call @{FAIL}({c}) : (i64) -> ()")
+        words = [_as_i64(b, v) for v in values] + [b.const(0, "i64")] * (FAIL_VALUES - len(values))
+        b.emit(f"func.call @{FAIL}({c}, {', '.join(words)}) : (i64, i64, i64) -> ()")
     b.line("}")
+
+
+def _as_i64(b: Builder, v: tuple) -> str:
+    """An (SSA value, type) pair of index or integer type as an i64."""
+    v, t = v
+    if t == "index":
+        return b.assign(f"arith.index_cast {v} : index to i64", "i")
+    if t != "i64":
+        return b.unary("arith.extsi", v, f"{t} to i64")
+    return v
 
 
 def stand_in_if(b: Builder, bad: str, v: str, t: TensorType, sizes: dict) -> str:
@@ -178,7 +193,8 @@ def stand_in_if(b: Builder, bad: str, v: str, t: TensorType, sizes: dict) -> str
 
 def index_in_range(b: Builder, i: str, n: str, what: str, wrap: bool = True) -> str:
     """An i64 index (negative counts from the end, with `wrap`; else it is out of range) checked
-    against size n (index); clamped when bad."""
+    against size n (index); clamped when bad. The message `what` names the index `{0}` and the
+    size `{1}`."""
     zero = b.const(0, "index")
     ii = b.assign(f"arith.index_cast {i} : i64 to index", "i")
     j = ii
@@ -189,7 +205,7 @@ def index_in_range(b: Builder, i: str, n: str, what: str, wrap: bool = True) -> 
     lo = b.cmp("slt", j, zero, "index")
     hi = b.cmp("sge", j, n, "index")
     bad = b.binary("arith.ori", lo, hi, "i1")
-    fail_if(b, bad, what)
+    fail_if(b, bad, what, ((i, "i64"), (n, "index")))
     # Keep memory safe after a failed check: clamp into [0, n-1] (n may be 0).
     top = b.binary("arith.subi", n, b.const(1, "index"), "index")
     c1 = b.binary("arith.minsi", j, top, "index")

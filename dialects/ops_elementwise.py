@@ -78,7 +78,7 @@ def broadcast_groups(types, out_t) -> tuple:
     R = out_t.rank
     groups = [[(k, i - R + t.rank) for k, t in enumerate(types)
                if i - R + t.rank >= 0 and t.shape[i - R + t.rank] != 1] for i in range(R)]
-    return groups, f"operands could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
+    return groups, f"operands could not be broadcast together: sizes {{0}} and {{1}} differ at run time ({BROADCAST_ONLY_DECLARED})"
 
 
 def checked_operands(b, vals, types, out_t) -> tuple:
@@ -103,12 +103,19 @@ def _distinct(types, members) -> list:
     return reps
 
 
+def first_member(members: list, types: list) -> tuple:
+    """The member of a group of axes that must agree that the others are compared with: one
+    that declares a static size, else the first."""
+    return next(((k, j) for k, j in members if isinstance(types[k].shape[j], int)), members[0])
+
+
 def agreeing_operands(b, vals, types, groups, message) -> tuple:
     """(operands, sizes): the operands, checked at run time to agree in size on the axes of each
     group (a list of members (operand index, axis)), and each group's size (an index SSA value:
     a static size a member declares, else the first member's; None for an empty group).
 
-    A mismatch is a DgRuntimeError with `message` at this op. Until the error is raised a member
+    A mismatch is a DgRuntimeError with `message` at this op, which names the group's size `{0}`
+    and the member's `{1}`. Until the error is raised a member
     that may differ from its group's size is replaced by an uninitialised tensor of that size, so
     that no loop reads past its end. Members known to be equal (one static size, one symbolic
     name) are not checked; canonicalization folds the checks between sizes that come from one
@@ -120,18 +127,19 @@ def agreeing_operands(b, vals, types, groups, message) -> tuple:
         if not members:
             sizes.append(None)
             continue
-        first = next(((k, j) for k, j in members if isinstance(types[k].shape[j], int)), members[0])
+        first = first_member(members, types)
         size = b.dim(vals[first[0]], types[first[0]], first[1])
         for k, j in members:
             if not _same_size(types[k].shape[j], types[first[0]].shape[first[1]]):
-                ne = b.cmp("ne", b.dim(vals[k], types[k], j), size, "index")
+                d = b.dim(vals[k], types[k], j)
+                ne = b.cmp("ne", d, size, "index")
+                fail_if(b, ne, message, ((size, "index"), (d, "index")))
                 bad[k] = ne if bad[k] is None else b.binary("arith.ori", bad[k], ne, "i1")
                 safe[k][j] = size
         sizes.append(size)
     out = []
     for k, (v, t) in enumerate(zip(vals, types)):
         if bad[k] is not None:
-            fail_if(b, bad[k], message)
             v = stand_in_if(b, bad[k], v, t, safe[k])
         out.append(v)
     return out, sizes
@@ -153,9 +161,9 @@ def contracted_operands(b, vals, types, members, message) -> list:
     bad, size = None, dims[0]
     for d in dims[1:]:
         ne = b.cmp("ne", dims[0], d, "index")
+        fail_if(b, ne, message, ((dims[0], "index"), (d, "index")))
         bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
         size = b.binary("arith.minui", size, d, "index")
-    fail_if(b, bad, message)
     out = list(vals)
     for k, j in members:
         out[k] = b.slice(out[k], types[k], [size if i == j else None for i in range(types[k].rank)])

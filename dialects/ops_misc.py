@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dg.core.locations import loc_row
-from dg.core.types import ShapeError, TensorType, is_int
+from dg.core.types import ShapeError, TensorType, is_float, is_int
 
 from .builder import fail_if, host_call
 from .registry import OpDef, register
@@ -105,6 +105,75 @@ register(OpDef(
 
 def _identity(x):
     return x
+
+
+def _tap_rule(types, id=0):
+    return types[0]
+
+
+def _lower_tap(b, op):
+    """A host call with the value (the executor hands it to the shadow run), then the value."""
+    host_call(b, op, "tap", int(op.attrs.get("id", 0)))
+    return op.operands[0]
+
+
+register(OpDef(
+    name="tap", impl=lambda x, id=0: x, pure=False, attrs={"id": "int"}, infer=_tap_rule,
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {"id": 0}),
+    doc="""x, shown to the executor first: shadow mode (`lowering.instrument`) puts one after each op
+    to compare the interpreter's values with compiled code's; `id` names the op in its table.
+
+        %y = "dg.tap"(%x) {id = 3 : i64} : (tensor<3xf32>) -> tensor<3xf32>""",
+    lower=_lower_tap,
+))
+
+NAN, INFINITY = 2, 1  # what check_finite's reduction finds, the worse winning
+
+
+def _check_finite_rule(types, msg=""):
+    if not is_float(types[0].dtype):
+        raise ShapeError(f"check_finite needs floats, got {types[0]}")
+    return types[0]
+
+
+def _check_finite(x, msg=""):
+    """The pure part: x (the interpreter raises where x is not all finite)."""
+    return x
+
+
+def _lower_check_finite(b, op):
+    """One pass over x finds whether it has a NaN or an infinity (a reduction to the worse of
+    the two), then a check for each: `msg` with "{0}" for "a NaN" or "an infinity"."""
+    x, xt = op.operands[0], op.types[0]
+    ety = xt.element
+    zero_t = TensorType("i64", ())
+    init = b.fill(zero_t, [], b.const(0, "i64"))
+    dims = ", ".join(f"d{i}" for i in range(xt.rank))
+
+    def body(bb, args):
+        a, acc = args
+        nan = bb.cmp("uno", a, a, ety)
+        inf = bb.cmp("oeq", bb.unary("math.absf", a, ety), bb.const(float("inf"), ety), ety)
+        code = bb.select(nan, bb.const(NAN, "i64"), bb.select(inf, bb.const(INFINITY, "i64"), bb.const(0, "i64"), "i64"), "i64")
+        return bb.binary("arith.maxsi", acc, code, "i64")
+
+    found = b.extract(b.generic(zero_t, init, [(x, xt)], [dims], "", ["reduction"] * xt.rank, body), zero_t)
+    msg = op.attrs.get("msg", "")
+    fail_if(b, b.cmp("eq", found, b.const(NAN, "i64"), "i64"), msg.replace("{0}", "a NaN"))
+    fail_if(b, b.cmp("eq", found, b.const(INFINITY, "i64"), "i64"), msg.replace("{0}", "an infinity"))
+    return x
+
+
+register(OpDef(
+    name="check_finite", impl=_check_finite, pure=False, attrs={"msg": "str"}, infer=_check_finite_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    doc="""x, checked to hold no NaN and no infinity: where it does, a DgRuntimeError at this op's place
+    saying `msg` with "{0}" replaced by "a NaN" or "an infinity". `check_numerics` puts one after
+    each float op (`lowering.instrument`).
+
+        %y = "dg.check_finite"(%x) {msg = "exp made {0}"} : (tensor<3xf32>) -> tensor<3xf32>""",
+    lower=_lower_check_finite,
+))
 
 
 def _lower_identity(b, op):

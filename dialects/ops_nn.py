@@ -67,7 +67,7 @@ def _lower_matmul(b, op):
     isf = ety.startswith("f") or ety == "bf16"
     zero = b.const(0.0 if isf else 0, ety)
     inner = [(0, at.rank - 1), (1, max(ct.rank - 2, 0))]
-    vals = contracted_operands(b, vals, types, inner, "matmul: inner sizes differ at run time")
+    vals = contracted_operands(b, vals, types, inner, "matmul: inner sizes {0} and {1} differ at run time")
     if at.rank == 2 and ct.rank == 2:
         a, c = vals
         sizes = [b.dim(a, at, 0), b.dim(c, ct, 1)]
@@ -113,7 +113,7 @@ def _batch_groups(types, out_t) -> tuple:
     exprs = [_batch_exprs(t, out_t, batch) for t in types]
     groups = [[(n, j) for n, ex in enumerate(exprs) for j, e in enumerate(ex) if e == f"d{i}"]
               for i in range(batch)]
-    return groups, f"matmul: batch sizes could not be broadcast together: sizes differ at run time ({BROADCAST_ONLY_DECLARED})"
+    return groups, f"matmul: batch sizes could not be broadcast together: sizes {{0}} and {{1}} differ at run time ({BROADCAST_ONLY_DECLARED})"
 
 
 def _vjp_matmul(g, op, d):
@@ -258,10 +258,14 @@ def _ce_rule(types):
     return TensorType(logits.dtype, ())
 
 
+LABEL_OUTSIDE = "cross_entropy: label {0} is outside [0, {1})"
+
+
 def _cross_entropy(logits, labels):
     n, c = logits.shape
-    if np.any((labels < 0) | (labels >= c)):
-        raise IndexError(f"cross_entropy: a label is outside [0, {c})")
+    bad = (labels < 0) | (labels >= c)
+    if np.any(bad):
+        raise IndexError(LABEL_OUTSIDE.format(labels[bad].flat[0], c))
     if labels.shape[0] != n:
         raise ValueError(f"cross_entropy: {n} rows of logits but {labels.shape[0]} labels")
     lsm = _log_softmax(logits, axis=1)
@@ -279,7 +283,7 @@ def _lower_cross_entropy(b, op):
 
     def picked(bb, a):
         lab = a[1] if yt.dtype == "i64" else bb.unary("arith.extsi", a[1], "i32 to i64")
-        k = index_in_range(bb, lab, c, "cross_entropy: a label is outside [0, classes)", wrap=False)
+        k = index_in_range(bb, lab, c, LABEL_OUTSIDE, wrap=False)
         li = bb.assign("linalg.index 0 : index", "li")
         v = bb.assign(f"tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}", "x")
         return bb.binary("arith.subf", a[0], v, ety)

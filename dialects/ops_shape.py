@@ -169,7 +169,8 @@ def _holding(b, x, xt, have, want):
     tensor of `want` elements instead of x, so that the reshape reads nothing past x's end.
     (Canonicalization folds the check where the counts are one product.)"""
     bad = b.cmp("ne", have, want, "index")
-    fail_if(b, bad, "cannot reshape: the new shape holds a different number of elements")
+    fail_if(b, bad, "ValueError: cannot reshape array of size {0} into a shape of {1} elements",
+            ((have, "index"), (want, "index")))
     flat_t = TensorType(xt.dtype, (Sym(),))
     flat = x
     if 0 in xt.shape:  # nothing to move (and MLIR folds the collapse of ?x0 to an invalid 0)
@@ -379,9 +380,11 @@ def _lower_broadcast_to(b, op):
         return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
     one = b.const(1, "index")
     ones = {j: b.cmp("eq", b.dim(x, xt, j), one, "index") for j in checked}
-    bad = any_of(b, [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked])
-    fail_if(b, bad, f"cannot broadcast {xt} to the shape asked for: a size is neither 1 nor the "
-                    "shape's at run time")
+    bads = [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked]
+    for j, bad_j in zip(checked, bads):
+        fail_if(b, bad_j, f"cannot broadcast {xt} to the shape asked for: size {{0}} of axis {j} is "
+                          "neither 1 nor the shape's {1} at run time", ((b.dim(x, xt, j), "index"), (sizes[lead + j], "index")))
+    bad = any_of(b, bads)
     # Read from a type whose checked axes are dynamic, so that the replacement takes the result's sizes.
     st = xt.with_shape([Sym() if j in checked else d for j, d in enumerate(xt.shape)])
     x, xt = stand_in_if(b, bad, cast(b, x, xt, st), st, {j: sizes[lead + j] for j in checked}), st
@@ -448,7 +451,7 @@ def _lower_concat(b, op):
     axis = op.attrs["axis"]
     groups = [[(0, i), (1, i)] for i in range(out_t.rank) if i != axis]
     (x, y), _ = agreeing_operands(b, [x, y], [xt, yt], groups, "ValueError: all the input array dimensions except for the "
-                                  "concatenation axis must match exactly")
+                                  "concatenation axis must match exactly, but sizes {0} and {1} differ")
     sizes = []
     for i in range(out_t.rank):
         if i == axis:
@@ -506,10 +509,14 @@ def _take_rule(types, axis=0):
     return TensorType(x.dtype, x.shape[:axis] + idx.shape + x.shape[axis + 1:])
 
 
+TAKE_OUT_OF_BOUNDS = "take: index {0} is out of bounds for axis {axis} with size {1}"
+
+
 def _take(x, idx, axis=0):
     n = x.shape[axis]
-    if np.any((idx < -n) | (idx >= n)):
-        raise IndexError(f"take: index out of bounds for axis {axis} with size {n}")
+    bad = (idx < -n) | (idx >= n)
+    if np.any(bad):
+        raise IndexError(TAKE_OUT_OF_BOUNDS.format(idx[bad].flat[0], n, axis=axis))
     return np.take(x, idx, axis=axis)
 
 
@@ -528,7 +535,7 @@ def _lower_take(b, op):
         raw = args[0]
         if it.dtype != "i64":
             raw = bb.unary("arith.extsi", raw, "i32 to i64")
-        k = index_in_range(bb, raw, n, f"take: index out of bounds for axis {axis}")
+        k = index_in_range(bb, raw, n, TAKE_OUT_OF_BOUNDS.replace("{axis}", str(axis)))
         coords = []
         for i in range(xt.rank):
             if i == axis:
@@ -752,7 +759,7 @@ def _index_plan(b, x, xt, spec, dyn):
                 raw = b.extract(v, t)
             else:
                 raw = b.const(int(val), "i64")
-            plan.append(("i", index_in_range(b, raw, n, f"index out of bounds for axis {k}")))
+            plan.append(("i", index_in_range(b, raw, n, f"IndexError: index {{0}} is out of bounds for axis {k} with size {{1}}")))
         else:
             start, step, length = _slice_bounds(b, it[2:].split(":"), dyn, n)
             plan.append(("s", start, step, length))
@@ -871,10 +878,10 @@ def _lower_setitem(b, op):
     # v's sizes must each be 1 or the region's (the slice's length; 1 for a new axis), as in NumPy.
     # (The reads below stay in bounds either way.)
     lengths = [one if ax[0] == "n" else plan[ax[1]][3] for ax in target[tr - vt.rank:]]
-    bad = any_of(b, [neither(b, vd, n) for vd, n in zip(vdims, lengths)])
-    if bad is not None:
-        fail_if(b, bad, f"cannot assign a {vt} value to the indexed region: a size is neither 1 nor "
-                        "the region's at run time")
+    for j, (vd, n) in enumerate(zip(vdims, lengths)):
+        fail_if(b, neither(b, vd, n), f"cannot assign a {vt} value to the indexed region: size {{0}} of "
+                                      f"its axis {j} is neither 1 nor the region's {{1}} at run time",
+                ((vd, "index"), (n, "index")))
     # v is read (clamped to its sizes) at every element of x: an empty v is not read.
     v, vt = readable(b, v, vt, range(vt.rank))
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]

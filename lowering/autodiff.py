@@ -33,7 +33,8 @@ How a function f is differentiated (`f__vjp_<mask>(args, cotangents) ->
   before it is made.
 - Only active values get adjoints: floats that depend on a differentiated
   argument. Integers, bools and `stop_gradient` results are inactive.
-Every backward op carries the location of the forward op it differentiates.
+Every backward op carries the location of the forward op it differentiates, marked as a
+gradient's (`core.locations.backward_loc`).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ import numpy as np
 
 from dg.core.attrs import attr_text
 from dg.core.errors import DgError, DgTypeError
-from dg.core.locations import loc_of
+from dg.core.locations import backward_loc, loc_of
 from dg.core.types import TensorType, is_float
 from dg.core.writer import Value, Writer, module_text
 from dg.dialects.dialect import parse
@@ -614,7 +615,7 @@ class Autodiff:
         for op in reversed(block.ops):
             if op.name in TERMINATORS:
                 continue
-            w.loc = op.loc
+            w.loc = backward_loc(op.loc)
             if op.name == "scf.if":
                 self.reverse_if(op, env, adj, w)
             elif op.name in ("scf.for", "scf.while"):
@@ -655,7 +656,7 @@ class Autodiff:
         self.active = saved
         fl = [r for r in op.results if _float(r)]
         cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
-        w.loc = op.loc
+        w.loc = backward_loc(op.loc)
         outs = w.op("func.call", [env[o] for o in op.operands] + cts,
                     [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
         for i, g in zip(mask, outs[len(op.results):]):
@@ -676,11 +677,11 @@ class Autodiff:
                 for r, d in seeds:
                     self.accumulate(w2, inner, t.operands[op.results.index(r)], d, env[t.operands[op.results.index(r)]])
                 self.reverse(b, env, inner, w2, info)
-                w2.loc = op.loc
+                w2.loc = backward_loc(op.loc)
                 w2.op("scf.yield", [inner[v] if v in inner else w2.zeros_like(env[v]) for v in free], [])
             return write
 
-        w.loc = op.loc
+        w.loc = backward_loc(op.loc)
         res = w.op("scf.if", [env[op.operands[0]]], outs_t, regions=[branch(b) for b in op.regions])
         for v, r in zip(free, res):
             adj[v] = r
@@ -748,7 +749,7 @@ class Autodiff:
             return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
                     for i, d in zip(carried, d_in)]
 
-        d_res, f_res = self.countdown(w, op.loc, info["n"], self.index(w, 1), d_init, free, f_init, step)
+        d_res, f_res = self.countdown(w, backward_loc(op.loc), info["n"], self.index(w, 1), d_init, free, f_init, step)
         self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
 
     def reverse_while(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
@@ -771,7 +772,7 @@ class Autodiff:
             if r in adj:
                 self.accumulate(w, inner, cond[j], adj[r], env1[cond[j]])
         self.reverse(before, env1, inner, w, info_b)
-        w.loc = op.loc
+        w.loc = backward_loc(op.loc)
         d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
                   for i in carried_b]
         f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
@@ -796,7 +797,7 @@ class Autodiff:
             return [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
                     for i, d in zip(carried_b, d_in)]
 
-        d_res, f_res = self.countdown(w, op.loc, last, one, d_init, free, f_init, step)
+        d_res, f_res = self.countdown(w, backward_loc(op.loc), last, one, d_init, free, f_init, step)
         self.settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res, env)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from dg.core.abi import FAIL, LINKED, STACK_POINTER, STATE, STATE_DECL
+from dg.core.abi import FAIL, FRAME, INNER_FRAMES, LINKED, MAX_FRAMES, STACK_POINTER, STATE, STATE_DECL, STATE_TYPE
 from dg.core.mlir import append_parsed, ir, passmanager
 
 # bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
@@ -34,22 +34,49 @@ TO_LLVM = (
 # a loop would spin forever.
 FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"], ["disable-tail-calls", "true"]]'
 
-# A failed check's id plus one goes into word 0 of the state, the first failure winning: on the
+# A failed check's id plus one goes into word 0 of the state and its values into words 3 and 4,
+# the first failure winning: on the
 # CPU, `dg_rt_fail` (declared by the lowering) gets this body after bufferization, so that no
 # check calls back into Python (deep in a recursion there may be no stack left for that).
 FAIL_DEF = (f"{STATE_DECL}\n"  # for the text to parse on its own; the module has it already
-            f"func.func private @{FAIL}(%id: i64) {{\n"
-            f"  %g = memref.get_global @{STATE} : memref<3xi64>\n"
+            f"func.func private @{FAIL}(%id: i64, %a: i64, %b: i64) {{\n"
+            f"  %g = memref.get_global @{STATE} : {STATE_TYPE}\n"
             "  %c0 = arith.constant 0 : index\n"
+            "  %c3 = arith.constant 3 : index\n"
+            "  %c4 = arith.constant 4 : index\n"
             "  %z = arith.constant 0 : i64\n"
             "  %one = arith.constant 1 : i64\n"
-            "  %cur = memref.load %g[%c0] : memref<3xi64>\n"
+            f"  %cur = memref.load %g[%c0] : {STATE_TYPE}\n"
             "  %first = arith.cmpi eq, %cur, %z : i64\n"
             "  scf.if %first {\n"
             "    %v = arith.addi %id, %one : i64\n"
-            "    memref.store %v, %g[%c0] : memref<3xi64>\n"
+            f"    memref.store %v, %g[%c0] : {STATE_TYPE}\n"
+            f"    memref.store %a, %g[%c3] : {STATE_TYPE}\n"
+            f"    memref.store %b, %g[%c4] : {STATE_TYPE}\n"
             "  }\n"
             "  return\n}\n")
+# The call stack of a failure: each dg call that returns with the first failure inside it counts
+# itself in word 5 and writes its site's id where core.abi's layout puts call k.
+FRAME_DEF = (f"{STATE_DECL}\n"
+             f"func.func private @{FRAME}(%site: i64) {{\n"
+             f"  %g = memref.get_global @{STATE} : {STATE_TYPE}\n"
+             "  %c5 = arith.constant 5 : index\n"
+             "  %c6 = arith.constant 6 : i64\n"
+             "  %one = arith.constant 1 : i64\n"
+             f"  %inner = arith.constant {INNER_FRAMES} : i64\n"
+             f"  %ring = arith.constant {MAX_FRAMES - INNER_FRAMES} : i64\n"
+             f"  %n = memref.load %g[%c5] : {STATE_TYPE}\n"
+             "  %in = arith.cmpi slt, %n, %inner : i64\n"
+             "  %k = arith.subi %n, %inner : i64\n"
+             "  %r = arith.remsi %k, %ring : i64\n"
+             "  %o = arith.addi %r, %inner : i64\n"
+             "  %slot = arith.select %in, %n, %o : i64\n"
+             "  %w = arith.addi %slot, %c6 : i64\n"
+             "  %at = arith.index_cast %w : i64 to index\n"
+             f"  memref.store %site, %g[%at] : {STATE_TYPE}\n"
+             "  %n1 = arith.addi %n, %one : i64\n"
+             f"  memref.store %n1, %g[%c5] : {STATE_TYPE}\n"
+             "  return\n}\n")
 # The stack pointer: declared by the lowering, defined after bufferization (which rejects the
 # LLVM intrinsic).
 STACK_POINTER_DEF = (f"func.func private @{STACK_POINTER}() -> i64 {{\n"
@@ -90,8 +117,9 @@ def link_names(m) -> None:
 
 def define_runtime_functions(m) -> None:
     """Give the functions the lowering declared for the CPU their bodies: the stack pointer, and
-    `dg_rt_fail`, which records a failed check in the state word the executor reads."""
-    bodies = {STACK_POINTER: STACK_POINTER_DEF, FAIL: FAIL_DEF}
+    `dg_rt_fail`, which records a failed check in the state word the executor reads, and
+    `dg_rt_frame`, which records the calls a failure unwinds."""
+    bodies = {STACK_POINTER: STACK_POINTER_DEF, FAIL: FAIL_DEF, FRAME: FRAME_DEF}
     for op in list(m.body.operations):
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "func.func" else None

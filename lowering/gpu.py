@@ -75,16 +75,17 @@ def kernels_llvm(gpu_module) -> str:
 
 
 FAIL_FLAG = "dg_failed"
-_FAIL_DECL = re.compile(r"^declare void @(_mlir_ciface_dg_rt_fail|dg_rt_fail)\(i64\)[^\n]*$", re.M)
+_FAIL_DECL = re.compile(r"^declare void @(_mlir_ciface_dg_rt_fail|dg_rt_fail)\(i64, i64, i64\)[^\n]*$", re.M)
 
 
 def _device_failures(text: str) -> str:
     """A failed check inside a kernel records its id (plus one) in the device global `dg_failed`;
-    the first failure wins. The host reads it after the launch, as the CPU's dg_rt_fail is read."""
+    the first failure wins. The host reads it after the launch, as the CPU's dg_rt_fail is read.
+    (The values a check reports are not kept on the device.)"""
     if not _FAIL_DECL.search(text):
         return text
     body = (f"@{FAIL_FLAG} = addrspace(1) externally_initialized global i64 0, align 8\n"
-            "define void @\\1(i64 %id) {\n"
+            "define void @\\1(i64 %id, i64 %a, i64 %b) {\n"
             "  %v = add i64 %id, 1\n"
             f"  %p = addrspacecast ptr addrspace(1) @{FAIL_FLAG} to ptr\n"
             "  %r = cmpxchg ptr %p, i64 0, i64 %v monotonic monotonic\n"

@@ -24,8 +24,22 @@ from dg.core.mlir import ir, passmanager
 from dg.dialects import verify
 from dg.dialects.dialect import asm, parse
 
-from . import (alloc_guard, autodiff, blas, copies, cpu, fold_sizes, gemm_updates, gpu, gpu_matmul, parallel,
-               reductions, to_linalg)
+from . import (
+    alloc_guard,
+    autodiff,
+    blas,
+    copies,
+    cpu,
+    fold_sizes,
+    gemm_updates,
+    gpu,
+    gpu_matmul,
+    instrument,
+    parallel,
+    reductions,
+    stoppable,
+    to_linalg,
+)
 
 # Canonicalization leaves out one MLIR pattern, ForOpTensorCastFolder: it moves a cast to a more
 # static type from a loop's initial value into the loop, which then claims that every iteration
@@ -94,6 +108,9 @@ PASSES = {
     "fold-full-slices": fold_sizes.fold_full_slices,
     "bufferize": _bufferize,
     # CPU
+    "stoppable-loops": stoppable.stoppable_loops,
+    "check-numerics": instrument.check_numerics,  # (applied by the runtime when asked, not by a stage)
+    "shadow-taps": instrument.shadow_taps,  # (likewise, for shadow mode)
     "link-names": cpu.link_names,
     "define-runtime-functions": cpu.define_runtime_functions,
     "blas-matmuls": blas.route_matmuls,
@@ -124,7 +141,7 @@ STAGES = {
     "opt": ("grad", ["canonicalize", "cse"]),
     "linalg": ("grad", ["to-linalg"]),
     "bufferized": ("linalg", BUFFERIZED),
-    "llvm": ("bufferized", ["link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
+    "llvm": ("bufferized", ["stoppable-loops", "link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
                             "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
                             "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
                             "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",

@@ -6,23 +6,27 @@ Guarantees: the same module with every dg op replaced by its registry
 builtin tensors, so their types do not change). Functions get
 `llvm.emit_c_interface` so the CPU executor can call them. A function that
 can call itself first checks the stack left to it (`entry_guard`), and a
-loop ends when a check has failed. The tables of the checks (`dg.checks`:
-place, message) and host calls (`dg.host_calls`) go into the module.
+loop ends when a check has failed; on the CPU a call that returns with the
+first failure inside it records its place. The tables of the checks
+(`dg.checks`: place, message, how many values it reports), host calls
+(`dg.host_calls`) and call sites (`dg.call_sites`) go into the module.
 
 An op without a lowering raises a `DgError` naming the op and its `.dg`
 location: compiled mode never falls back silently.
 """
 from __future__ import annotations
 
-from dg.core.abi import STACK_POINTER, STATE, STATE_DECL
+from dg.core.abi import FRAME, INTERRUPT, INTERRUPT_DECL, STACK_POINTER, STATE, STATE_DECL, STATE_TYPE
 from dg.core.attrs import attr_value, literal_text
 from dg.core.errors import DgError
-from dg.core.locations import loc_of
+from dg.core.locations import loc_of, loc_row
 from dg.core.mlir import attributes, ir, operations_under
 from dg.core.types import TensorType, parse_mlir_type
 from dg.core.writer import module_text
 from dg.dialects.builder import Builder, LowerOp, fail_if
 from dg.dialects.registry import OPS
+
+from .stoppable import STOPPABLE
 
 
 def run(module: "ir.Module", target: str = "cpu") -> "ir.Module":
@@ -36,6 +40,7 @@ class ToLinalg:
         self.b = Builder()
         self.target = target
         self.names: dict = {}
+        self.call_sites: list = []  # the `.dg` places of the calls that record a failure's call stack
         out = []
         self.recursive = recursive_functions(module)
         for op in module.body.operations:
@@ -43,7 +48,7 @@ class ToLinalg:
                 self._function(op.operation)
                 out += self.b.lines
                 self.b.lines = []
-        tables = {"dg.checks": self.b.checks, "dg.host_calls": self.b.host_calls}
+        tables = {"dg.checks": self.b.checks, "dg.host_calls": self.b.host_calls, "dg.call_sites": self.call_sites}
         attrs = ", ".join(f"{k} = {literal_text(v)}" for k, v in tables.items() if v)
         text = module_text([f"  {d}" for d in sorted(self.b.runtime_decls)] + out)
         self.text = text.replace("module {", f"module attributes {{{attrs}}} {{", 1) if attrs else text
@@ -80,7 +85,7 @@ class ToLinalg:
         at once when that is used up or when a check failed already."""
         b = self.b
         self.at(fop)
-        stop = entry_guard(b)
+        stop = entry_guard(b, self.target)
         lhs, names = b.results(len(ftype.results))
         rt = ", ".join(str(t) for t in ftype.results)
         b.line(f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
@@ -99,27 +104,59 @@ class ToLinalg:
         """The block's ops, lowered; its `func.return` (when it ends a function) given to `on_return`."""
         for op in block.operations:
             op = op.operation
-            self.at(op)
-            if op.name.startswith("dg."):
-                self._dg(op, op.name[3:])
-            elif op.name == "func.return" and on_return is not None:
+            if op.name == "func.return" and on_return is not None:
+                self.at(op)
                 on_return(op)
             else:
-                self._copy(op)
+                self._op(op)
 
-    def _copy(self, op) -> None:
-        """An op of another dialect (func, scf, arith) as it is, in generic form, the ops of its
-        regions lowered; a while loop's condition also ends it once a check has failed."""
+    def _op(self, op) -> None:
+        """One op (not a function's return given to a caller), lowered at its place."""
+        self.at(op)
+        if op.name.startswith("dg."):
+            self._dg(op, op.name[3:])
+        elif op.name == "func.call" and self.target == "cpu":
+            self._call(op)
+        elif op.name == "scf.for" and self.target == "cpu":
+            self._for(op)
+        else:
+            self._copy(op)
+
+    def _for(self, op) -> None:
+        """A dg-level `scf.for`, marked `STOPPABLE`: after bufferization it becomes a loop that also
+        ends once a check has failed or Ctrl-C was pressed (`stoppable_loops`)."""
+        self._copy(op, {STOPPABLE: "unit"})
+
+    def _call(self, op) -> None:
+        """A dg call that, when it returns with the first failed check inside it, records its
+        place: the failure's call stack, innermost first (`core.abi.FRAME`)."""
+        b = self.b
+        g = state(b)
+        before = b.cmp("eq", _state_word(b, g, 0), b.const(0, "i64"), "i64")
+        self._copy(op)
+        after = b.cmp("ne", _state_word(b, g, 0), b.const(0, "i64"), "i64")
+        b.runtime_decls.add(f"func.func private @{FRAME}(i64)")
+        site = b.const(len(self.call_sites), "i64")
+        self.call_sites.append(loc_row(b.where))
+        b.line(f"scf.if {b.binary('arith.andi', before, after, 'i1')} {{")
+        with b.nested():
+            b.emit(f"func.call @{FRAME}({site}) : (i64) -> ()")
+        b.line("}")
+
+    def _copy(self, op, extra: dict | None = None) -> None:
+        """An op of another dialect (func, scf, arith) as it is, in generic form (with the `extra`
+        attributes), the ops of its regions lowered; a while loop's condition also ends it once a
+        check has failed or Ctrl-C was pressed."""
         b, loc = self.b, self.b.loc
         operands = [self.name(v) for v in op.operands]
         if op.name == "scf.condition":
-            operands[0] = b.binary("arith.andi", operands[0], not_failed(b), "i1")
+            operands[0] = b.binary("arith.andi", operands[0], not_failed(b, self.target), "i1")
         if len(op.results) == 1:
             lhs = f"{self.name(op.results[0])} = "
         else:
             lhs, names = b.results(len(op.results), "m")
             self.names.update(zip(op.results, names))
-        attrs = ", ".join(f"{k} = {v}" for k, v in attributes(op).items())
+        attrs = ", ".join(f"{k} = {v}" for k, v in {**attributes(op), **(extra or {})}.items())
         tail = (f" {{{attrs}}}" if attrs else "") + f" : ({', '.join(str(v.type) for v in op.operands)}) -> " \
             f"({', '.join(str(r.type) for r in op.results)}) {loc}"
         if not op.regions:
@@ -187,30 +224,41 @@ def recursive_functions(module: "ir.Module") -> set:
 
 def state(b: Builder) -> str:
     b.runtime_decls.add(STATE_DECL)
-    return b.assign(f"memref.get_global @{STATE} : memref<3xi64>", "g")
+    return b.assign(f"memref.get_global @{STATE} : {STATE_TYPE}", "g")
 
 
 def _state_word(b: Builder, g: str, i: int) -> str:
-    return b.assign(f"memref.load {g}[{b.const(i, 'index')}] : memref<3xi64>", "w")
+    return b.assign(f"memref.load {g}[{b.const(i, 'index')}] : {STATE_TYPE}", "w")
 
 
-def not_failed(b: Builder) -> str:
-    """An i1: no check has failed in this call so far."""
-    return b.cmp("eq", _state_word(b, state(b), 0), b.const(0, "i64"), "i64")
+def _stop_word(b: Builder, g: str, target: str) -> str:
+    """An i64, nonzero once a check has failed in this call or (on the CPU) Ctrl-C was pressed."""
+    word = _state_word(b, g, 0)
+    if target != "cpu":
+        return word
+    b.runtime_decls.add(INTERRUPT_DECL)
+    flag = b.assign(f"memref.get_global @{INTERRUPT} : memref<i64>", "g")
+    return b.binary("arith.ori", word, b.assign(f"memref.load {flag}[] : memref<i64>", "w"), "i64")
 
 
-def entry_guard(b: Builder) -> str:
-    """At a function's entry: an i1 telling it to return at once, because a check failed already or
-    because the dg calls in progress used up their stack (a located error, not a crash)."""
+def not_failed(b: Builder, target: str = "cpu") -> str:
+    """An i1: no check has failed in this call so far, and no Ctrl-C came."""
+    return b.cmp("eq", _stop_word(b, state(b), target), b.const(0, "i64"), "i64")
+
+
+def entry_guard(b: Builder, target: str = "cpu") -> str:
+    """At a function's entry: an i1 telling it to return at once, because a check failed already,
+    Ctrl-C was pressed, or the dg calls in progress used up their stack (a located error, not a
+    crash)."""
     g = state(b)
-    failed = b.cmp("ne", _state_word(b, g, 0), b.const(0, "i64"), "i64")
+    failed = b.cmp("ne", _stop_word(b, g, target), b.const(0, "i64"), "i64")
     base, budget = _state_word(b, g, 1), _state_word(b, g, 2)
     b.runtime_decls.add(f"func.func private @{STACK_POINTER}() -> i64")
     spi = b.assign(f"func.call @{STACK_POINTER}() : () -> i64", "sp")
     first = b.cmp("eq", base, b.const(0, "i64"), "i64")
     b.line(f"scf.if {first} {{")
     with b.nested():
-        b.emit(f"memref.store {spi}, {g}[{b.const(1, 'index')}] : memref<3xi64>")
+        b.emit(f"memref.store {spi}, {g}[{b.const(1, 'index')}] : {STATE_TYPE}")
     b.line("}")
     top = b.select(first, spi, base, "i64")
     deep = b.cmp("sgt", b.binary("arith.subi", top, spi, "i64"), budget, "i64")

@@ -14,8 +14,10 @@ import itertools
 import numpy as np
 
 from dg.core.errors import DgError
+from dg.core.tracebacks import user_facing
 from dg.dsl.parser import parse
 
+from . import html
 from .program import DgFunction
 
 _names = itertools.count()
@@ -44,7 +46,7 @@ def _wrapped(root, name_hint: str, params_text: str, body: str):
     for p, q in zip(fd.params, root.fd.params):
         p.annotation = q.annotation  # the same parameter types, checked the same way
     root.source.funcs[name] = fd
-    return DgFunction(root.source, name, root.mode, root.device)
+    return DgFunction(root.source, name, root.mode, root.device, root.check_numerics)
 
 
 def _params(root):
@@ -82,13 +84,21 @@ class GradFunction:
             self._wrapped = made[expr]
         return self._wrapped
 
+    @user_facing
     def __call__(self, *args, **kwargs):
         return self._fn()(*args, **kwargs)
 
+    @user_facing
     def ir(self, stage: str = "dg", args=None) -> str:
         return self._fn().ir(stage, args)
 
+    def _repr_html_(self) -> str:
+        """The differentiated function's declaration; specializations once the gradient has run."""
+        runs = self._wrapped or self.root.gradients.get(self.expr())
+        return html.function_html({**html.declared(self.root, self.expr(), "dg gradient"), **html.specialized(runs)})
 
+
+@user_facing
 def vjp(fn, *primals):
     """(fn(*primals), pullback): pullback(cotangent) gives one cotangent per primal, as a tuple."""
     root = _root(fn)
@@ -106,6 +116,7 @@ def vjp(fn, *primals):
             return np.asarray(c, dtype=np.asarray(v).dtype)
         return c
 
+    @user_facing
     def pullback(ct):
         return w(*primals, like(ct, value))
 

@@ -31,16 +31,16 @@ import time
 
 import numpy as np
 
-from dg.core.abi import GUARDED, HOST, LINKED, LONGJMP, SETJMP, STATE
+from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP, MAX_FRAMES, SETJMP, STATE, STATE_WORDS
 from dg.core.attrs import table
-from dg.core.errors import DgRuntimeError
+from dg.core.errors import DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
 from dg.core.mlir import ExecutionEngine, ir, set_llvm_options
 from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
 from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
 
-from . import cache, compile_log, threads
+from . import cache, compile_log, interrupt, threads
 from .interp import _Breakpoints, _Console
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -189,6 +189,7 @@ class _Runtime:
         for name, addr in lib.addresses if lib else ():
             symbols[name] = addr
         symbols.update(threads.symbols())
+        symbols[INTERRUPT] = interrupt.flag_address()
         libc = ctypes.CDLL(None)  # the C library's setjmp and longjmp, for the allocation guards
         symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
         symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value
@@ -236,7 +237,7 @@ def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict,
     m = pipeline.run_stage(module, "llvm", start="grad", entry=entry)
     t1 = time.perf_counter()
     meta = {"signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
-            "host_calls": table(m, "dg.host_calls")}
+            "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     with shared_context():  # (the engine takes the module)
         engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():
@@ -265,17 +266,19 @@ class CpuProgram:
         self.from_cache = from_cache
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
-        self.checks = [(loc_from_row(place), message) for place, message in meta["checks"]]
+        self.checks = [(loc_from_row(place), message, n) for place, message, n in meta["checks"]]
         self.alloc_sites = [loc_from_row(place) for place in meta["alloc_sites"]]
         self.host_calls = meta["host_calls"]
+        self.call_sites = [loc_from_row(place) for place in meta["call_sites"]]
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
         self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
         self._jit.finalize_object()
         at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
-        self._state = (ctypes.c_int64 * 3).from_address(at) if at else None
+        self._state = (ctypes.c_int64 * STATE_WORDS).from_address(at) if at else None
         self._entry: dict = {}
         self._lock = threading.RLock()
+        self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
 
     @classmethod
     def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
@@ -308,7 +311,9 @@ class CpuProgram:
             return
         kind, *payload = self.host_calls[hid]
         try:
-            if kind == "print":
+            if kind == "tap":
+                self.on_tap(payload[0], *value)
+            elif kind == "print":
                 pieces, end = payload
                 _Console.print(tuple(pieces), end, *value)
             else:
@@ -365,10 +370,12 @@ class CpuProgram:
         # (a breakpoint) nests: it saves the outer call's state and puts it back.
         failed = None
         state = self._state
+        if not stack:  # the outermost dg call on this thread: Ctrl-C stops it
+            interrupt.arm()
         with self._lock:
             saved = tuple(state) if state is not None and self in stack else None
             if state is not None:
-                state[0] = state[1] = 0
+                state[0] = state[1] = state[5] = 0
                 state[2] = budget
             stack.append(self)
             try:
@@ -376,12 +383,14 @@ class CpuProgram:
             finally:
                 stack.pop()
                 if state is not None:
-                    failed = state[0] - 1 if state[0] else None
+                    failed = (state[0] - 1, state[3], state[4], state[5:]) if state[0] else None
                     if saved is not None:
-                        state[0], state[1], state[2] = saved
+                        state[:] = saved
         # (after a failed allocation the results were never written; what the call had allocated is lost)
         out = None if no_memory else _adopt(e.out_struct.unpack_from(res), e.results, inputs)
         e.pool.append(bufs)
+        if interrupt.interrupted() and not stack:  # (the loops ended early: the results are not all there)
+            raise KeyboardInterrupt
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  self.alloc_sites[no_memory - 1])
@@ -390,11 +399,28 @@ class CpuProgram:
             local.host_error = None
             raise error
         if failed is not None:
-            loc, message = self.checks[failed]
-            raise DgRuntimeError(message, loc)
+            check, a, b, frames = failed
+            loc, message, n = self.checks[check]
+            error = DgRuntimeError(message.format(a, b) if n else message, loc)
+            raise with_call_stack(error, [self.call_sites[k] if k >= 0 else -k for k in _call_stack(frames)])
         if not e.results:
             return None
         return out[0] if len(out) == 1 else tuple(out)
+
+
+def _untapped(tap_id, value) -> None:
+    pass
+
+
+def _call_stack(frames: list) -> list:
+    """The call sites' ids in state words [5:] (core.abi's layout), innermost first; where the
+    middle of a deep stack was not kept, minus how many calls are missing there."""
+    n, slots = frames[0], frames[1:]
+    if n <= MAX_FRAMES:
+        return list(slots[:n])
+    ring = MAX_FRAMES - INNER_FRAMES
+    outer = [slots[INNER_FRAMES + (k - INNER_FRAMES) % ring] for k in range(n - ring, n)]
+    return list(slots[:INNER_FRAMES]) + [-(n - MAX_FRAMES)] + outer
 
 
 def _stack_budget() -> int:

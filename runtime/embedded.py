@@ -9,7 +9,7 @@ from dg.dsl import ast as A
 from dg.dsl.embed import function_ast
 from dg.dsl.values import FuncRef
 
-from .program import DgFunction, Source, check_mode, default_device, default_mode
+from .program import DgFunction, Source, check_mode, default_check_numerics, default_device, default_mode
 
 
 class EmbeddedSource(Source):
@@ -30,13 +30,14 @@ class EmbeddedSource(Source):
         return None
 
 
-def make_function(fn, mode=None, device=None) -> DgFunction:
+def make_function(fn, mode=None, device=None, check_numerics=None) -> DgFunction:
     fd = function_ast(fn)
     src = EmbeddedSource(fn, fd)
     mode = mode or default_mode()
     device = device or default_device()
     check_mode(mode, device)
-    f = DgFunction(src, fd.name, mode, device)
+    numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
+    f = DgFunction(src, fd.name, mode, device, numerics)
     f.__wrapped__ = fn
     f.__doc__ = fn.__doc__
     return f

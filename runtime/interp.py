@@ -20,11 +20,11 @@ import numpy as np
 
 from dg.core.attrs import attr_value, dense_value
 from dg.core.deep import room_to_recurse
-from dg.core.errors import DgError, DgRuntimeError, Loc
+from dg.core.errors import DgError, DgRuntimeError, Loc, with_call_stack
 from dg.core.locations import loc_of
 from dg.core.mlir import ir
 from dg.core.types import parse_mlir_type
-from dg.dialects.ops_elementwise import unknown_groups
+from dg.dialects.ops_elementwise import first_member, unknown_groups
 from dg.dialects.ops_misc import _print, failure_message
 from dg.dialects.registry import OPS
 
@@ -77,9 +77,10 @@ def _breakpoint_impl(names, vals, loc: Loc):
 class Translation:
     """Python callables for the functions of one module."""
     def __init__(self, module: "ir.Module"):
-        self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi}
+        self.ns: dict = {"np": np, "_DgError": DgError, "_divsi": _divsi, "_tap": _untapped, "_finite": _finite}
         self.line_locs: dict = {}  # line of the generated code -> the op's location
         self.def_locs: dict = {}  # the line of a function's `def` -> the function's location
+        self.call_lines: set = set()  # the lines of the generated code that call a dg function
         self.filename = f"<dg-interp-{next(_file_ids)}>"
         self.src: list[str] = []
         self.names: dict = {}
@@ -187,6 +188,7 @@ class Translation:
         elif name == "func.call":
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             self._emit(indent, f"{lhs} {_pyname(callee)}({args})" if lhs else f"{_pyname(callee)}({args})", loc)
+            self.call_lines.add(len(self.src))
         elif name.startswith("scf.") and (self.loops >= MAX_LOOPS or indent >= MAX_INDENT):
             # Python compiles at most 20 nested loops and 100 levels of indentation; dg programs
             # may nest deeper. The op becomes a function of its own, which starts again at none.
@@ -241,6 +243,13 @@ class Translation:
             err = self._const((msg, where), "A")
             self._emit(indent, f"if not {args}: _assert_failed({err})", loc)
             self.ns.setdefault("_assert_failed", _assert_failed)
+            return
+        if opname == "tap":  # (shadow mode sets _tap: the value to go on with)
+            self._emit(indent, f"{lhs} _tap({attrs.get('id', 0)}, {args})", loc)
+            return
+        if opname == "check_finite":
+            info = self._const((attrs.get("msg") or "", loc_of(loc)), "N")
+            self._emit(indent, f"{lhs} _finite({args}, {info})", loc)
             return
         if opname == "breakpoint":
             where = loc_of(loc)
@@ -336,6 +345,15 @@ class Translation:
             tb = tb.tb_next
         return loc_of(found) if found is not None else None
 
+    def call_stack(self, tb) -> list:
+        """The `.dg` places of the dg calls a traceback is inside, innermost first."""
+        sites = []
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename and tb.tb_lineno in self.call_lines:
+                sites.append(loc_of(self.line_locs[tb.tb_lineno]))
+            tb = tb.tb_next
+        return sites[::-1]
+
     def source(self) -> str:
         return "\n".join(self.src)
 
@@ -358,12 +376,26 @@ def _agreeing(impl, opdef, op, loc):
 
     def checked(*args):
         for g in groups:
-            first = np.shape(args[g[0][0]])[g[0][1]]
-            if any(np.shape(args[k])[j] != first for k, j in g[1:]):
-                raise DgRuntimeError(message, where)
+            f = first_member(g, types)
+            first = np.shape(args[f[0]])[f[1]]
+            for k, j in g:
+                if np.shape(args[k])[j] != first:
+                    raise DgRuntimeError(message.format(first, np.shape(args[k])[j]), where)
         return impl(*args)
 
     return checked
+
+
+def _untapped(tap_id, value):
+    return value
+
+
+def _finite(x, info):
+    """check_finite: x, or a located DgRuntimeError where it has a NaN or an infinity."""
+    if not np.all(np.isfinite(x)):
+        msg, where = info
+        raise DgRuntimeError(msg.replace("{0}", "a NaN" if np.any(np.isnan(x)) else "an infinity"), where)
+    return x
 
 
 def _assert_failed(info):
@@ -398,10 +430,12 @@ def run(translation: Translation, symbol: str, args):
     try:
         with np.errstate(all="ignore"), room_to_recurse():
             return fn(*args)
+    except DgRuntimeError as e:
+        error, tb = e, e.__traceback__
     except DgError:
         raise
     except RecursionError as e:
-        raise DgRuntimeError(f"recursion too deep ({e})", translation.location_of(e.__traceback__, True)) from None
+        error, tb = DgRuntimeError(f"recursion too deep ({e})", translation.location_of(e.__traceback__, True)), e.__traceback__
     except Exception as e:  # an op's NumPy implementation failed
-        loc = translation.location_of(e.__traceback__)
-        raise DgRuntimeError(f"{type(e).__name__}: {e}", loc) from None
+        error, tb = DgRuntimeError(f"{type(e).__name__}: {e}", translation.location_of(e.__traceback__)), e.__traceback__
+    raise with_call_stack(error, translation.call_stack(tb)) from None

@@ -1,7 +1,9 @@
 """Prepare and run a specialization in a mode, and show it at a stage of the pipeline.
 
 The interpreter runs the `grad` stage, translated to Python (`runtime.interp`); compiled CPU
-code is the pipeline down to `llvm`, then machine code (`runtime.cpu`). `.ir(stage)` shows any
+code is the pipeline down to `llvm`, then machine code (`runtime.cpu`); shadow mode runs both on
+the stage with taps (`runtime.shadow`). With numerics checks, each runs the stage with them
+(`lowering.instrument`). `.ir(stage)` shows any
 stage of `lowering.pipeline`, made from the specialization's own modules (each stage once). A
 mode or device that is not built says so with a `DgError`: nothing falls back silently.
 """
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 from dg.core.errors import DgError
 from dg.dialects.dialect import asm, parse
-from dg.lowering import gpu, pipeline
+from dg.lowering import gpu, instrument, pipeline
 from dg.lowering.autodiff import needs_autodiff
 
 from . import interp
 from .cpu import CpuProgram
 from .cuda import require_driver
+from .shadow import Shadow
 
 
 def stage_module(comp, stage: str):
@@ -38,14 +41,37 @@ def grad_text(comp) -> str:
     return asm(stage_module(comp, "grad"))
 
 
-def prepare(comp, mode: str, device: str) -> None:
+def instrumented(comp, numerics: bool, taps: bool = False):
+    """The `grad` stage with numerics checks and/or shadow taps (lowering.instrument): a module of
+    its own, made from the stage's text; the stage itself when asked for neither."""
+    if not numerics and not taps:
+        return stage_module(comp, "grad")
+    m = parse(grad_text(comp))
+    if numerics:
+        instrument.check_numerics(m)
+    if taps:
+        instrument.shadow_taps(m)
+    return m
+
+
+def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
+    """Make the specialization's runner for the mode and device (with `numerics`: checking that
+    every op makes finite floats)."""
+    if mode in ("interp", "shadow") and device != "cpu":
+        raise DgError(f"the interpreter{' of shadow mode' if mode == 'shadow' else ''} runs on the CPU only "
+                      f"(device '{device}' was asked for)")
     if mode == "interp":
-        if device != "cpu":
-            raise DgError(f"the interpreter runs on the CPU only (device '{device}' was asked for)")
-        comp.runner = interp.Translation(stage_module(comp, "grad"))
+        comp.runner = interp.Translation(instrumented(comp, numerics))
+        return
+    if mode == "shadow":
+        comp.runner = Shadow(instrumented(comp, numerics, taps=True), comp.symbol)
         return
     if mode == "compiled" and device == "cpu":
-        comp.runner = CpuProgram.build(grad_text(comp), comp.stages.get("grad"), comp.symbol)
+        if numerics:
+            m = instrumented(comp, numerics)
+            comp.runner = CpuProgram.build(asm(m), m, comp.symbol)
+        else:
+            comp.runner = CpuProgram.build(grad_text(comp), comp.stages.get("grad"), comp.symbol)
         return
     if mode == "compiled" and device == "cuda":
         require_driver()  # a located reason when there is no GPU, driver or cuda-python
@@ -57,6 +83,8 @@ def prepare(comp, mode: str, device: str) -> None:
 def execute(comp, mode: str, device: str, arrays):
     if mode == "interp":
         return interp.run(comp.runner, comp.symbol, arrays)
+    if mode == "shadow":
+        return comp.runner.run(comp.symbol, arrays)
     return comp.runner.call(comp.symbol, arrays)
 
 

@@ -18,16 +18,18 @@ from pathlib import Path
 
 from dg.core.deep import deeply
 from dg.core.errors import DgError, DgErrors, DgRuntimeError, DgTypeError, Loc
+from dg.core.tracebacks import for_user, user_facing
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
 from dg.dsl.parser import parse
 from dg.dsl.values import FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
-from . import compile_log, modes, signature
+from . import compile_log, html, modes, signature
 from .cpu import ArgumentTooLarge
+from .graph import draw as draw_graph
 
-MODES = ("interp", "compiled")
+MODES = ("interp", "compiled", "shadow")
 DEVICES = ("cpu", "cuda")
 
 
@@ -37,6 +39,10 @@ def default_mode() -> str:
 
 def default_device() -> str:
     return os.environ.get("DG_DEVICE", "cpu") or "cpu"
+
+
+def default_check_numerics() -> bool:
+    return os.environ.get("DG_CHECK_NUMERICS", "0").strip().lower() not in ("", "0", "off", "no", "false")
 
 
 def check_mode(mode: str, device: str) -> None:
@@ -140,10 +146,12 @@ class Compiled:
 class DgModule:
     """What `dg.load` returns: its functions are attributes."""
 
-    def __init__(self, source: Source, mode: str | None = None, device: str | None = None):
+    def __init__(self, source: Source, mode: str | None = None, device: str | None = None,
+                 check_numerics: bool | None = None):
         self._source = source
         self._mode = mode or default_mode()
         self._device = device or default_device()
+        self._check_numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
         check_mode(self._mode, self._device)
         self._functions: dict = {}
 
@@ -154,16 +162,20 @@ class DgModule:
         if fn is None:
             if name not in self._source.funcs:
                 raise AttributeError(f"{self._source.file} has no function '{name}'")
-            fn = DgFunction(self._source, name, self._mode, self._device)
+            fn = DgFunction(self._source, name, self._mode, self._device, self._check_numerics)
             self._functions[name] = fn
         return fn
 
     def __dir__(self):
-        return list(self._source.funcs)
+        return self.functions
 
     @property
     def functions(self) -> list:
-        return list(self._source.funcs)
+        """The functions the source defines (not those dg.grad and dg.vjp add to it)."""
+        return [n for n in self._source.funcs if not n.startswith("__dg_")]
+
+    def _repr_html_(self) -> str:
+        return html.module_html(html.module_summary(self))
 
 
 @contextlib.contextmanager
@@ -183,12 +195,13 @@ def _collector_paused():
 class DgFunction:
     """A dg function callable from Python; specialized per argument signature."""
 
-    def __init__(self, source: Source, name: str, mode: str, device: str):
+    def __init__(self, source: Source, name: str, mode: str, device: str, check_numerics: bool = False):
         self.source = source
         self.name = name
         self.fd = source.funcs[name]
         self.mode = mode
         self.device = device
+        self.check_numerics = check_numerics
         self._cache: dict = {}
         self._seen: dict = {}  # signature.fingerprint of positional arguments -> Compiled
         self._last = None
@@ -198,6 +211,9 @@ class DgFunction:
 
     def __repr__(self) -> str:
         return f"<dg function {self.name} ({self.mode}, {self.device}) from {self.source.file}>"
+
+    def _repr_html_(self) -> str:
+        return html.function_html(html.function_summary(self))
 
     # ------------------------------------------------------------ specialization
     def specialize(self, args, kwargs=None, run: bool = True) -> tuple:
@@ -217,7 +233,7 @@ class DgFunction:
             compile_log.log(f"{self._shown(sig)}: {why}: emitted in {time.perf_counter() - t0:.3g} s")
         if run and comp.runner is None:
             t0 = time.perf_counter()
-            self._deeply(modes.prepare, comp, self.mode, self.device)
+            self._deeply(lambda: modes.prepare(comp, self.mode, self.device, numerics=self.check_numerics))
             compile_log.log(f"{self._shown(sig)}: ready to run ({self.mode}, {self.device}) in "
                             f"{time.perf_counter() - t0:.3g} s")
         self._last = comp
@@ -244,6 +260,12 @@ class DgFunction:
         return Compiled(spec.symbol, sig, text, spec.result_proto)
 
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(args, kwargs)
+        except (DgError, KeyboardInterrupt) as e:
+            raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
+
+    def _call(self, args, kwargs):
         comp = fp = None
         if not kwargs and len(args) == len(self.fd.params):
             # Arrays of dtypes and shapes seen before go straight to their specialization.
@@ -267,6 +289,7 @@ class DgFunction:
         return signature.to_python(out, comp.result_proto)
 
     # ------------------------------------------------------------ IR at a stage
+    @user_facing
     def ir(self, stage: str = "dg", args=None) -> str:
         if stage not in SHOWN:
             raise DgError(f"unknown stage '{stage}' (expected one of {', '.join(SHOWN)})")
@@ -281,6 +304,13 @@ class DgFunction:
                     raise DgError(f"{self.name}() has not been called yet and its parameters are not all "
                                   f"annotated: pass args=(...) to choose a signature")
         return self._deeply(modes.stage_text, comp, stage)
+
+    @user_facing
+    def graph(self, args=None, grad=False):
+        """The function's dataflow graph (`runtime.graph.Graph`: `.save("f.svg")`, `.source`, SVG
+        in notebooks) for the signature `.ir` would show; with `grad` (True, or `wrt` positions), its
+        gradient's."""
+        return draw_graph(self.ir("dg", args=args), self.name, [p.name for p in self.fd.params], grad)
 
 
 

@@ -65,3 +65,41 @@ def test_digits_mlp_trains_to_over_90_percent_in_compiled_mode():
     spec.loader.exec_module(mod)
     acc = mod.train(epochs=12, mode="compiled", verbose=False)
     assert acc > 0.9, acc
+
+
+def _digits_sample():
+    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("digits_sample", SAMPLES / "digits.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_digits_shows_progress_and_saves_a_loss_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="the loss plot needs matplotlib (dg[viz])")
+    pytest.importorskip("tqdm", reason="the progress bar needs tqdm (dg[viz])")
+    mod = _digits_sample()
+    plot = tmp_path / "loss.png"
+    assert mod.train(epochs=2, mode="interp", plot=plot) > 0.5
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out, err = capsys.readouterr()
+    assert "epoch   2  loss " in out and "test accuracy " in out and f"loss plot saved to {plot}" in out
+    assert "loss=" in err and "epoch=2" in err  # the bar's postfix
+
+
+def test_digits_runs_without_tqdm_and_matplotlib(tmp_path):
+    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+    import subprocess
+    import sys
+
+    hide = ("import runpy, sys\n"
+            "sys.modules['tqdm'] = sys.modules['matplotlib'] = None  # as if not installed\n"
+            "sys.argv = ['digits.py', '--epochs', '3', '--mode', 'interp']\n"
+            f"runpy.run_path({str(SAMPLES / 'digits.py')!r}, run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "epoch   3  loss " in r.stdout and "test accuracy " in r.stdout
+    assert "the loss plot needs matplotlib: pip install 'dg[viz]'" in r.stdout
+    assert "step/s" not in r.stderr and not list(tmp_path.iterdir())  # no bar, no plot

@@ -44,8 +44,8 @@ def _ptx_of_every_program(request, monkeypatch):
 
     prepare = modes.prepare
 
-    def prepare_and_make_ptx(comp, mode, device):
-        prepare(comp, mode, device)
+    def prepare_and_make_ptx(comp, mode, device, **options):
+        prepare(comp, mode, device, **options)
         assemble_ptx(modes.stage_text(comp, "ptx"), comp.symbol)
 
     monkeypatch.setattr(modes, "prepare", prepare_and_make_ptx)

@@ -143,4 +143,40 @@ def test_graph_writes_dot(tmp_path):
     assert main(["graph", str(SAMPLES / "mlp.dg"), "--fn", "forward", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("digraph dg {")
-    assert "matmul" in text and "tanh" in text and "->" in text
+    assert "dense" in text and "tanh" in text and "->" in text
+
+
+def test_graph_grad_draws_backward_nodes(tmp_path, capsys):
+    out = tmp_path / "g.gv"
+    assert main(["graph", str(SAMPLES / "mlp.dg"), "--fn", "loss", "--grad", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "gradient of loss with respect to x, w1, b1, w2, b2" in text
+    assert "<B>∂</B>  (line 12)" in text and "<B>∂ w1</B>" in text
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_graph_unknown_extension_is_refused(tmp_path, capsys):
+    out = tmp_path / "g.jpg"
+    assert main(["graph", str(SAMPLES / "mlp.dg"), "--fn", "forward", "-o", str(out)]) == 1
+    assert "must be one of .svg, .png, .pdf, .dot, .gv" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_graph_renders_svg_and_png(tmp_path):
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    for name, start in (("g.svg", b"<?xml"), ("g.png", b"\x89PNG\r\n\x1a\n")):
+        out = tmp_path / name
+        assert main(["graph", str(SAMPLES / "tree.dg"), "--fn", "tree", "-o", str(out)]) == 0
+        assert out.read_bytes().startswith(start)
+
+
+def test_graph_without_dot_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    out = tmp_path / "g.png"
+    assert main(["graph", str(SAMPLES / "mlp.dg"), "--fn", "forward", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "apt install graphviz" in err and "brew install graphviz" in err
+    assert not out.exists()

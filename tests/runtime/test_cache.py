@@ -187,9 +187,9 @@ def test_building_pauses_the_collector_and_restores_it(monkeypatch):
     during = []
     prepare = modes.prepare
 
-    def watched(comp, mode, device):
+    def watched(comp, mode, device, **options):
         during.append(gc.isenabled())
-        prepare(comp, mode, device)
+        prepare(comp, mode, device, **options)
 
     monkeypatch.setattr(modes, "prepare", watched)
     m = dg.loads("def f(x: f32[N]) -> f32[N]:\n    return x + 1.0\n\ndef g(x: f32[N]) -> f32[N]:\n    return x @ x\n"

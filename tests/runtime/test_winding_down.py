@@ -29,6 +29,12 @@ def spin_after_call(x: f32[N], i: i64) -> f32:
 
 def pick(x: f32[N], i: i64) -> f32:
     return x[i]
+
+def spin_for(x: f32[N], i: i64) -> f32:
+    s = 0.0
+    for k in range(1000000000000):
+        s = s + x[i + k]
+    return s
 """
 
 RUN = """
@@ -70,8 +76,9 @@ def test_deep_recursion_within_the_stack_works():
     assert run("compiled", "depth", [20000]) == {"value": 20000.0}
 
 
-@pytest.mark.parametrize("name", ["spin", "spin_after_call"])
+@pytest.mark.parametrize("name", ["spin", "spin_after_call", "spin_for"])
 def test_a_failed_check_ends_the_loops_it_would_keep_going(name):
+    """A `for` loop too: no iteration starts after the failure (10**12 of them would take hours)."""
     out = run("compiled", name, [7])
     assert out["error"] == "DgRuntimeError" and "out of bounds" in out["text"] and "w.dg:" in out["text"]
 

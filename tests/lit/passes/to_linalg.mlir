@@ -2,11 +2,13 @@
 
 // Each dg op becomes its registry entry's lowering: element-wise ops a linalg.generic that
 // computes one element (the operand of size 3 broadcast by its indexing map), a check an scf.if
-// that records the check's id, a print a call into the executor. The tables of the checks (place,
-// message) and of the host calls go into the module.
+// that records the check's id, a print a call into the executor, a call of a dg function records
+// its site when the first failure happened inside it. The tables of the checks (place, message,
+// how many values it reports), of the host calls and of the call sites go into the module.
 // CHECK: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
-// CHECK: module attributes {dg.checks = {{\[\[\[}}"-", 24, 3], "assertion failed: c must hold"], {{\[\[}}"-", 37, 1], "recursion too deep {{.*}}"]], dg.host_calls = {{\[\[}}"print", ["a:", "\00"], true]]}
-// CHECK-DAG: func.func private @dg_rt_fail(i64)
+// CHECK: module attributes {dg.call_sites = {{\[\[}}"-", 44, 8]], dg.checks = {{\[\[\[}}"-", 26, 3], "assertion failed: c must hold", 0], {{\[\[}}"-", 43, 1], "recursion too deep {{.*}}", 0]], dg.host_calls = {{\[\[}}"print", ["a:", "\00"], true]]}
+// CHECK-DAG: func.func private @dg_rt_fail(i64, i64, i64)
+// CHECK-DAG: func.func private @dg_rt_frame(i64)
 // CHECK-DAG: func.func private @dg_rt_host_f64(i64, tensor<*xf64>
 // CHECK-LABEL: func.func @f
 // CHECK-SAME: attributes {llvm.emit_c_interface}
@@ -16,7 +18,7 @@
 // CHECK: arith.addf
 // CHECK: %[[BAD:.*]] = arith.xori
 // CHECK: scf.if %[[BAD]] {
-// CHECK-NEXT: func.call @dg_rt_fail(
+// CHECK: func.call @dg_rt_fail(
 // CHECK: call @dg_rt_host_f64(
 func.func @f(%a: tensor<3xf64>, %b: tensor<2x3xf64>, %c: tensor<i1>) -> tensor<2x3xf64> {
   %0 = "dg.exp"(%a) : (tensor<3xf64>) -> tensor<3xf64>
@@ -33,7 +35,11 @@ func.func @f(%a: tensor<3xf64>, %b: tensor<2x3xf64>, %c: tensor<i1>) -> tensor<2
 // CHECK: scf.if
 // CHECK: linalg.fill
 // CHECK: } else {
+// CHECK: %[[BEFORE:.*]] = memref.load
 // CHECK: func.call @deep(
+// CHECK: %[[AFTER:.*]] = memref.load
+// CHECK: scf.if
+// CHECK-NEXT: func.call @dg_rt_frame(
 func.func @deep(%x: tensor<f64>) -> tensor<f64> {
   %0 = func.call @deep(%x) : (tensor<f64>) -> tensor<f64>
   return %0 : tensor<f64>

@@ -1,0 +1,78 @@
+"""Python tracebacks of dg's errors show the user's frames, not dg's own.
+
+Expects: the entry points of the Python API (calling a dg function or a gradient, `.ir`,
+`dg.load`, ...) wrapped in `user_facing`, or re-raising through `reraise_for_user`.
+Guarantees: a `DgError` or `KeyboardInterrupt` that leaves an entry point carries a traceback
+with dg's frames removed (its packages' files, and the interpreter's generated code): what is
+left is the user's code and the one frame of the entry point. The message already names the
+`.dg` place and its dg call stack. The full traceback stays on the exception as
+`__dg_traceback__`; `DG_TRACEBACK_FILTERING=off` keeps tracebacks whole.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+
+from .errors import DgError
+
+_DIRS: list = []
+
+
+def filtering() -> bool:
+    return os.environ.get("DG_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+def _dg_dirs() -> tuple:
+    """The folders of dg's loaded packages (tests and samples are the user's)."""
+    if not _DIRS:
+        dirs = set()
+        for name, mod in list(sys.modules.items()):
+            if (name == "dg" or name.startswith("dg.")) and not name.startswith(("dg.tests", "dg.samples")):
+                f = getattr(mod, "__file__", None)
+                if f and not f.endswith(("/tests/__init__.py", "/samples/__init__.py")):
+                    dirs.add(os.path.dirname(os.path.abspath(f)) + os.sep)
+        _DIRS.extend(sorted(dirs))
+    return tuple(_DIRS)
+
+
+def _hidden(code) -> bool:
+    f = code.co_filename
+    return f.startswith("<dg") or f.startswith(_dg_dirs())
+
+
+def user_frames(tb):
+    """The traceback without dg's frames."""
+    kept = []
+    while tb is not None:
+        if not _hidden(tb.tb_frame.f_code):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def for_user(e: BaseException) -> BaseException:
+    """`e` with its traceback filtered (the whole one kept the first time)."""
+    if filtering():
+        if not hasattr(e, "__dg_traceback__"):
+            try:
+                e.__dg_traceback__ = e.__traceback__
+            except AttributeError:  # (an exception class with __slots__)
+                return e
+        e.with_traceback(user_frames(e.__traceback__))
+    return e
+
+
+def user_facing(fn):
+    """An entry point of the API: dg's errors and Ctrl-C leave it with the user's frames only."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (DgError, KeyboardInterrupt) as e:
+            raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
+    return entry

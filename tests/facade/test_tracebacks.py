@@ -1,0 +1,73 @@
+"""Python tracebacks of dg errors show the user's frames and the one frame of the dg call they
+made, not dg's internals (as JAX filters its own); DG_TRACEBACK_FILTERING=off shows everything."""
+import traceback
+
+import numpy as np
+import pytest
+
+import dg
+
+SRC = """\
+def pick(x: f64[N], i: i64) -> f64:
+    return x[i]
+
+def outer(x: f64[N], i: i64) -> f64:
+    return pick(x, i) * 2.0
+
+def bad(x: f64[N]) -> f64:
+    return x @ x @ x
+"""
+
+
+@pytest.fixture(scope="module", params=["interp", "compiled"])
+def m(request):
+    return dg.loads(SRC, mode=request.param, filename="tb.dg")
+
+
+def _frames(e: BaseException) -> list:
+    return [(f.filename, f.name) for f in traceback.extract_tb(e.__traceback__)]
+
+
+def _dg_internal(frames) -> list:
+    return [f for f in frames if f[0].startswith("<dg") or "/runtime/" in f[0] or "/lowering/" in f[0]
+            or "/dsl/" in f[0] or "/dialects/" in f[0] or "/core/" in f[0]]
+
+
+def users_code(m, *args):
+    return m.outer(*args)
+
+
+def test_a_runtime_error_shows_the_users_frames_and_one_of_dg(m):
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        users_code(m, np.ones(3), 5)
+    frames = _frames(ei.value)
+    assert frames[-2][1] == "users_code", frames
+    assert len(_dg_internal(frames)) == 1 and frames[-1][1] == "__call__", frames
+    assert "tb.dg:2:12" in str(ei.value) and "called from tb.dg:5:12" in str(ei.value)
+    # the whole traceback is kept on the error
+    assert len(traceback.extract_tb(ei.value.__dg_traceback__)) > len(frames)
+
+
+def test_errors_before_running_and_from_gradients_are_filtered_too(m):
+    with pytest.raises(dg.DgTypeError) as ei:
+        m.bad(np.ones(3))
+    assert len(_dg_internal(_frames(ei.value))) == 1, _frames(ei.value)
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        dg.grad(m.outer)(np.ones(3), 7)
+    assert len(_dg_internal(_frames(ei.value))) == 1, _frames(ei.value)
+    with pytest.raises(dg.DgSyntaxError) as ei:
+        dg.loads("def f(x):\n    return x +\n", filename="syn.dg")
+    assert len(_dg_internal(_frames(ei.value))) == 1, _frames(ei.value)
+
+
+def test_the_errors_are_named_as_users_reach_them(m):
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        m.outer(np.ones(3), 5)
+    assert "".join(traceback.format_exception_only(ei.value)).startswith("dg.DgRuntimeError: tb.dg:2:12: error:")
+
+
+def test_filtering_off_shows_everything(m, monkeypatch):
+    monkeypatch.setenv("DG_TRACEBACK_FILTERING", "off")
+    with pytest.raises(dg.DgRuntimeError) as ei:
+        users_code(m, np.ones(3), 5)
+    assert len(_dg_internal(_frames(ei.value))) > 2, _frames(ei.value)
