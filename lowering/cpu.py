@@ -35,7 +35,7 @@ TO_LLVM = (
 FUNCTION_ATTRIBUTES = '[["prefer-vector-width", "512"], ["disable-tail-calls", "true"]]'
 
 # A failed check's id plus one goes into word 0 of the state and its values into words 3 and 4,
-# the first failure winning: on the
+# and the count of calls it unwinds (word 5) starts at 0, the first failure winning: on the
 # CPU, `dg_rt_fail` (declared by the lowering) gets this body after bufferization, so that no
 # check calls back into Python (deep in a recursion there may be no stack left for that).
 FAIL_DEF = (f"{STATE_DECL}\n"  # for the text to parse on its own; the module has it already
@@ -48,9 +48,11 @@ FAIL_DEF = (f"{STATE_DECL}\n"  # for the text to parse on its own; the module ha
             "  %one = arith.constant 1 : i64\n"
             f"  %cur = memref.load %g[%c0] : {STATE_TYPE}\n"
             "  %first = arith.cmpi eq, %cur, %z : i64\n"
+            "  %c5 = arith.constant 5 : index\n"
             "  scf.if %first {\n"
             "    %v = arith.addi %id, %one : i64\n"
             f"    memref.store %v, %g[%c0] : {STATE_TYPE}\n"
+            f"    memref.store %z, %g[%c5] : {STATE_TYPE}\n"
             f"    memref.store %a, %g[%c3] : {STATE_TYPE}\n"
             f"    memref.store %b, %g[%c4] : {STATE_TYPE}\n"
             "  }\n"

@@ -137,8 +137,16 @@ def _view(u: _Unranked, item: int) -> np.ndarray:
 
 
 def _memref_copy(item, src, dst):
-    """MLIR's `memrefCopy` runtime function (strided copies that are not one memcpy)."""
-    np.copyto(_view(dst.contents, item), _view(src.contents, item))
+    """MLIR's `memrefCopy` runtime function (strided copies that are not one memcpy). A Ctrl-C that
+    Python raises in here must not leave the copy undone (compiled code goes on with the data):
+    the copy is made again, and the KeyboardInterrupt raised after the call."""
+    while True:
+        try:
+            np.copyto(_view(dst.contents, item), _view(src.contents, item))
+            return
+        except KeyboardInterrupt as e:
+            if getattr(_Runtime.local, "host_error", None) is None:
+                _Runtime.local.host_error = e
 
 
 class _Runtime:
@@ -279,6 +287,7 @@ class CpuProgram:
         self._entry: dict = {}
         self._lock = threading.RLock()
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
+        self._interrupted = interrupt.flag()
 
     @classmethod
     def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
@@ -375,7 +384,7 @@ class CpuProgram:
         with self._lock:
             saved = tuple(state) if state is not None and self in stack else None
             if state is not None:
-                state[0] = state[1] = state[5] = 0
+                state[0] = state[1] = 0
                 state[2] = budget
             stack.append(self)
             try:
@@ -389,7 +398,7 @@ class CpuProgram:
         # (after a failed allocation the results were never written; what the call had allocated is lost)
         out = None if no_memory else _adopt(e.out_struct.unpack_from(res), e.results, inputs)
         e.pool.append(bufs)
-        if interrupt.interrupted() and not stack:  # (the loops ended early: the results are not all there)
+        if self._interrupted.value and not stack:  # (the loops ended early: the results are not all there)
             raise KeyboardInterrupt
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",

@@ -4,10 +4,12 @@ Expects: compiled code that reads the process-wide i64 `core.abi.INTERRUPT` (a s
 module defines) where it tests for a failed check: each loop iteration and each entry of a
 function that can call itself. Guarantees: `arm()`, called before an outermost compiled call,
 clears the flag and makes sure SIGINT sets it. The handler is machine code (made here with
-llvmlite: a signal handler may not run Python) that sets the flag and then calls the handler
-that was installed before it, Python's, so that Python raises `KeyboardInterrupt` as usual once
-the compiled call has wound down. Where SIGINT had no handler (the default action, or ignored),
-none is installed: dg does not take Ctrl-C from a program that does not handle it.
+llvmlite: a signal handler may not run Python) that sets the flag and then calls Python's own
+handler (CPython's C handler, whatever Python function it dispatches to), so that Python raises
+`KeyboardInterrupt` as usual once the compiled call has wound down. `arm` is machine code too
+(it runs before every call): it tests SIGINT's handler and puts ours back in front of Python's
+where something replaced it. Where SIGINT has no Python handler (the default action, or
+ignored), none is installed: dg does not take Ctrl-C from a program that does not handle it.
 """
 from __future__ import annotations
 
@@ -17,36 +19,80 @@ import threading
 
 from dg.core.abi import INTERRUPT
 
+# struct sigaction as the C library lays it out on Linux (x86-64 and AArch64): the handler, a
+# 1024-bit signal mask, the flags (an int, padded), the restorer.
+SIGACTION_BYTES = 8 + 128 + 8 + 8
+
+
 _HANDLER_IR = f"""
 @{INTERRUPT} = global i64 0, align 8
-@dg_previous_handler = global ptr null, align 8
+@dg_python_handler = global ptr null, align 8
+@dg_in_handler = global i64 0, align 8
 
+declare i32 @sigaction(i32, ptr, ptr)
+
+; The flag set, then Python's own handler called (once: a handler that raises SIGINT again
+; inside it does not recurse).
 define void @dg_on_sigint(i32 %sig, ptr %info, ptr %context) {{
 entry:
   store atomic i64 1, ptr @{INTERRUPT} seq_cst, align 8
-  %prev = load atomic ptr, ptr @dg_previous_handler seq_cst, align 8
-  %word = ptrtoint ptr %prev to i64
+  %was = atomicrmw xchg ptr @dg_in_handler, i64 1 seq_cst
+  %nested = icmp ne i64 %was, 0
+  br i1 %nested, label %done, label %go
+go:
+  %python = load atomic ptr, ptr @dg_python_handler seq_cst, align 8
+  %word = ptrtoint ptr %python to i64
   %real = icmp ugt i64 %word, 1
-  br i1 %real, label %chain, label %done
+  br i1 %real, label %chain, label %out
 chain:
-  call void %prev(i32 %sig, ptr %info, ptr %context)
+  call void %python(i32 %sig, ptr %info, ptr %context)
+  br label %out
+out:
+  store atomic i64 0, ptr @dg_in_handler seq_cst, align 8
   br label %done
 done:
   ret void
 }}
-"""
 
-# struct sigaction as the C library lays it out on Linux (x86-64 and AArch64): the handler, a
-# 1024-bit signal mask, the flags (an int, padded), the restorer.
-_Sigaction = ctypes.c_char * (8 + 128 + 8 + 8)  # (one type: each `c_char * n` would make a new one)
+; The flag cleared; where SIGINT's handler is Python's, ours put in front of it (the same mask
+; and flags). 1 where the handler is one this does not know (Python's, before it is learnt, or
+; one installed behind Python's back), for Python to decide; else 0.
+define i32 @dg_arm() {{
+entry:
+  %now = alloca [{SIGACTION_BYTES} x i8], align 16
+  store atomic i64 0, ptr @{INTERRUPT} seq_cst, align 8
+  %r = call i32 @sigaction(i32 {int(signal.SIGINT)}, ptr null, ptr %now)
+  %ok = icmp eq i32 %r, 0
+  br i1 %ok, label %check, label %keep
+check:
+  %current = load ptr, ptr %now, align 8
+  %ours = icmp eq ptr %current, @dg_on_sigint
+  %word = ptrtoint ptr %current to i64
+  %none = icmp ule i64 %word, 1
+  %skip = or i1 %ours, %none
+  br i1 %skip, label %keep, label %known
+known:
+  %python = load atomic ptr, ptr @dg_python_handler seq_cst, align 8
+  %is_python = icmp eq ptr %current, %python
+  br i1 %is_python, label %install, label %unknown
+install:
+  store ptr @dg_on_sigint, ptr %now, align 8
+  %r2 = call i32 @sigaction(i32 {int(signal.SIGINT)}, ptr %now, ptr null)
+  br label %keep
+keep:
+  ret i32 0
+unknown:
+  ret i32 1
+}}
+"""
 
 
 class _Handler:
     lock = threading.Lock()
     engine = None
     flag = None  # the flag, a ctypes view of the global
-    previous = None  # ctypes view of @dg_previous_handler
-    address = 0  # of dg_on_sigint
+    python = None  # ctypes view of @dg_python_handler: CPython's C handler, once learnt
+    arm = None  # dg_arm, callable
 
 
 def _make() -> None:
@@ -54,13 +100,37 @@ def _make() -> None:
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.add_symbol("sigaction", ctypes.cast(_libc.sigaction, ctypes.c_void_p).value)
     target = llvm.Target.from_default_triple().create_target_machine()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_HANDLER_IR), target)
     engine.finalize_object()
     _Handler.flag = ctypes.c_int64.from_address(engine.get_global_value_address(INTERRUPT))
-    _Handler.previous = ctypes.c_void_p.from_address(engine.get_global_value_address("dg_previous_handler"))
-    _Handler.address = engine.get_function_address("dg_on_sigint")
+    _Handler.python = ctypes.c_void_p.from_address(engine.get_global_value_address("dg_python_handler"))
+    _Handler.arm = ctypes.CFUNCTYPE(ctypes.c_int32)(engine.get_function_address("dg_arm"))
     _Handler.engine = engine
+
+
+_libc = ctypes.CDLL(None)
+_libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+_Sigaction = ctypes.c_char * SIGACTION_BYTES
+
+
+def _python_handler_again() -> None:
+    """SIGINT's handler is one dg_arm does not know: Python's own, not yet learnt, or one that
+    was installed behind Python's back (LLVM installs one while it writes object files, which
+    raises SIGINT again from inside the handler). Where Python has a handler of its own, it is
+    put back (signal.signal installs CPython's C handler), its address learnt, and ours put in
+    front of it. (Only the main thread may set handlers; elsewhere this call goes unarmed.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):  # SIG_DFL, SIG_IGN, or one Python did not set: not Python's to give
+        return
+    signal.signal(signal.SIGINT, handler)
+    now = _Sigaction()
+    if _libc.sigaction(signal.SIGINT, None, now) == 0:
+        _Handler.python.value = ctypes.c_void_p.from_buffer(now).value
+        _Handler.arm()
 
 
 def flag_address() -> int:
@@ -72,31 +142,22 @@ def flag_address() -> int:
     return ctypes.addressof(_Handler.flag)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.sigaction.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-
-
-def _install() -> None:
-    """Put the handler in front of SIGINT's, unless it is there already or SIGINT has none."""
-    now = _Sigaction()
-    if _libc.sigaction(signal.SIGINT, None, now) != 0:
-        return
-    current = ctypes.c_void_p.from_buffer(now).value or 0
-    if current == _Handler.address or current <= 1:  # ours, or SIG_DFL / SIG_IGN
-        return
-    _Handler.previous.value = current
-    ctypes.c_void_p.from_buffer(now).value = _Handler.address  # the same mask and flags
-    _libc.sigaction(signal.SIGINT, now, None)
-
-
 def arm() -> None:
     """Before an outermost compiled call on this thread: the flag cleared (a Ctrl-C while no dg
-    code ran is Python's alone) and the handler in place (Python's `signal.signal` replaces it)."""
-    flag_address()
-    _Handler.flag.value = 0
-    _install()
+    code ran is Python's alone) and the handler in front of Python's (Python's `signal.signal`,
+    and LLVM, replace it). One call into machine code, which only tests SIGINT's handler."""
+    if _Handler.arm is None:
+        flag_address()
+    if _Handler.arm():
+        _python_handler_again()
 
 
 def interrupted() -> bool:
     """Whether a Ctrl-C came since `arm`."""
     return _Handler.flag is not None and _Handler.flag.value != 0
+
+
+def flag():
+    """The flag, a ctypes int64 (nonzero after a Ctrl-C since `arm`)."""
+    flag_address()
+    return _Handler.flag

@@ -260,33 +260,30 @@ class DgFunction:
         return Compiled(spec.symbol, sig, text, spec.result_proto)
 
     def __call__(self, *args, **kwargs):
+        comp = fp = None
         try:
-            return self._call(args, kwargs)
+            if not kwargs and len(args) == len(self.fd.params):
+                # Arrays of dtypes and shapes seen before go straight to their specialization.
+                fp, arrays = signature.fingerprint(args)
+                comp = self._seen.get(fp)
+            if comp is None:
+                comp, arrays = self.specialize(args, kwargs)
+                if fp is not None:
+                    if len(self._seen) >= 64:  # many shapes: keep the newest
+                        self._seen.clear()
+                    self._seen[fp] = comp
+            self._last = comp
+            try:
+                out = modes.execute(comp, self.mode, self.device, arrays)
+            except ArgumentTooLarge as e:
+                p = self.fd.params[e.index]
+                gib = math.prod(e.shape) * e.dtype.itemsize / 2**30
+                raise DgRuntimeError(f"argument '{p.name}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is "
+                                     f"a view that compiled code needs as one contiguous array, and {gib:.3g} GiB do not "
+                                     f"fit in memory", p.loc) from None
+            return signature.to_python(out, comp.result_proto)
         except (DgError, KeyboardInterrupt) as e:
             raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
-
-    def _call(self, args, kwargs):
-        comp = fp = None
-        if not kwargs and len(args) == len(self.fd.params):
-            # Arrays of dtypes and shapes seen before go straight to their specialization.
-            fp, arrays = signature.fingerprint(args)
-            comp = self._seen.get(fp)
-        if comp is None:
-            comp, arrays = self.specialize(args, kwargs)
-            if fp is not None:
-                if len(self._seen) >= 64:  # many shapes: keep the newest
-                    self._seen.clear()
-                self._seen[fp] = comp
-        self._last = comp
-        try:
-            out = modes.execute(comp, self.mode, self.device, arrays)
-        except ArgumentTooLarge as e:
-            p = self.fd.params[e.index]
-            gib = math.prod(e.shape) * e.dtype.itemsize / 2**30
-            raise DgRuntimeError(f"argument '{p.name}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is a view "
-                                 f"that compiled code needs as one contiguous array, and {gib:.3g} GiB do not fit in "
-                                 f"memory", p.loc) from None
-        return signature.to_python(out, comp.result_proto)
 
     # ------------------------------------------------------------ IR at a stage
     @user_facing

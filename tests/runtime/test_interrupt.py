@@ -121,3 +121,22 @@ def test_a_handler_python_installs_later_is_chained_too():
         if p.poll() is None:
             p.kill()
     assert f"interrupted [{int(signal.SIGINT)}]" in out, (out, err)
+
+
+def test_ctrl_c_again_after_a_compile_that_installed_llvms_handler():
+    """LLVM puts a SIGINT handler of its own in front while it writes an object file (one that
+    raises SIGINT again from inside itself), in front of dg's when a dg call came before: a
+    second Ctrl-C, after such a compile, still stops the loop, and the process does not crash
+    (it recursed in the signal handlers until the stack ran out)."""
+    code = ("import os, signal, sys, threading, time, numpy as np, dg\n"
+            f"m = dg.loads({PROGRAM!r}, mode='compiled', filename='d.dg')\n"
+            "def stop_in(s):\n    threading.Timer(s, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "m.forever(-1.0)\nstop_in(0.5)\n"
+            "try:\n    m.forever(1.0)\nexcept KeyboardInterrupt:\n    print('first', flush=True)\n"
+            "m.forever(-2.0)\nm.count(5)\nstop_in(0.5)\n"
+            "try:\n    m.count(10 ** 13)\nexcept KeyboardInterrupt:\n    print('second', flush=True)\n"
+            "print('again', m.count(7), flush=True)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DG_CACHE": "0"})
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert r.stdout.split("\n") == ["first", "second", "again 7.0", ""], r.stdout
