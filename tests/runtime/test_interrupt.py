@@ -83,21 +83,28 @@ def test_ctrl_c_raises_keyboard_interrupt_and_the_program_stays_usable(mode, nam
     assert f"again {warm}" in out, (lines, out)
 
 
+def interrupted_once_ready(code: str, wait: float = 0.5) -> subprocess.CompletedProcess:
+    """Run `python -c code`; when it prints a line starting with "ready", wait, send it SIGINT,
+    and return what it printed and its status."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()
+        assert first.startswith("ready"), (first, p.stderr.read() if p.poll() is not None else "")
+        time.sleep(wait)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
 def test_a_program_without_a_sigint_handler_keeps_the_default():
     """Where SIGINT has its default action, dg installs nothing: Ctrl-C still ends the process."""
     code = ("import signal, sys, dg\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"
             f"m = dg.loads({PROGRAM!r}, mode='compiled', filename='d.dg')\n"
             "m.count(3)\nprint('ready', flush=True)\nm.forever(1.0)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().startswith("ready")
-        time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
-        p.communicate(timeout=10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == -signal.SIGINT
+    assert interrupted_once_ready(code, 0.3).returncode == -signal.SIGINT
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals")
@@ -111,16 +118,8 @@ def test_a_handler_python_installs_later_is_chained_too():
             "def on_int(s, f):\n    seen.append(s)\n    raise KeyboardInterrupt\n"
             "signal.signal(signal.SIGINT, on_int)\nprint('ready', flush=True)\n"
             "try:\n    m.forever(1.0)\nexcept KeyboardInterrupt:\n    print('interrupted', seen, flush=True)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().startswith("ready")
-        time.sleep(0.5)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert f"interrupted [{int(signal.SIGINT)}]" in out, (out, err)
+    r = interrupted_once_ready(code)
+    assert f"interrupted [{int(signal.SIGINT)}]" in r.stdout, (r.stdout, r.stderr)
 
 
 def test_ctrl_c_again_after_a_compile_that_installed_llvms_handler():
