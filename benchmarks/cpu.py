@@ -77,7 +77,7 @@ def rnn_grad(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]):
 SETTLE_S = 0.25  # see medians()
 
 
-def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
+def medians(fns: dict, repeats: int, min_time: float = 0.05, start=None, agree=None) -> dict:
     """Median seconds per call of each function. Each gets a batch size that takes at least
     min_time; then the batches are timed in turns, one of each function per round, `repeats`
     rounds, so that a machine whose speed drifts during the run slows every peer alike.
@@ -85,16 +85,21 @@ def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
     Before each batch (in a run of more than one round: not in a smoke run) the process sleeps
     SETTLE_S seconds and makes one untimed call: the thread pools of the peer that ran before
     (OpenBLAS, OpenMP, Eigen) spin for a while after their last work, and on a small machine
-    they would take the cores from the next one."""
+    they would take the cores from the next one. Several processes timing together
+    (benchmarks/dist.py) pass `start` (called before each batch instead: a barrier) and
+    `agree` (the time every process is judged by, from its own: the slowest)."""
+    agree = agree or (lambda seconds: seconds)
     batch = {}
     for name, fn in fns.items():
         fn()
         n = 1
         while True:
+            if start is not None:
+                start()
             t = time.perf_counter()
             for _ in range(n):
                 fn()
-            if time.perf_counter() - t >= min_time or n >= 1 << 16:
+            if agree(time.perf_counter() - t) >= min_time or n >= 1 << 16:
                 break
             n *= 2
         batch[name] = n
@@ -102,13 +107,15 @@ def medians(fns: dict, repeats: int, min_time: float = 0.05) -> dict:
     for _ in range(repeats):
         for name, fn in fns.items():
             n = batch[name]
-            if repeats > 1:
+            if start is not None:
+                start()
+            elif repeats > 1:
                 time.sleep(SETTLE_S)
                 fn()
             t = time.perf_counter()
             for _ in range(n):
                 fn()
-            samples[name].append((time.perf_counter() - t) / n)
+            samples[name].append(agree(time.perf_counter() - t) / n)
     return {name: statistics.median(v) for name, v in samples.items()}
 
 

@@ -46,3 +46,9 @@ PARALLEL_FOR = "dg.parallel_for"
 # virtual machine, where a loop of this much work takes about as long. The lowering leaves
 # smaller loops in place; the pool splits loops in parts of at least this much.
 GRAIN = 1 << 21
+
+# The collectives compiled code calls (runtime.collectives defines them, on the MPI library
+# mpi4py loaded, or for a world of one): rank and size () -> i64; allreduce (address, count,
+# type code, op code) and broadcast (address, count, type code, root), in place on a buffer.
+MPI_RANK, MPI_SIZE = "dg.mpi_rank", "dg.mpi_size"
+MPI_ALLREDUCE, MPI_BCAST = "dg.mpi_allreduce", "dg.mpi_bcast"

@@ -21,9 +21,11 @@ from .dsl.embed import TYPES
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
     "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
-    "grad", "value_and_grad", "vjp", "jvp",
+    "grad", "value_and_grad", "vjp", "jvp", "dist",
 ]
 __version__ = "0.1.0"
+
+from . import dist  # noqa: E402  (dg.dist: data-parallel collectives from Python)
 
 
 @user_facing

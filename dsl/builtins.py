@@ -14,7 +14,7 @@ from dg.dialects import OPS
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from .values import POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, is_tuple
+from .values import POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, flatten, is_tuple, unflatten_like
 
 _MISSING = object()
 
@@ -868,6 +868,87 @@ def _range(em, call, name):
     return POISON
 
 
+def _world(opname):
+    def h(em, call, name):
+        a = _Args(em, call, name, [], {})
+        return em.op(opname, [], loc=call.loc) if a.ok else POISON
+
+    return h
+
+
+def _collective(opname, param, default, check):
+    """allreduce(x, op="sum") and broadcast(x, root=0) of an array or a structure of arrays: the
+    leaves of each element type travel as one flat buffer (one collective per type, not per leaf)."""
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", param], {param: default}, static=(param,))
+        if not a.ok:
+            return POISON
+        pv = a[param] if not isinstance(a[param], A.Node) else em.expr(a[param])
+        value = check(em, pv, a.loc_of(param))
+        if value is None:
+            return POISON
+        attrs = {"op" if param == "op" else "root": value}
+        x = a["x"]
+        leaves = flatten(x) if is_tuple(x) else [x]
+        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
+        if any(v.poison for v in vals):
+            return POISON
+        if not is_tuple(x):
+            return em.op(opname, vals, attrs, call.loc)
+        out = list(vals)
+        for dt in dict.fromkeys(v.dtype for v in vals):
+            group = [i for i, v in enumerate(vals) if v.dtype == dt]
+            for i, r in zip(group, _as_one_buffer(em, [vals[i] for i in group], opname, attrs, call.loc)):
+                out[i] = r
+        return unflatten_like(x, out)
+
+    return h
+
+
+def _as_one_buffer(em, vals, opname, attrs, loc):
+    """The collective of several arrays of one element type as one: flattened, joined, then cut
+    and shaped back."""
+    if len(vals) == 1:
+        return [em.op(opname, vals, attrs, loc)]
+    flat = [em.op("reshape", [v], {"shape": [-1]}, loc) if v.rank != 1 else v for v in vals]
+    joined = flat[0]
+    for f in flat[1:]:
+        joined = em.op("concat", [joined, f], {"axis": 0}, loc)
+    done = em.op(opname, [joined], attrs, loc)
+    out, start = [], em.weak(0)
+    for v, f in zip(vals, flat):
+        n = em.op("dim", [f], {"axis": 0}, loc)
+        stop = em.binop("+", start, n, loc)
+        spec = ["s:$:$:"]
+        part = em.op("getitem", [done, em.materialize(start, "i64", loc), stop], {"spec": spec}, loc)
+        if v.rank != 1:
+            shape, dyn = [], []
+            for i, d in enumerate(v.type.shape):
+                shape.append(d if isinstance(d, int) else DYN)
+                if not isinstance(d, int):
+                    dyn.append(em.op("dim", [v], {"axis": i}, loc))
+            part = em.op("reshape", [part] + dyn, {"shape": shape}, loc)
+        out.append(part)
+        start = stop
+    return out
+
+
+def _reduction_name(em, v, loc):
+    op = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
+    if op not in ("sum", "mean", "max"):
+        em.error('allreduce: op must be "sum", "mean" or "max"', loc)
+        return None
+    return op
+
+
+def _root(em, v, loc):
+    root = static_int(em, v, loc, "root")
+    if root is not None and root < 0:
+        em.error(f"broadcast: root must be a rank (0 or more), got {root}", loc)
+        return None
+    return root
+
+
 BUILTINS = {
     "zeros": _creation(0), "ones": _creation(1), "full": _full,
     "zeros_like": _like(0), "ones_like": _like(1), "arange": _arange, "eye": _eye,
@@ -884,6 +965,9 @@ BUILTINS = {
     "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
     "conv2d": _not_yet("convolution"), "max_pool2d": _not_yet("pooling"), "avg_pool2d": _not_yet("pooling"),
     "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
+    "rank": _world("world_rank"), "world_size": _world("world_size"),
+    "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
+    "broadcast": _collective("broadcast_from", "root", 0, _root),
     "jvp": _not_yet("forward-mode autodiff"),
 }
 for _n, _op in OPS.items():

@@ -28,6 +28,7 @@ from . import (
     alloc_guard,
     autodiff,
     blas,
+    collectives,
     copies,
     cpu,
     fold_sizes,
@@ -109,6 +110,7 @@ PASSES = {
     "bufferize": _bufferize,
     # CPU
     "stoppable-loops": stoppable.stoppable_loops,
+    "mpi-collectives": collectives.mpi_collectives,
     "check-numerics": instrument.check_numerics,  # (applied by the runtime when asked, not by a stage)
     "shadow-taps": instrument.shadow_taps,  # (likewise, for shadow mode)
     "link-names": cpu.link_names,
@@ -141,7 +143,7 @@ STAGES = {
     "opt": ("grad", ["canonicalize", "cse"]),
     "linalg": ("grad", ["to-linalg"]),
     "bufferized": ("linalg", BUFFERIZED),
-    "llvm": ("bufferized", ["stoppable-loops", "link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
+    "llvm": ("bufferized", ["stoppable-loops", "mpi-collectives", "link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
                             "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
                             "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
                             "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",

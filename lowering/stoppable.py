@@ -32,7 +32,7 @@ def _create(name: str, operands=(), results=(), attributes=None, loc=None):
                                attributes=attributes or {}, loc=loc).results
 
 
-def _stopped(loc) -> "ir.Value":
+def stopped(loc) -> "ir.Value":
     """An i64 (at the insertion point), nonzero once a check failed or Ctrl-C was pressed."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
     state = _create("memref.get_global", results=[ir.Type.parse(STATE_TYPE)],
@@ -58,7 +58,7 @@ def _as_while(op) -> None:
         pred = ir.IntegerType.get_signless(64)
         in_range = _create("arith.cmpi", [iv, ub], [i1], {"predicate": ir.IntegerAttr.get(pred, _SLT)}, loc)[0]
         zero = _create("arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, 0)}, loc=loc)[0]
-        going = _create("arith.cmpi", [_stopped(loc), zero], [i1], {"predicate": ir.IntegerAttr.get(pred, _EQ)}, loc)[0]
+        going = _create("arith.cmpi", [stopped(loc), zero], [i1], {"predicate": ir.IntegerAttr.get(pred, _EQ)}, loc)[0]
         go = _create("arith.andi", [in_range, going], [i1], loc=loc)[0]
         ir.Operation.create("scf.condition", operands=[go, *before.arguments], loc=loc)
     after = w.regions[1].blocks.append(*types)

@@ -40,7 +40,7 @@ from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
 from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
 
-from . import cache, compile_log, interrupt, threads
+from . import cache, collectives, compile_log, interrupt, threads
 from .interp import _Breakpoints, _Console
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -198,6 +198,7 @@ class _Runtime:
             symbols[name] = addr
         symbols.update(threads.symbols())
         symbols[INTERRUPT] = interrupt.flag_address()
+        symbols.update(collectives.symbols())
         libc = ctypes.CDLL(None)  # the C library's setjmp and longjmp, for the allocation guards
         symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
         symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value

@@ -1,0 +1,131 @@
+"""The MPI world dg runs in: mpi4py's, or a world of one.
+
+Expects: mpi4py with an MPI library (the `dist` extra: mpi4py and MPICH) where processes are
+started by `mpiexec`; nothing otherwise. Guarantees: `world()` is the process's `World`, made
+once: under `mpiexec` (the launcher's environment names this process's rank) with mpi4py
+importable, MPI's COMM_WORLD; else a world of one, where collectives are identities, and MPI
+is not even loaded. `World.allreduce` and `World.broadcast` work on NumPy arrays (each one
+collective call); `World.native` tells compiled code how to call the same MPI library
+(`runtime.collectives`). Under MPI, an uncaught exception on one rank prints its error and
+aborts every rank (MPI_Abort), so that a failure never leaves the others waiting.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+# What launchers set in each process they start (MPICH's Hydra, Open MPI, PMIx, Slurm).
+_LAUNCHED = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
+OPS = ("sum", "mean", "max")
+DTYPES = ("f32", "f64", "i32", "i64")  # what MPI reduces (f16 and bf16 travel as f32)
+
+
+class World:
+    """A world of one: rank 0 of 1, collectives that give back what they get."""
+
+    rank = 0
+    size = 1
+    native = None  # (library path, {name: handle}) for compiled code; None: no MPI
+
+    def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
+        return np.array(x, copy=True)
+
+    def broadcast(self, x: np.ndarray, root: int) -> np.ndarray:
+        return np.array(x, copy=True)
+
+
+class MpiWorld(World):
+    """MPI's COMM_WORLD, through mpi4py."""
+
+    def __init__(self):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX}
+        types = {"f32": MPI.FLOAT, "f64": MPI.DOUBLE, "i32": MPI.INT32_T, "i64": MPI.INT64_T}
+        handles = {"comm": MPI._handleof(self.comm), "in_place": int(MPI.IN_PLACE),
+                   **{f"op_{k}": MPI._handleof(v) for k, v in self._ops.items()},
+                   **{f"type_{k}": MPI._handleof(v) for k, v in types.items()}}
+        self.native = (_library(), handles, MPI._sizeof(MPI.Comm))
+        _abort_on_uncaught(self.comm)
+
+    def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":  # f16, bf16: as f32 (MPI has no type for them)
+            return self.allreduce(x.astype(np.float32), op).astype(x.dtype)
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        self.comm.Allreduce(x, out, op=self._ops[op])
+        return mean_of(out, self.size) if op == "mean" else out
+
+    def broadcast(self, x: np.ndarray, root: int) -> np.ndarray:
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            return self.broadcast(x.astype(np.float32), root).astype(x.dtype)
+        out = np.array(x, copy=True, order="C")
+        self.comm.Bcast(out, root=root)
+        return out
+
+
+def _library() -> str:
+    """The MPI library mpi4py loaded (its file, for compiled code to call the same one)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "/libmpi" in path and ".so" in path:
+                return path
+    return ctypes.util.find_library("mpi") or "libmpi.so.12"
+
+
+def _abort_on_uncaught(comm) -> None:
+    """An uncaught exception on one rank: its message, then MPI_Abort, which ends every rank
+    (the others would wait in their next collective for ever). Where every rank fails alike (the
+    same assert on the same data), the message is printed once: a rank above 0 waits a moment
+    (0.25 s per rank, at most 2 s) before printing, and the abort of a rank before it ends it
+    first."""
+    before = sys.excepthook
+    rank = comm.Get_rank()
+
+    def hook(kind, value, tb):
+        if rank:
+            time.sleep(min(0.25 * rank, 2.0))
+        before(kind, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    sys.excepthook = hook
+
+
+_WORLD: list = []
+_LOCK = threading.Lock()
+
+
+def launched() -> bool:
+    """Whether a launcher (mpiexec) started this process."""
+    return any(k in os.environ for k in _LAUNCHED)
+
+
+def world() -> World:
+    if not _WORLD:
+        with _LOCK:
+            if not _WORLD:
+                w = World()
+                if launched() and os.environ.get("DG_DIST", "1") != "0":
+                    try:
+                        w = MpiWorld()
+                    except ImportError:  # no mpi4py: a world of one (the `dist` extra brings it)
+                        pass
+                _WORLD.append(w)
+    return _WORLD[0]
+
+
+def mean_of(total: np.ndarray, size: int) -> np.ndarray:
+    """What op="mean" gives from a sum (integers divide as floor division)."""
+    return (total / size).astype(total.dtype) if np.issubdtype(total.dtype, np.floating) else total // size
+

@@ -1,0 +1,66 @@
+"""The `mpi-collectives` pass: a collective's marked copy becomes a call that reduces or broadcasts
+the copied buffer in place.
+
+Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
+into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"` or `"bcast:<root>:<type>"`.
+Guarantees: after each such copy, unless a check has failed or Ctrl-C was pressed, a call of
+`core.abi.MPI_ALLREDUCE` or `MPI_BCAST` on that buffer (its address, its element count, the codes of its element type and reduction or its
+root): the copy gives every process its own value in a contiguous buffer, the call combines
+them across processes. The marker is dropped. A buffer that is not a fresh contiguous one is
+an internal error (bufferization allocates the copy's destination).
+"""
+from __future__ import annotations
+
+from dg.core.abi import INTERRUPT_DECL, MPI_ALLREDUCE, MPI_BCAST, STATE_DECL
+from dg.core.mlir import append_parsed, create, ir, operations_under
+
+from .stoppable import stopped
+
+COLLECTIVE = "dg.collective"
+DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i32, i32)\n"
+         f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n")
+
+
+def mpi_collectives(m) -> None:
+    with m.context:
+        copies = [op for op in operations_under(m.body) if op.name == "linalg.copy" and COLLECTIVE in op.attributes]
+        if not copies:
+            return
+        append_parsed(m, DECLS + STATE_DECL + "\n" + INTERRUPT_DECL + "\n")
+        for op in copies:
+            _call_after(op)
+
+
+def _call_after(op) -> None:
+    kind, arg, dtype = ir.StringAttr(op.attributes[COLLECTIVE]).value.split(":")
+    del op.attributes[COLLECTIVE]
+    dst = op.operands[1]
+    t = ir.MemRefType(dst.type)
+    if ir.AffineMapAttr(t.layout).value != ir.AffineMap.get_identity(t.rank):
+        raise RuntimeError(f"a collective's buffer is not contiguous: {t}")
+    i32, i64, index = (ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.IndexType.get())
+    with ir.InsertionPoint(op), op.location:
+        def const(v, ty):
+            return create("arith.constant", [ty], value=ir.IntegerAttr.get(ty, int(v))).result
+
+        count = const(1, index)
+        for axis, d in enumerate(t.shape):
+            size = const(d, index) if d != ir.ShapedType.get_dynamic_size() else \
+                create("memref.dim", [index], [dst, const(axis, index)]).result
+            count = create("arith.muli", [index], [count, size]).result
+        at = create("memref.extract_aligned_pointer_as_index", [index], [dst]).result
+        args = [create("arith.index_cast", [i64], [at]).result, create("arith.index_cast", [i64], [count]).result,
+                const(dtype, i32)]
+        last = const(arg, i32 if kind == "allreduce" else i64)
+        going = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [stopped(op.location), const(0, i64)],
+                       predicate=ir.IntegerAttr.get(i64, 0)).result  # eq
+        guard = create("scf.if", [], [going], regions=2)
+        then = guard.regions[0].blocks.append()
+        with ir.InsertionPoint(then):
+            create("func.call", [], args + [last], callee=ir.FlatSymbolRefAttr.get(
+                MPI_ALLREDUCE if kind == "allreduce" else MPI_BCAST))
+            create("scf.yield")
+    # The ops were made before the copy (they only read its destination's sizes and address);
+    # the call must come after it, and only while no check has failed: after a failure nothing
+    # runs, a collective least of all (the other processes would go on with this one's stand-in).
+    guard.move_after(op)

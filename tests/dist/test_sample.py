@@ -1,0 +1,44 @@
+"""samples/digits_dist.py runs to the end under `mpiexec -n 2` in compiled mode: it learns, only
+rank 0 prints, and rank 0 writes the parameters; under plain python it runs as a world of one."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from .test_data_parallel import mpiexec
+
+EPOCHS = 3
+
+
+def run_sample(launcher: list, tmp_path) -> subprocess.CompletedProcess:
+    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+    return subprocess.run([*launcher, sys.executable, "-m", "dg.samples.digits_dist", "--epochs", str(EPOCHS),
+                           "--mode", "compiled", "--save", "p.npz"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240)
+
+
+def accuracy_and_params(r: subprocess.CompletedProcess, tmp_path):
+    finals = [line for line in r.stdout.splitlines() if line.startswith("test accuracy ")]
+    assert len(finals) == 1, r.stdout  # the final line, once: rank 0's
+    with np.load(tmp_path / "p.npz") as f:
+        params = {k: f[k] for k in f.files}
+    return float(finals[0].split()[2]), params
+
+
+def test_the_sample_trains_on_two_processes(tmp_path):
+    r = run_sample([mpiexec(), "-n", "2"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    acc, params = accuracy_and_params(r, tmp_path)
+    assert acc > 0.8, r.stdout
+    assert r.stdout.startswith("2 processes, 16 rows each: global batch 32")
+    assert r.stdout.count(f"epoch {EPOCHS:3d}  loss ") == 1 and "parameters saved to p.npz" in r.stdout
+    assert sorted(params) == ["b1", "b2", "w1", "w2"] and params["w1"].shape == (64, 64)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npz"]
+
+
+def test_the_sample_runs_as_a_world_of_one_under_plain_python(tmp_path):
+    r = run_sample([], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    acc, _ = accuracy_and_params(r, tmp_path)
+    assert acc > 0.8 and r.stdout.startswith("1 process, 16 rows each: global batch 16"), r.stdout
