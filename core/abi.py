@@ -48,7 +48,8 @@ PARALLEL_FOR = "dg.parallel_for"
 GRAIN = 1 << 21
 
 # The collectives compiled code calls (runtime.collectives defines them, on the MPI library
-# mpi4py loaded, or for a world of one): rank and size () -> i64; allreduce (address, count,
-# type code, op code) and broadcast (address, count, type code, root), in place on a buffer.
+# mpi4py loaded, or for a world of one): rank and size () -> i64; allreduce (source address, or 0
+# to reduce in place, address, count, type code, op code) and broadcast (address, count, type
+# code, root), into a buffer.
 MPI_RANK, MPI_SIZE = "dg.mpi_rank", "dg.mpi_size"
 MPI_ALLREDUCE, MPI_BCAST = "dg.mpi_allreduce", "dg.mpi_bcast"

@@ -1,13 +1,15 @@
 """The `mpi-collectives` pass: a collective's marked copy becomes a call that reduces or broadcasts
-the copied buffer in place.
+into the copy's fresh buffer.
 
 Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
 into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"` or `"bcast:<root>:<type>"`.
-Guarantees: after each such copy, unless a check has failed or Ctrl-C was pressed, a call of
-`core.abi.MPI_ALLREDUCE` or `MPI_BCAST` on that buffer (its address, its element count, the codes of its element type and reduction or its
-root): the copy gives every process its own value in a contiguous buffer, the call combines
-them across processes. The marker is dropped. A buffer that is not a fresh contiguous one is
-an internal error (bufferization allocates the copy's destination).
+Guarantees: unless a check has failed or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`
+or `MPI_BCAST` with that buffer (its address, its element count, the codes of its element type
+and reduction or its root). An allreduce whose source is contiguous reads it directly (its
+address is the call's first argument) and the copy goes; any other keeps the copy and reduces
+in place (first argument 0). A broadcast keeps the copy: the root's buffer is what it sends.
+The marker is dropped. A destination that is not a fresh contiguous buffer is an internal
+error (bufferization allocates it).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dg.core.mlir import append_parsed, create, ir, operations_under
 from .stoppable import stopped
 
 COLLECTIVE = "dg.collective"
-DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i32, i32)\n"
+DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32)\n"
          f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n")
 
 
@@ -36,7 +38,7 @@ def _call_after(op) -> None:
     del op.attributes[COLLECTIVE]
     dst = op.operands[1]
     t = ir.MemRefType(dst.type)
-    if ir.AffineMapAttr(t.layout).value != ir.AffineMap.get_identity(t.rank):
+    if not _contiguous(t):
         raise RuntimeError(f"a collective's buffer is not contiguous: {t}")
     i32, i64, index = (ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), ir.IndexType.get())
     with ir.InsertionPoint(op), op.location:
@@ -48,9 +50,14 @@ def _call_after(op) -> None:
             size = const(d, index) if d != ir.ShapedType.get_dynamic_size() else \
                 create("memref.dim", [index], [dst, const(axis, index)]).result
             count = create("arith.muli", [index], [count, size]).result
-        at = create("memref.extract_aligned_pointer_as_index", [index], [dst]).result
-        args = [create("arith.index_cast", [i64], [at]).result, create("arith.index_cast", [i64], [count]).result,
-                const(dtype, i32)]
+        def address(buffer):
+            at = create("memref.extract_aligned_pointer_as_index", [index], [buffer]).result
+            return create("arith.index_cast", [i64], [at]).result
+
+        src = op.operands[0]
+        direct = kind == "allreduce" and _contiguous(src.type)  # the reduction reads src itself: no copy
+        args = [address(src) if direct else const(0, i64)] if kind == "allreduce" else []
+        args += [address(dst), create("arith.index_cast", [i64], [count]).result, const(dtype, i32)]
         last = const(arg, i32 if kind == "allreduce" else i64)
         going = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [stopped(op.location), const(0, i64)],
                        predicate=ir.IntegerAttr.get(i64, 0)).result  # eq
@@ -64,3 +71,10 @@ def _call_after(op) -> None:
     # the call must come after it, and only while no check has failed: after a failure nothing
     # runs, a collective least of all (the other processes would go on with this one's stand-in).
     guard.move_after(op)
+    if direct:
+        op.erase()
+
+
+def _contiguous(t) -> bool:
+    t = ir.MemRefType(t)
+    return ir.AffineMapAttr(t.layout).value == ir.AffineMap.get_identity(t.rank)

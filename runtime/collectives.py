@@ -26,19 +26,29 @@ def _ir(w) -> str:
     head = (f'define i64 @"{MPI_RANK}"() {{\n  ret i64 {rank}\n}}\n'
             f'define i64 @"{MPI_SIZE}"() {{\n  ret i64 {size}\n}}\n'
             f"@item = private constant [{len(DTYPES)} x i64] [{', '.join(f'i64 {ITEM[t]}' for t in DTYPES)}]\n")
-    if w.native is None:
-        return head + (f'define void @"{MPI_ALLREDUCE}"(i64 %a, i64 %n, i32 %t, i32 %o) {{\n  ret void\n}}\n'
+    if w.native is None:  # a world of one: a reduction that reads its source copies it
+        return head + (f'declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n'
+                       f'define void @"{MPI_ALLREDUCE}"(i64 %s, i64 %a, i64 %n, i32 %t, i32 %o) {{\n'
+                       f'  %inplace = icmp eq i64 %s, 0\n  br i1 %inplace, label %done, label %copy\n'
+                       f'copy:\n  %ip = getelementptr [{len(DTYPES)} x i64], ptr @item, i32 0, i32 %t\n'
+                       f'  %item = load i64, ptr %ip\n  %bytes = mul i64 %n, %item\n'
+                       f'  %sp = inttoptr i64 %s to ptr\n  %dp = inttoptr i64 %a to ptr\n'
+                       f'  call void @llvm.memcpy.p0.p0.i64(ptr %dp, ptr %sp, i64 %bytes, i1 false)\n  br label %done\n'
+                       f'done:\n  ret void\n}}\n'
                        f'define void @"{MPI_BCAST}"(i64 %a, i64 %n, i32 %t, i64 %r) {{\n  ret void\n}}\n')
     _, handles, handle_bytes = w.native
     h = "i32" if handle_bytes == 4 else "i64"
     types = ", ".join(f"{h} {handles['type_' + t]}" for t in DTYPES)
     ops = ", ".join(f"{h} {handles['op_' + o]}" for o in OPS)
     comm = handles["comm"]
-    allreduce = _chunked(MPI_ALLREDUCE, "i32 %op", h,
+    allreduce = _chunked(MPI_ALLREDUCE, "i64 %send, ", "i32 %op", h,
                          [f"%opp = getelementptr [{len(OPS)} x {h}], ptr @ops, i32 0, i32 %op", f"%o = load {h}, ptr %opp",
-                          f"%in_place = inttoptr i64 {handles['in_place']} to ptr"],
-                         f"call i32 @MPI_Allreduce(ptr %in_place, ptr %p, i32 %n32, {h} %t, {h} %o, {h} {comm})")
-    bcast = _chunked(MPI_BCAST, "i64 %root", h, ["%root32 = trunc i64 %root to i32"],
+                          f"%in_place = inttoptr i64 {handles['in_place']} to ptr",
+                          "%inplace = icmp eq i64 %send, 0"],
+                         ["%sa = add i64 %send, %off", "%sp = inttoptr i64 %sa to ptr",
+                          "%s = select i1 %inplace, ptr %in_place, ptr %sp"],
+                         f"call i32 @MPI_Allreduce(ptr %s, ptr %p, i32 %n32, {h} %t, {h} %o, {h} {comm})")
+    bcast = _chunked(MPI_BCAST, "", "i64 %root", h, ["%root32 = trunc i64 %root to i32"], [],
                      f"call i32 @MPI_Bcast(ptr %p, i32 %n32, {h} %t, i32 %root32, {h} {comm})")
     return head + f"""
 declare i32 @MPI_Allreduce(ptr, ptr, i32, {h}, {h}, {h})
@@ -50,12 +60,14 @@ declare i32 @MPI_Bcast(ptr, i32, {h}, i32, {h})
 """
 
 
-def _chunked(name: str, last_param: str, h: str, setup: list, call: str) -> str:
-    """`name`(address, count, type code, last_param): `call` on %p, %n32 and the type handle %t
-    over the buffer in chunks of at most CHUNK elements (MPI's counts are ints)."""
+def _chunked(name: str, first_params: str, last_param: str, h: str, setup: list, per_chunk: list, call: str) -> str:
+    """`name`(first_params, address, count, type code, last_param): `call` on %p (the chunk's
+    address; %off its byte offset), %n32 and the type handle %t, over the buffer in chunks of at
+    most CHUNK elements (MPI's counts are ints)."""
     lines = "\n  ".join(setup)
+    chunk = "".join(f"  {line}\n" for line in per_chunk)
     return f"""
-define void @"{name}"(i64 %addr, i64 %count, i32 %type, {last_param}) {{
+define void @"{name}"({first_params}i64 %addr, i64 %count, i32 %type, {last_param}) {{
 entry:
   %tp = getelementptr [{len(DTYPES)} x {h}], ptr @types, i32 0, i32 %type
   %t = load {h}, ptr %tp
@@ -75,7 +87,7 @@ body:
   %a = add i64 %addr, %off
   %p = inttoptr i64 %a to ptr
   %n32 = trunc i64 %n to i32
-  %r = {call}
+{chunk}  %r = {call}
   %next = add i64 %done, %n
   br label %loop
 exit:
