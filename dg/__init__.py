@@ -21,11 +21,12 @@ from .dsl.embed import TYPES
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
     "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
-    "grad", "value_and_grad", "vjp", "jvp", "dist",
+    "grad", "value_and_grad", "vjp", "jvp", "dist", "save", "load_params",
 ]
 __version__ = "0.1.0"
 
 from . import dist  # noqa: E402  (dg.dist: data-parallel collectives from Python)
+from .params import load_params, save  # noqa: E402  (parameters to .npz files and back)
 
 
 @user_facing

@@ -132,6 +132,12 @@ def static_dtype(em, node, loc, default="f32"):
         return node.id
     if isinstance(node, A.Attribute) and isinstance(node.value, A.Name) and node.attr in DTYPES:
         return node.attr
+    if isinstance(node, A.Attribute) and node.attr == "dtype":  # x.dtype: the element type of a tensor
+        v = em.as_value(em.expr(node.value), loc)
+        if isinstance(v, TypedValue) and not v.poison:
+            return v.dtype
+        if isinstance(v, TypedValue):
+            return None
     if isinstance(node, A.Const) and isinstance(node.value, str) and node.value in DTYPES:
         return node.value
     em.error("dtype must be one of f32, f64, f16, bf16, i32, i64, bool", loc)
@@ -196,31 +202,59 @@ def _weak_fold(em, opname: str, xs, float_only: bool):
     return em.weak(value)
 
 
-def _unary(opname):
-    """A unary op of the registry as a built-in: an int or bool argument, or a literal, becomes f32
-    where the op's rule takes floats only."""
+def _float_only(opname) -> bool:
+    """Whether a unary op of the registry takes float tensors only."""
     try:
         OPS[opname].infer([scalar("i64")])
-        float_only = False
+        return False
     except ShapeError:
-        float_only = True
+        return True
 
+
+def _apply_unary(em, opname, x, loc):
+    """The unary op `opname` of tensor x: an int or bool x, or a literal, becomes f32 where the
+    op's rule takes floats only; weak literals fold (_weak_fold)."""
+    float_only = _float_only(opname)
+    folded = _weak_fold(em, opname, [x], float_only)
+    if folded is not None:
+        return folded
+    if x.name is None:
+        x = em.materialize(x, "f32" if float_only else None, loc)
+    if is_bool(x.dtype) or (is_int(x.dtype) and float_only):
+        x = em.cast(x, "f32", loc)
+    return em.op(opname, [x], loc=loc)
+
+
+def _unary(opname):
+    """A unary op of the registry as a built-in of one argument."""
     def h(em, call, name):
         a = _Args(em, call, name, ["x"], {})
         t = a.tensors("x")
         if t is None:
             return POISON
-        x, = t
-        folded = _weak_fold(em, opname, [x], float_only)
-        if folded is not None:
-            return folded
-        if x.name is None:
-            x = em.materialize(x, "f32" if float_only else None, call.loc)
-        if is_bool(x.dtype) or (is_int(x.dtype) and float_only):
-            x = em.cast(x, "f32", call.loc)
-        return em.op(opname, [x], loc=call.loc)
+        return _apply_unary(em, opname, t[0], call.loc)
 
     return h
+
+
+_GELU_OPS = {"none": "gelu", "tanh": "gelu_tanh"}
+
+
+def _gelu(em, call, name):
+    """gelu(x, approximate="none"): exact, x * Phi(x) (op `gelu`); approximate="tanh": the tanh
+    form (op `gelu_tanh`), as PyTorch's."""
+    a = _Args(em, call, name, ["x", "approximate"], {"approximate": "none"}, static=("approximate",))
+    if not a.ok:
+        return POISON
+    v = a["approximate"] if not isinstance(a["approximate"], A.Node) else em.expr(a["approximate"])
+    mode = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
+    if mode not in _GELU_OPS:
+        em.error('gelu: approximate must be "none" or "tanh"', a.loc_of("approximate"))
+        return POISON
+    t = a.tensors("x")
+    if t is None:
+        return POISON
+    return _apply_unary(em, _GELU_OPS[mode], t[0], call.loc)
 
 
 def _binary(opname):
@@ -863,6 +897,83 @@ def _not_yet(what):
     return h
 
 
+def static_pair(em, v, loc, what):
+    """An int or a pair of ints known at compile time (`2`, `(2, 1)`, `[2, 1]`) as a pair; None
+    after an error."""
+    if isinstance(v, A.Node):
+        v = em.expr(v)
+    if isinstance(v, TypedValue) and v.poison:
+        return None
+    items = list(v) if is_tuple(v) or isinstance(v, (list, tuple)) else (v.items if isinstance(v, ListVal) else [v, v])
+    if len(items) != 2:
+        em.error(f"{what} must be an integer or a pair of integers", loc)
+        return None
+    pair = [static_int(em, it, loc, what) for it in items]
+    return None if any(p is None for p in pair) else tuple(pair)
+
+
+def _image_operands(em, vals, loc):
+    """Tensors of one float element type (f32 where they are integers or literals)."""
+    if any(v.poison for v in vals):
+        return None
+    dt = vals[0].dtype if len(vals) == 1 else em.result_dtype(vals[0], vals[1])
+    if not is_float(dt):
+        dt = "f32"
+    return [em.cast(em.materialize(v, dt, loc), dt, loc) for v in vals]
+
+
+def _conv2d(em, call, name):
+    """conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1): dg.conv2d, plus the bias
+    [O] broadcast over N, H, W."""
+    a = _Args(em, call, name, ["x", "w", "b", "stride", "padding", "dilation", "groups"],
+              {"b": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1},
+              static=("b", "stride", "padding", "dilation", "groups"))
+    t = a.tensors("x", "w")
+    if t is None:
+        return POISON
+    opts = {k: static_pair(em, a[k], a.loc_of(k), k) for k in ("stride", "padding", "dilation")}
+    g = a["groups"]
+    groups = g if isinstance(g, int) else static_int(em, em.expr(g), a.loc_of("groups"), "groups")
+    bias = a["b"]  # (static: an explicit None is no bias)
+    if bias is not None:
+        bias = tensor(em, em.expr(bias), a.loc_of("b"))
+        if bias.poison:
+            return POISON
+    if any(v is None for v in opts.values()) or groups is None:
+        return POISON
+    vals = _image_operands(em, t + ([bias] if bias is not None else []), call.loc)
+    if vals is None:
+        return POISON
+    y = em.op("conv2d", vals[:2], {**opts, "groups": groups}, call.loc)
+    if bias is None or y.poison:
+        return y
+    b = vals[2]
+    o = y.type.shape[1]
+    if b.rank != 1 or (isinstance(o, int) and isinstance(b.type.shape[0], int) and o != b.type.shape[0]):
+        em.error(f"conv2d: the bias must be a vector of the {o} output channels, got {b.type}", a.loc_of("b"))
+        return POISON
+    return em.binop("+", y, em.op("expand_dims", [b], {"axes": [1, 2]}, call.loc), call.loc)
+
+
+def _pool(opname):
+    """max_pool2d(x, k, stride=k, padding=0) and avg_pool2d(...)."""
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "k", "stride", "padding"], {"stride": None, "padding": 0},
+                  static=("k", "stride", "padding"))
+        t = a.tensors("x")
+        if t is None:
+            return POISON
+        kernel = static_pair(em, a["k"], a.loc_of("k"), "the kernel size")
+        stride = kernel if a["stride"] is None else static_pair(em, a["stride"], a.loc_of("stride"), "stride")
+        padding = static_pair(em, a["padding"], a.loc_of("padding"), "padding")
+        vals = _image_operands(em, t, call.loc)
+        if kernel is None or stride is None or padding is None or vals is None:
+            return POISON
+        return em.op(opname, vals, {"kernel": kernel, "stride": stride, "padding": padding}, call.loc)
+
+    return h
+
+
 def _range(em, call, name):
     em.error("range() can only be used as the iterable of a for loop", call.loc)
     return POISON
@@ -963,7 +1074,7 @@ BUILTINS = {
     "float": _cast_to("f32"), "int": _cast_to("i64"),
     "key": _key, "split": _split, "normal": _random("normal"), "uniform": _random("uniform"),
     "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
-    "conv2d": _not_yet("convolution"), "max_pool2d": _not_yet("pooling"), "avg_pool2d": _not_yet("pooling"),
+    "conv2d": _conv2d, "max_pool2d": _pool("max_pool2d"), "avg_pool2d": _pool("avg_pool2d"),
     "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
     "rank": _world("world_rank"), "world_size": _world("world_size"),
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
@@ -973,6 +1084,7 @@ BUILTINS = {
 for _n, _op in OPS.items():
     if _op.builtin:
         BUILTINS[_n] = _unary(_n)
+BUILTINS["gelu"] = _gelu
 for _n in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var"):
     BUILTINS[_n] = _reduction(_n)
 for _dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool"):
@@ -981,3 +1093,27 @@ for _dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool"):
 
 def call_builtin(em, name, call):
     return BUILTINS[name](em, call, name)
+
+
+# The NumPy methods that mirror built-ins (LANGUAGE.md 1.2): x.sum(axis=0) is sum(x, axis=0).
+METHODS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "prod": "prod", "argmax": "argmax",
+           "argmin": "argmin", "var": "var", "reshape": "reshape", "transpose": "transpose", "astype": "astype",
+           "clip": "clip", "squeeze": "squeeze"}
+
+
+def call_method(em, call: A.Call, method: str):
+    """x.method(args) as the built-in of its name called with x first. `x.reshape(2, 3)` and
+    `x.transpose(1, 0)` take their sizes or axes as separate arguments too, as in NumPy."""
+    f = call.func
+    args = list(call.args)
+    if method in ("reshape", "transpose") and len(args) > 1:
+        args = [A.Tuple(args[0].loc, args)]
+    if method == "astype":
+        if len(args) != 1 or call.kwargs:
+            return em.error("x.astype(dtype) takes one element type, such as f32", call.loc)
+        dt = static_dtype(em, args[0], args[0].loc, default=None)
+        if dt is None:
+            return POISON
+        return BUILTINS[dt](em, A.Call(call.loc, A.Name(f.loc, dt), [f.value], []), dt)
+    name = METHODS[method]
+    return BUILTINS[name](em, A.Call(call.loc, A.Name(f.loc, name), [f.value] + args, list(call.kwargs)), name)

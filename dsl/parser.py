@@ -381,8 +381,15 @@ class _ToAst(Transformer):
         return A.While(_loc(c[0]), c[1], c[2])
 
     def for_stmt(self, c):
-        kw, name, it, body = c
-        return A.For(_loc(kw), A.Name(_loc(name), _name(name)), it, body)
+        kw, target, it, body = c
+        if not isinstance(target, A.Tuple):
+            target = A.Name(_loc(target), _name(target))
+        return A.For(_loc(kw), target, it, body)
+
+    def for_tuple(self, c):
+        """The names of `for i, x in ...` (nested in parentheses), as a tuple target."""
+        items = [i if isinstance(i, A.Tuple) else A.Name(_loc(i), _name(i)) for i in c]
+        return A.Tuple(items[0].loc, items)
 
     # -------------------------------------------------------- expressions
     def tuple_bare(self, c):

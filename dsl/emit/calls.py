@@ -5,8 +5,8 @@ from __future__ import annotations
 from dg.core.types import ShapeError, Sym, TensorType, annotation_type, is_float
 
 from .. import ast as A
-from ..builtins import call_builtin
-from ..values import POISON, FuncRef, GradRef, Pullback, TypedValue, flatten, unflatten_like
+from ..builtins import METHODS, call_builtin, call_method
+from ..values import POISON, FuncRef, GradRef, ModuleRef, Pullback, TypedValue, flatten, unflatten_like
 
 
 def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
@@ -44,6 +44,8 @@ class Calls:
         if isinstance(f, A.Name):
             target = self.lookup(f)
         elif isinstance(f, A.Attribute):
+            if f.attr in METHODS and not self.names_a_module(f.value):
+                return call_method(self, e, f.attr)
             target = self.e_Attribute(f)
         elif isinstance(f, (A.Call, A.Subscript)):
             target = self.expr(f)  # grad(f)(x), vjp(f, x)[1](ct)
@@ -62,6 +64,10 @@ class Calls:
                 return self.call_pullback(target, args, kwargs, e.loc)
             return self.call_user(target, args, kwargs, e.loc)
         return self.error("this value is not callable", e.loc)
+
+    def names_a_module(self, node) -> bool:
+        """Whether `node` is the name of an imported module (`layers.dense(...)` is its function)."""
+        return isinstance(node, A.Name) and node.id not in self.env and isinstance(self.lookup(node), ModuleRef)
 
     def call_user(self, ref, args, kwargs, loc):
         r = self.resolve_call(ref, args, kwargs, loc)

@@ -502,12 +502,16 @@ class ControlFlow:
 
     def s_For(self, s):
         loc = s.loc
+        pairs = self.iterated_pairs(s)
+        if pairs is not None:
+            self.block(pairs)
+            return
         self.tensors_for_loop(s.body, loc)
         before = dict(self.env)
         it = s.iter
         target = s.target
         if not isinstance(target, A.Name):
-            self.error("a for loop variable must be a single name", target.loc)
+            self.error("a for loop variable must be a single name (several with enumerate() or zip())", target.loc)
             return
         # The trip count and the value of the loop variable for index k.
         if isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id == "range" \
@@ -608,6 +612,39 @@ class ControlFlow:
         body(k_index=TypedValue(iv, INDEX))
         self.close_loop_body(carried, tys, saved_indent, loc)
         self.after_loop(before, carried, res, target_bound)
+
+    def iterated_pairs(self, s):
+        """`for i, x in enumerate(xs)` and `for a, b in zip(xs, ys)` as statements of the loops dg
+        has: the sequences bound once, then a loop over an index that binds the target from them
+        (zip stops at the shorter, as Python's does). Written once per loop (its probes and its
+        emissions see the same statements); None for any other loop."""
+        it = s.iter
+        if not (isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id in ("enumerate", "zip")
+                and it.func.id not in self.env and not it.kwargs and isinstance(s.target, (A.Tuple, A.List))):
+            return None
+        done = getattr(self, "pair_loops", None)
+        if done is None:
+            done = self.pair_loops = {}
+        if id(s) not in done:
+            loc, kind = s.loc, it.func.id
+            tag = self.fresh()[1:]
+            k = A.Name(loc, f"$pairs{tag}_k")
+            seqs = [A.Name(loc, f"$pairs{tag}_{i}") for i in range(len(it.args))]
+            bind = [A.Assign(loc, [q], a) for q, a in zip(seqs, it.args)]
+            lengths = [A.Call(loc, A.Name(loc, "len"), [q]) for q in seqs]
+            n = lengths[0]
+            for other in lengths[1:]:
+                n = A.Call(loc, A.Name(loc, "minimum"), [n, other])
+            items = [A.Subscript(loc, q, [k]) for q in seqs]
+            value = A.Tuple(loc, [k, *items] if kind == "enumerate" else items)
+            if kind == "enumerate" and len(it.args) != 1:
+                return self.error("enumerate() takes one sequence here", it.loc)
+            if kind == "zip" and not it.args:
+                return self.error("zip() needs at least one sequence", it.loc)
+            loop = A.For(loc, k, A.Call(loc, A.Name(loc, "range"), [n]), [A.Assign(loc, [s.target], value), *s.body],
+                         stops=s.stops)
+            done[id(s)] = bind + [loop]
+        return done[id(s)]
 
     def for_until(self, s, n_index, loop_var, loc):
         """A `for` that a `break` or `return` may end (controlflow's `stops` flags): a `while` over

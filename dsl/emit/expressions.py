@@ -7,7 +7,7 @@ from dg.core.types import DTYPES, ShapeError, TensorType, is_bool, is_float, is_
 from dg.dialects.ops_shape import expand_spec
 
 from .. import ast as A
-from ..builtins import BUILTINS
+from ..builtins import BUILTINS, METHODS
 from ..values import POISON, ListVal, ModuleRef, Str, TypedValue, Undefined, is_tuple
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
@@ -324,8 +324,10 @@ class Expressions:
         if e.attr == "T":
             return self.op("transpose", [v], {"perm": list(range(v.rank))[::-1]}, e.loc)
         if e.attr == "dtype":
-            return self.error("x.dtype is not a value in dg; use a cast such as f32(x)", e.loc)
-        return self.error(f"tensors have no attribute '{e.attr}' (only shape, ndim, T)", e.loc)
+            return self.error("x.dtype names an element type where one is expected (dtype=x.dtype, "
+                              "y.astype(x.dtype)); it is not a value", e.loc)
+        return self.error(f"tensors have no attribute '{e.attr}' (shape, ndim, T, dtype, and the methods "
+                          f"{', '.join(sorted(METHODS))})", e.loc)
 
     def shape_dim(self, v: TypedValue, i: int, loc) -> TypedValue:
         d = v.type.shape[i]

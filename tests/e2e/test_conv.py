@@ -1,0 +1,214 @@
+"""conv2d, max_pool2d and avg_pool2d in every mode: values and gradients against PyTorch
+(torch.nn.functional), one test per option, symbolic sizes, and the located errors of bad
+arguments."""
+import numpy as np
+import pytest
+
+import dg
+
+from .util import assert_located_type_error, assert_same, load, load_src, randn
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+# name -> (x shape, w shape, bias?, options as dg source, options for torch)
+CONV = {
+    "plain": ((2, 3, 6, 5), (4, 3, 3, 3), False, "", {}),
+    "stride": ((2, 2, 7, 6), (3, 2, 3, 3), False, ", stride=2", {"stride": 2}),
+    "padding": ((2, 2, 5, 5), (3, 2, 3, 2), False, ", padding=(1, 2)", {"padding": (1, 2)}),
+    "dilation": ((2, 2, 8, 7), (3, 2, 3, 2), False, ", dilation=(2, 3)", {"dilation": (2, 3)}),
+    "groups": ((2, 4, 6, 6), (6, 2, 3, 3), False, ", groups=2", {"groups": 2}),
+    "depthwise": ((2, 3, 5, 5), (3, 1, 3, 3), False, ", padding=1, groups=3", {"padding": 1, "groups": 3}),
+    "bias": ((2, 3, 5, 6), (4, 3, 2, 3), True, "", {}),
+    "nonsquare": ((3, 2, 9, 7), (2, 2, 4, 2), False, ", stride=(2, 1)", {"stride": (2, 1)}),
+    "combined": ((2, 4, 9, 8), (6, 2, 3, 2), True, ", stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2",
+                 {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}),
+}
+
+# name -> (x shape, dg call, torch function, its arguments)
+POOL = {
+    "max": ((2, 3, 6, 6), "max_pool2d(x, 2)", F.max_pool2d, ((2,), {})),
+    "max_options": ((2, 2, 7, 6), "max_pool2d(x, (3, 2), stride=(2, 1), padding=1)", F.max_pool2d,
+                    (((3, 2),), {"stride": (2, 1), "padding": 1})),
+    "max_overlap": ((1, 2, 5, 5), "max_pool2d(x, 3, stride=1)", F.max_pool2d, ((3,), {"stride": 1})),
+    "avg": ((2, 3, 6, 6), "avg_pool2d(x, 2)", F.avg_pool2d, ((2,), {})),
+    "avg_options": ((2, 2, 7, 6), "avg_pool2d(x, (3, 2), stride=(2, 1), padding=1)", F.avg_pool2d,
+                    (((3, 2),), {"stride": (2, 1), "padding": 1})),
+    "avg_overlap": ((1, 2, 5, 5), "avg_pool2d(x, 3, stride=1, padding=1)", F.avg_pool2d, ((3,), {"stride": 1, "padding": 1})),
+}
+
+
+def _source() -> str:
+    out = []
+    for name, (_, _, bias, opts, _) in CONV.items():
+        params = "x, w, b" if bias else "x, w"
+        call = f"conv2d({params}{opts})"
+        out.append(f"def conv_{name}({params}):\n    return {call}\n")
+        out.append(f"def conv_{name}_loss({params}, r):\n    return sum({call} * r)\n")
+    for name, (_, call, _, _) in POOL.items():
+        out.append(f"def pool_{name}(x):\n    return {call}\n")
+        out.append(f"def pool_{name}_loss(x, r):\n    return sum({call} * r)\n")
+    out.append('''
+def conv_any(x: f32[N, 3, H, W], w: f32[4, 3, 3, 3]) -> f32[N, 4, ?, ?]:
+    return conv2d(x, w, padding=1, stride=2)
+
+def conv_any_channels(x: f32[N, C, H, W], w: f32[4, 3, 3, 3]):
+    return conv2d(x, w)
+
+def pool_any(x: f32[N, C, H, W]):
+    return max_pool2d(x, 2) + avg_pool2d(x, 2)
+
+def lenet_block(x, w, b):
+    return max_pool2d(relu(conv2d(x, w, b, padding=2)), 2)
+
+def lenet_loss(x, w, b, r):
+    return sum(lenet_block(x, w, b) * r)
+
+def conv_f64(x: f64[2, 2, 5, 5], w: f64[3, 2, 3, 3]):
+    return conv2d(x, w, padding=1)
+
+def conv_ints(x: i64[1, 1, 3, 3]):
+    return conv2d(x, ones([1, 1, 2, 2]))
+
+def conv_none_bias(x, w, c):
+    return conv2d(x, w, None, 1) + conv2d(x, w, b=None) + conv2d(x, w, c * 2.0)
+''')
+    return "\n".join(out)
+
+
+SRC = _source()
+
+
+@pytest.fixture(scope="module")
+def module(mode):
+    return load_src(SRC, mode, filename="conv_e2e.dg")
+
+
+def _t(a, grad=False):
+    return torch.tensor(np.asarray(a), requires_grad=grad)
+
+
+def _conv_case(name):
+    xs, ws, bias, _, kw = CONV[name]
+    seed = sum(map(ord, name))
+    args = [randn(*xs, seed=seed), randn(*ws, seed=seed + 1)] + ([randn(ws[0], seed=seed + 2)] if bias else [])
+    return args, kw
+
+
+@pytest.mark.parametrize("name", list(CONV))
+def test_conv2d_values(module, name):
+    args, kw = _conv_case(name)
+    want = F.conv2d(*(_t(a) for a in args), **kw).numpy()
+    assert_same(getattr(module, f"conv_{name}")(*args), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(CONV))
+def test_conv2d_gradients(module, name):
+    args, kw = _conv_case(name)
+    ts = [_t(a, grad=True) for a in args]
+    y = F.conv2d(*ts, **kw)
+    r = randn(*y.shape, seed=5)
+    (y * _t(r)).sum().backward()
+    wrt = tuple(range(len(args)))
+    got = dg.grad(getattr(module, f"conv_{name}_loss"), wrt=wrt)(*args, r)
+    for g, t in zip(got, ts):
+        assert_same(g, t.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _pool_case(name):
+    xs, _, fn, (pos, kw) = POOL[name]
+    return randn(*xs, seed=sum(map(ord, name))), fn, pos, kw
+
+
+@pytest.mark.parametrize("name", list(POOL))
+def test_pool_values(module, name):
+    x, fn, pos, kw = _pool_case(name)
+    assert_same(getattr(module, f"pool_{name}")(x), fn(_t(x), *pos, **kw).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(POOL))
+def test_pool_gradients(module, name):
+    x, fn, pos, kw = _pool_case(name)
+    t = _t(x, grad=True)
+    y = fn(t, *pos, **kw)
+    r = randn(*y.shape, seed=9)
+    (y * _t(r)).sum().backward()
+    assert_same(dg.grad(getattr(module, f"pool_{name}_loss"))(x, r), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["max", "max_overlap"])
+def test_max_pool_ties_go_to_the_first_largest(module, name):
+    """Equal elements in a window: the gradient goes to the first (row-major), as PyTorch's CPU
+    kernel does; overlapping windows add up."""
+    x = np.round(randn(*POOL[name][0], seed=3)).astype(np.float32) * 0  # every window a tie
+    x[..., 1:, :] += 1.0  # ties among rows 1.. (row 0 is smaller)
+    _, fn, pos, kw = _pool_case(name)
+    t = _t(x, grad=True)
+    y = fn(t, *pos, **kw)
+    r = randn(*y.shape, seed=4)
+    (y * _t(r)).sum().backward()
+    assert_same(dg.grad(getattr(module, f"pool_{name}_loss"))(x, r), t.grad.numpy())
+
+
+def test_symbolic_sizes_share_one_function(module):
+    w = randn(4, 3, 3, 3, seed=1)
+    for shape in [(2, 3, 7, 6), (1, 3, 10, 5)]:
+        x = randn(*shape, seed=2)
+        assert_same(module.conv_any(x, w), F.conv2d(_t(x), _t(w), padding=1, stride=2).numpy(), rtol=1e-4, atol=1e-5)
+        want = (F.max_pool2d(_t(x), 2) + F.avg_pool2d(_t(x), 2)).numpy()
+        assert_same(module.pool_any(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_channels_checked_at_run_time(module):
+    with pytest.raises(dg.DgRuntimeError, match="channels"):
+        module.conv_any_channels(randn(1, 2, 5, 5), randn(4, 3, 3, 3))
+
+
+def test_too_small_at_run_time(module):
+    with pytest.raises(dg.DgRuntimeError, match="smaller than the kernel"):
+        module.conv_any_channels(randn(1, 3, 2, 5), randn(4, 3, 3, 3))
+
+
+def test_lenet_block(module):
+    x, w, b = randn(3, 1, 12, 12, seed=1), randn(6, 1, 5, 5, seed=2), randn(6, seed=3)
+    ts = [_t(a, grad=True) for a in (x, w, b)]
+    y = F.max_pool2d(F.relu(F.conv2d(*ts, padding=2)), 2)
+    r = randn(*y.shape, seed=4)
+    (y * _t(r)).sum().backward()
+    assert_same(module.lenet_block(x, w, b), y.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for g, t in zip(dg.grad(module.lenet_loss, wrt=(0, 1, 2))(x, w, b, r), ts):
+        assert_same(g, t.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_f64_and_integer_inputs(module):
+    x, w = randn(2, 2, 5, 5, dtype=np.float64), randn(3, 2, 3, 3, seed=1, dtype=np.float64)
+    got = module.conv_f64(x, w)
+    assert got.dtype == np.float64
+    assert_same(got, F.conv2d(_t(x), _t(w), padding=1).numpy(), rtol=1e-12, atol=1e-12)
+    y = module.conv_ints(np.arange(9).reshape(1, 1, 3, 3))
+    assert y.dtype == np.float32
+    assert_same(y, np.array([[[[8.0, 12.0], [20.0, 24.0]]]]))
+
+
+def test_bias_none_and_expressions(module):
+    x, w, c = randn(2, 2, 4, 4), randn(3, 2, 2, 2, seed=1), randn(3, seed=2)
+    y = F.conv2d(_t(x), _t(w))
+    assert_same(module.conv_none_bias(x, w, c), (2 * y + F.conv2d(_t(x), _t(w), _t(c * 2))).numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("body, match", [
+    ("conv2d(zeros([1, 3, 5, 5]), zeros([4, 2, 3, 3]))", "3 channels but the weight expects 2"),
+    ("conv2d(zeros([1, 4, 5, 5]), zeros([4, 1, 3, 3]), groups=2)", "4 channels but the weight expects 2"),
+    ("conv2d(zeros([1, 4, 5, 5]), zeros([3, 2, 3, 3]), groups=2)", "output channels are not a multiple"),
+    ("conv2d(zeros([1, 1, 5, 5]), zeros([2, 1, 3, 3]), zeros([3]))", "bias must be a vector of the 2"),
+    ("conv2d(zeros([1, 1, 5, 5]), zeros([2, 1, 3, 3]), stride=0)", "stride must be positive"),
+    ("conv2d(zeros([1, 1, 5, 5]), zeros([2, 1, 3, 3]), padding=(1, 2, 3))", "padding must be an integer or a pair"),
+    ("conv2d(zeros([1, 1, 2, 5]), zeros([2, 1, 3, 3]))", "smaller than the kernel"),
+    ("conv2d(zeros([5, 5]), zeros([2, 1, 3, 3]))", "input must be a float tensor of rank 4"),
+    ("max_pool2d(zeros([1, 1, 4, 4]), 2, padding=2)", "more than half the kernel"),
+    ("avg_pool2d(zeros([1, 1, 4, 4]), 0)", "kernel size must be positive"),
+    ("max_pool2d(zeros([1, 1, 4, 4]), n)", "must be a constant integer"),
+])
+def test_located_errors(mode, body, match):
+    src = f"def bad(n: i64):\n    return {body}\n"
+    assert_located_type_error(lambda: load(src, mode).bad(2), match)

@@ -1,0 +1,77 @@
+"""Python habits (LANGUAGE.md 1.1-1.2): the NumPy methods that mirror built-ins, x.dtype where an
+element type is expected, and `for` over enumerate() and zip(), in every mode."""
+import numpy as np
+import pytest
+
+import dg
+
+from .util import check, load_src
+
+SRC = """
+def methods(x: f32[2, 3]):
+    return (x.sum(axis=0), x.mean(), x.max(axis=1), x.min(), x.reshape(3, 2), x.reshape((6,)),
+            x.transpose(1, 0), x.transpose([1, 0]), x.astype(f64), x.argmax(axis=1), x.var(), x.prod(axis=0))
+
+def dtypes(x: f32[2, 3], y: f64[3]):
+    z = zeros(3, dtype=x.dtype)
+    return z, y.astype(x.dtype), x.astype(y.dtype)
+
+def pairs(x: f32[N, 3], y: f32[M, 3]) -> f32:
+    s = 0.0
+    for i, row in enumerate(x):
+        s = s + f32(i) * sum(row)
+    for a, b in zip(x, y):
+        s = s + sum(a * b)
+    return s
+
+def first_above(x: f32[N], t: f32) -> i64:
+    at = -1
+    for i, v in enumerate(x):
+        if v > t:
+            at = i
+            break
+    return at
+
+"""
+
+
+@pytest.fixture
+def m(mode):
+    return load_src(SRC, mode, "habits.dg")
+
+
+def test_numpy_methods_are_their_built_ins(m):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.0
+    got = m.methods(x)
+    want = (x.sum(axis=0), x.mean(), x.max(axis=1), x.min(), x.reshape(3, 2), x.reshape(6), x.T, x.T,
+            x.astype(np.float64), x.argmax(axis=1), x.var(), x.prod(axis=0))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        check(g, w, rtol=1e-6)
+
+
+def test_x_dtype_names_an_element_type(m):
+    z, a, b = m.dtypes(np.ones((2, 3), np.float32), np.arange(3.0))
+    assert z.dtype == np.float32 and a.dtype == np.float32 and b.dtype == np.float64
+
+
+def test_enumerate_and_zip(m):
+    x, y = np.arange(12, dtype=np.float32).reshape(4, 3), np.ones((2, 3), np.float32)
+    want = sum(i * x[i].sum() for i in range(4)) + sum((x[i] * y[i]).sum() for i in range(2))  # zip stops at the shorter
+    check(m.pairs(x, y), np.float32(want))
+    gx, gy = dg.grad(m.pairs, wrt=(0, 1))(x, y)
+    check(gx, np.arange(4, dtype=np.float32)[:, None] * np.ones((4, 3), np.float32) + np.vstack([y, np.zeros((2, 3))]).astype(np.float32))
+    check(gy, x[:2])
+    assert int(m.first_above(np.array([1.0, 3.0, 5.0], np.float32), np.float32(2.0))) == 1
+    assert int(m.first_above(np.array([1.0], np.float32), np.float32(2.0))) == -1
+
+
+def test_mistakes_are_located(mode):
+    bad = load_src("def f(x: f32[3, 2]) -> f32:\n    s = 0.0\n    for a, b in x:\n        s = s + a\n    return s\n\n"
+                   "def g(x: f32[3]):\n    return x.foo()\n\ndef h(x: f32[3]):\n    return x.astype(3)\n", mode, "bad_habits.dg")
+    with pytest.raises(dg.DgTypeError, match=r"bad_habits.dg:3:9: error: a for loop variable must be a single name"):
+        bad.f(np.ones((3, 2), np.float32))
+    with pytest.raises(dg.DgTypeError, match="tensors have no attribute 'foo'"):
+        bad.g(np.ones(3, np.float32))
+    with pytest.raises(dg.DgTypeError, match="dtype must be one of"):
+        bad.h(np.ones(3, np.float32))
