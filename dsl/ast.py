@@ -229,3 +229,4 @@ class Module(Node):
     file: str
     imports: list
     funcs: list  # list[FuncDef]
+    consts: list = field(default_factory=list)  # list[Assign]: `NAME = expr` at the top level

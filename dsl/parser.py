@@ -271,15 +271,17 @@ class _ToAst(Transformer):
 
     # -------------------------------------------------------- top level
     def start(self, c):
-        imports, funcs = [], []
+        imports, funcs, consts = [], [], []
         for s in _flatten(c):
             if isinstance(s, A.FuncDef):
                 funcs.append(s)
             elif isinstance(s, A.Import):
                 imports.append(s)
+            elif isinstance(s, A.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], A.Name):
+                consts.append(s)  # a top-level constant: `EPS = 1e-5`
             else:
-                _fail("only 'def' and 'import' statements are allowed at the top level of a file", s)
-        return A.Module(Loc(_STATE.get().file, 1, 1), _STATE.get().file, imports, funcs)
+                _fail("only 'def', 'import' and constants (NAME = value) are allowed at the top level of a file", s)
+        return A.Module(Loc(_STATE.get().file, 1, 1), _STATE.get().file, imports, funcs, consts)
 
     def expr_input(self, c):
         return c[0]

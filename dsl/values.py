@@ -92,6 +92,14 @@ class ModuleRef:
     module: Any
 
 
+@dataclass(eq=False)
+class ConstRef:
+    """A top-level constant of a module (its `NAME = expr`): evaluated where it is read."""
+
+    module: Any  # the source that defines it
+    name: str
+
+
 def is_tuple(x) -> bool:
     return isinstance(x, tuple)
 

@@ -19,6 +19,7 @@ class EmbeddedSource(Source):
         self.search_dir = None
         self.funcs = {fd.name: fd}
         self.imported = {}
+        self.consts = {}
         self.py_globals = fn.__globals__
 
     def resolve(self, name: str, exported_only: bool = False):

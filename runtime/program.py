@@ -22,7 +22,7 @@ from dg.core.tracebacks import for_user, user_facing
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
 from dg.dsl.parser import parse
-from dg.dsl.values import FuncRef, ModuleRef
+from dg.dsl.values import ConstRef, FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
 from . import compile_log, html, modes, signature
@@ -62,12 +62,18 @@ class Source:
         self.ast = module
         self.search_dir = search_dir
         self.funcs: dict = {}
-        self.imported: dict = {}  # name -> FuncRef | ModuleRef
+        self.imported: dict = {}  # name -> FuncRef | ModuleRef | ConstRef
+        self.consts: dict = {}  # name -> the expression of a top-level constant
         errors = DgErrors()
         for fd in module.funcs:
             if fd.name in self.funcs:
                 errors.add(DgTypeError(f"function '{fd.name}' is defined twice", fd.loc))
             self.funcs[fd.name] = fd
+        for c in module.consts:
+            name = c.targets[0].id
+            if name in self.funcs or name in self.consts:
+                errors.add(DgTypeError(f"'{name}' is defined twice at the top level", c.loc))
+            self.consts[name] = c.value
         for imp in module.imports:
             try:
                 src = load_import(imp.module, search_dir, imp.loc)
@@ -78,15 +84,18 @@ class Source:
                 self.imported[imp.alias or imp.module] = ModuleRef(src)
             else:
                 for n in imp.names:
-                    if n not in src.funcs:
-                        errors.add(DgTypeError(f"module '{imp.module}' has no function '{n}'", imp.loc))
+                    ref = src.resolve(n, exported_only=True)
+                    if ref is None:
+                        errors.add(DgTypeError(f"module '{imp.module}' has no function or constant '{n}'", imp.loc))
                     else:
-                        self.imported[n] = FuncRef(src, n)
+                        self.imported[n] = ref
         errors.raise_if_any()
 
     def resolve(self, name: str, exported_only: bool = False):
         if name in self.funcs:
             return FuncRef(self, name)
+        if name in self.consts:
+            return ConstRef(self, name)
         if not exported_only and name in self.imported:
             return self.imported[name]
         return None

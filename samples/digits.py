@@ -76,7 +76,7 @@ def train(epochs: int = 30, mode: str = "compiled", hidden: int = 64, batch: int
     return acc
 
 
-def save_plot(history, path) -> bool:
+def save_plot(history, path, title: str = "samples/digits.dg") -> bool:
     """Draw the loss of every step and each epoch's mean to `path` (PNG for a .png name) with
     matplotlib's Agg backend, which needs no display; False, with a note, without matplotlib."""
     try:
@@ -92,7 +92,7 @@ def save_plot(history, path) -> bool:
     ax.plot(np.arange(1, len(per_step) + 1), per_step, lw=0.7, alpha=0.4, label="step")
     ends = np.cumsum([len(losses) for losses in history])
     ax.plot(ends, [np.mean(losses) for losses in history], marker="o", ms=3, label="epoch mean")
-    ax.set(xlabel="step", ylabel="cross-entropy loss", yscale="log", title="samples/digits.dg")
+    ax.set(xlabel="step", ylabel="cross-entropy loss", yscale="log", title=title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -67,14 +67,19 @@ def test_digits_mlp_trains_to_over_90_percent_in_compiled_mode():
     assert acc > 0.9, acc
 
 
-def _digits_sample():
-    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+def _sample(name: str):
+    """samples/NAME.py as a module (it needs scikit-learn for its data)."""
+    pytest.importorskip("sklearn", reason=f"the {name} sample needs scikit-learn (in the dev extras)")
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("digits_sample", SAMPLES / "digits.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_sample", SAMPLES / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _digits_sample():
+    return _sample("digits")
 
 
 def test_digits_shows_progress_and_saves_a_loss_plot(tmp_path, capsys):
@@ -103,3 +108,50 @@ def test_digits_runs_without_tqdm_and_matplotlib(tmp_path):
     assert "epoch   3  loss " in r.stdout and "test accuracy " in r.stdout
     assert "the loss plot needs matplotlib: pip install 'dg[viz]'" in r.stdout
     assert "step/s" not in r.stderr and not list(tmp_path.iterdir())  # no bar, no plot
+
+
+def _cnn_sample():
+    return _sample("cnn")
+
+
+def test_cnn_trains_to_98_percent_in_compiled_mode():
+    acc, history = _cnn_sample().train(mode="compiled", verbose=False)  # the defaults: 20 epochs, ~6 s
+    assert acc >= 0.98, acc
+    assert np.mean(history[-1]) < 0.05 * np.mean(history[0])
+
+
+def test_cnn_short_compiled_run_learns():
+    acc, history = _cnn_sample().train(epochs=2, mode="compiled", verbose=False)
+    assert acc > 0.85, acc
+    assert np.mean(history[1]) < np.mean(history[0])
+
+
+def test_cnn_step_agrees_between_modes_and_lowers_the_loss():
+    mod = _cnn_sample()
+    (x, y), _ = mod.load_data(0)
+    x, y = mod.images(x[:32]), y[:32]
+    lr, mu = np.float32(0.05), np.float32(0.9)
+    firsts = {}
+    for mode in ("interp", "compiled"):
+        m = mod.load(mode)
+        params = mod.init_params(0)
+        velocity = [np.zeros_like(p) for p in params]
+        losses = []
+        for _ in range(5):  # the same batch each step
+            loss, *state = m.step(*params, *velocity, x, y, lr, mu)
+            params, velocity = state[:6], state[6:]
+            losses.append(float(loss))
+        assert losses[-1] < losses[0], (mode, losses)
+        firsts[mode] = losses[0]
+    np.testing.assert_allclose(firsts["interp"], firsts["compiled"], rtol=1e-5)
+
+
+def test_cnn_shows_progress_and_saves_a_loss_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="the loss plot needs matplotlib (dg[viz])")
+    pytest.importorskip("tqdm", reason="the progress bar needs tqdm (dg[viz])")
+    plot = tmp_path / "loss.png"
+    _cnn_sample().train(epochs=1, mode="interp", plot=plot, max_steps=10)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out, err = capsys.readouterr()
+    assert "epoch   1  loss " in out and "10 steps in " in out and f"loss plot saved to {plot}" in out
+    assert "loss=" in err and "epoch=1" in err

@@ -8,7 +8,7 @@ from dg.dialects.ops_shape import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS, METHODS
-from ..values import POISON, ListVal, ModuleRef, Str, TypedValue, Undefined, is_tuple
+from ..values import POISON, ConstRef, ListVal, ModuleRef, Str, TypedValue, Undefined, is_tuple
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
 CMPOPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -106,6 +106,8 @@ class Expressions:
         v = self.env.get(e.id)
         if v is None:
             ref = self.source.resolve(e.id)
+            if isinstance(ref, ConstRef):
+                return self.top_level_constant(ref, e.loc)
             if ref is not None:
                 return ref
             if e.id in BUILTINS:
@@ -116,6 +118,22 @@ class Expressions:
         if isinstance(v, Undefined):
             return self.error(v.why, e.loc)
         return v
+
+    def top_level_constant(self, ref: ConstRef, loc):
+        """A top-level constant's value, its expression emitted where it is read, in its own
+        module's names (other constants, functions) and none of the function's."""
+        key = (id(ref.module), ref.name)
+        reading = self.__dict__.setdefault("reading_constants", [])
+        if key in reading:
+            return self.error(f"the constant '{ref.name}' is defined in terms of itself", loc)
+        reading.append(key)
+        saved = self.source, self.env
+        self.source, self.env = ref.module, {}
+        try:
+            return self.expr(ref.module.consts[ref.name])
+        finally:
+            self.source, self.env = saved
+            reading.pop()
 
     def e_Name(self, e):
         v = self.lookup(e)
@@ -310,8 +328,8 @@ class Expressions:
             if isinstance(base, ModuleRef):
                 ref = base.module.resolve(e.attr, exported_only=True)
                 if ref is None:
-                    return self.error(f"module '{e.value.id}' has no function '{e.attr}'", e.loc)
-                return ref
+                    return self.error(f"module '{e.value.id}' has no function or constant '{e.attr}'", e.loc)
+                return self.top_level_constant(ref, e.loc) if isinstance(ref, ConstRef) else ref
         v = self.as_value(self.expr(e.value), e.loc)
         if not isinstance(v, TypedValue):
             return self.error(f"no attribute '{e.attr}' here", e.loc)
@@ -372,37 +390,69 @@ class Expressions:
         return self.op("getitem", [x] + dyn, {"spec": spec}, loc)
 
     def getitem_items(self, x: TypedValue, items, loc):
+        """x[items]: basic indexing (dg.getitem); with integer index tensors, NumPy's advanced
+        indexing (dg.take for one 1-d tensor among slices, else dg.gather after the slices)."""
         spec, dyn = self.index_spec(items, x, loc)
         if spec is None:
             return POISON
-        tensors = [i for i, s in enumerate(spec) if s == "t:$"]
-        if not tensors:
+        if "t:$" not in spec:
             return self.op("getitem", [x] + dyn, {"spec": spec}, loc)
-        if len(tensors) > 1:
-            return self.error("at most one index tensor per subscript", loc)
-        # x[..., idx, ...] with one integer tensor = basic indexing, then take on that axis.
-        k = tensors[0]
-        n_dyn_before = sum(s.count("$") for s in spec[:k])
-        idx = dyn[n_dyn_before]
-        dyn = dyn[:n_dyn_before] + dyn[n_dyn_before + 1:]
-        basic = list(spec)
-        basic[k] = "s:::"
+        plan = self.advanced_plan(spec, dyn, x, loc)
+        if plan is None:
+            return POISON
+        basic, basic_dyn, idx, axes, at = plan
+        base = x if all(s == "s:::" for s in basic) else self.op("getitem", [x] + basic_dyn, {"spec": basic}, loc)
+        if len(idx) == 1 and idx[0].rank == 1:
+            return self.op("take", [base, idx[0]], {"axis": axes[0]}, loc)
+        return self.op("gather", [base] + self.broadcast_indices(idx, loc), {"axes": axes, "at": at}, loc)
+
+    def advanced_plan(self, spec, dyn, x: TypedValue, loc):
+        """NumPy advanced indexing of x by (spec, dyn) with index tensors, as basic indexing then a
+        gather: (basic spec, its operands, the index values (i64: integers among index tensors
+        index too), the axes of the basic result they index, where their dims go (`at`)); None
+        after an error."""
+        parts, k = [], 0
+        for s in spec:
+            n = s.count("$")
+            parts.append((s, dyn[k:k + n]))
+            k += n
+        adv = [i for i, (s, _) in enumerate(parts) if s[0] in "it"]
+        adjacent = adv == list(range(adv[0], adv[-1] + 1))
         try:
-            expanded = expand_spec(basic, x.rank)
+            expand_spec(spec, x.rank)
         except ShapeError as e:
-            return self.error(str(e), loc)
-        # The position of item k in the expanded spec: ellipsis items before it expand.
-        pos = 0
-        for i, s in enumerate(basic):
-            if i == k:
-                break
-            pos += (x.rank - sum(1 for t in basic if t[0] in "ist")) if s == "e" else 1
-        axis = sum(1 for s in expanded[:pos] if s[0] in "sn")
-        if all(s == "s:::" for s in basic) and not dyn:
-            base = x
+            self.error(str(e), loc)
+            return None
+        consumed = sum(1 for s, _ in parts if s[0] in "ist")
+        fill = [("s:::", [])] * (x.rank - consumed)
+        if "e" in spec:
+            e = spec.index("e")
+            parts[e:e + 1] = fill
         else:
-            base = self.op("getitem", [x] + dyn, {"spec": basic}, loc)
-        return self.op("take", [base, idx], {"axis": axis}, loc)
+            parts += fill
+        basic, basic_dyn, idx, axes = [], [], [], []
+        for i, (s, d) in enumerate(parts):
+            if s[0] in "it":
+                basic.append("s:::")
+                axes.append(i)
+                idx.append(self.const(int(s[2:]), "i64", loc) if s[2:] != "$" else self.cast(d[0], "i64", loc))
+            else:
+                basic.append(s)
+                basic_dyn += d
+        at = axes[0] if adjacent else 0
+        return basic, basic_dyn, idx, tuple(axes), at
+
+    def broadcast_indices(self, idx: list, loc) -> list:
+        """The index tensors broadcast together (NumPy's rules, checked at run time): each plus
+        the zeros of their broadcast shape."""
+        if len({v.type.mlir() for v in idx}) == 1:
+            return idx
+        zero = self.const(0, "i64", loc)
+        z = None
+        for v in idx:
+            m = self.op("mul", [v, zero], None, loc)
+            z = m if z is None else self.op("add", [z, m], None, loc)
+        return [self.op("add", [v, z], None, loc) for v in idx]
 
     def index_spec(self, items, x: TypedValue, loc):
         spec, dyn = [], []

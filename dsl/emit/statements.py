@@ -203,10 +203,23 @@ class Statements:
         if spec is None:
             return
         if "t:$" in spec:
-            self.error("assignment through an index tensor (x[idx] = v with an integer tensor idx) is not supported; use where()", loc)
-            return
-        r = self.op("setitem", [x, v] + dyn, {"spec": spec}, loc, name=base.id)
+            r = self.assign_indexed(x, v, spec, dyn, loc, base.id)
+        else:
+            r = self.op("setitem", [x, v] + dyn, {"spec": spec}, loc, name=base.id)
         self.env[base.id] = r
+
+    def assign_indexed(self, x, v, spec, dyn, loc, name):
+        """x with x[spec] = v through integer index tensors (dg.index_put: NumPy's semantics, the last
+        write winning where indices repeat); POISON after an error."""
+        plan = self.advanced_plan(spec, dyn, x, loc)
+        if plan is None:
+            return POISON
+        basic, _, idx, axes, at = plan
+        if any(s != "s:::" for s in basic):
+            self.error("assignment through index tensors takes only integers, index tensors, full slices (:) and "
+                       "... in its subscript; use where()", loc)
+            return POISON
+        return self.op("index_put", [x, v] + self.broadcast_indices(idx, loc), {"axes": axes, "at": at}, loc, name=name)
 
     def s_AugAssign(self, s):
         if isinstance(s.target, A.Name):

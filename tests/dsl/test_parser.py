@@ -573,7 +573,7 @@ def test_error_string_literals():
         ("def f(x):\n    return [i for i in x]\n", 2, 15, "unexpected token 'for'"),
         ("def f(x):\n    return {1: 2}\n", 2, 12, "unexpected character '{'"),
         ("def f(x):\n    for i in range(3):\n        pass\n    else:\n        pass\n", 4, 5, "unexpected token 'else'"),
-        ("x = 1\n", 1, 1, "only 'def' and 'import' statements are allowed at the top level"),
+        ("x += 1\n", 1, 1, "only 'def', 'import' and constants (NAME = value) are allowed at the top level"),
         ("def f(x):\n    def g(y):\n        return y\n", 2, 5, "nested function definitions are not supported"),
         ("def f(x):\n    import layers\n", 2, 5, "'import' is only allowed at the top level"),
         ("def f(x):\n    break\n", 2, 5, "'break' outside loop"),

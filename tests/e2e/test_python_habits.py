@@ -5,7 +5,7 @@ import pytest
 
 import dg
 
-from .util import check, load_src
+from .util import check, dg_mode, load_src
 
 SRC = """
 def methods(x: f32[2, 3]):
@@ -75,3 +75,39 @@ def test_mistakes_are_located(mode):
         bad.g(np.ones(3, np.float32))
     with pytest.raises(dg.DgTypeError, match="dtype must be one of"):
         bad.h(np.ones(3, np.float32))
+
+
+CONSTS = """
+EPS = 1e-5
+SCALE = 2.0 * EPS
+SIZES = (3, 4)
+TABLE = [[1.0, 2.0], [3.0, 4.0]]
+
+def f(x: f32[N]) -> f32:
+    return sum(x) * SCALE + EPS
+
+def g() -> f32[2, 2]:
+    return TABLE * f32(SIZES[0])
+"""
+
+
+def test_top_level_constants(mode, tmp_path):
+    """`NAME = value` at the top level: read in the module's functions, and imported by others
+    (`from m import EPS`, `m.SCALE`)."""
+    (tmp_path / "consts.dg").write_text(CONSTS)
+    (tmp_path / "user.dg").write_text("import consts\nfrom consts import EPS\n\n"
+                                      "def h(x: f32[N]) -> f32:\n    return consts.f(x) + EPS + consts.SCALE\n")
+    m, u = (dg.load(tmp_path / n, mode=dg_mode(mode)) for n in ("consts.dg", "user.dg"))
+    check(m.f(np.ones(3, np.float32)), np.float32(3 * 2e-5 + 1e-5), rtol=1e-6)
+    check(m.g(), np.array([[3.0, 6.0], [9.0, 12.0]], np.float32))
+    check(u.h(np.ones(3, np.float32)), np.float32(7e-5 + 1e-5 + 2e-5), rtol=1e-6)
+
+
+def test_constant_mistakes_are_located(mode):
+    cyc = load_src("A = B + 1\nB = A\n\ndef f() -> f32:\n    return f32(A)\n", mode, "cycle.dg")
+    with pytest.raises(dg.DgTypeError, match="cycle.dg:2:5: error: the constant 'A' is defined in terms of itself"):
+        cyc.f()
+    with pytest.raises(dg.DgTypeError, match="'f' is defined twice at the top level"):
+        load_src("f = 1.0\n\ndef f() -> f32:\n    return 1.0\n", mode, "twice.dg").f()
+    with pytest.raises(dg.DgSyntaxError, match="only 'def', 'import' and constants"):
+        load_src("print(1)\n\ndef f() -> f32:\n    return 1.0\n", mode, "stmt.dg").f()
