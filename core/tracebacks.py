@@ -16,6 +16,7 @@ import sys
 import types
 
 from .errors import DgError
+from .locations import Loc
 
 _DIRS: list = []
 
@@ -40,6 +41,15 @@ def _dg_dirs() -> tuple:
 def _hidden(code) -> bool:
     f = code.co_filename
     return f.startswith("<dg") or f.startswith(_dg_dirs())
+
+
+def error_at_caller(message: str) -> DgError:
+    """A DgError located at the user's line that called into dg (the first frame outside dg):
+    for mistakes made from Python, which have no `.dg` place."""
+    f = sys._getframe(1)
+    while f is not None and _hidden(f.f_code):
+        f = f.f_back
+    return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, 1) if f is not None else None)
 
 
 def user_frames(tb):

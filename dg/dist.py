@@ -11,12 +11,10 @@ the same, in both modes; compiled code calls MPI itself.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from .core.errors import DgError, Loc
 from .core.mpi import OPS, world
+from .core.tracebacks import error_at_caller
 from .core.types import dtype_of_np
 
 # What collectives carry: MPI's f32, f64, i32, i64, and f16 and bf16 (which travel as f32).
@@ -40,7 +38,7 @@ def allreduce(x, op: str = "sum"):
     array, a scalar, or a structure of them (tuples, lists, dicts): the leaves of each dtype
     travel as one buffer. What comes back has `x`'s structure, dtypes and shapes."""
     if op not in OPS:
-        raise _error(f"allreduce: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
+        raise error_at_caller(f"allreduce: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
     return _over_leaves(x, lambda flat: world().allreduce(flat, op))
 
 
@@ -48,16 +46,8 @@ def broadcast(x, root: int = 0):
     """`x` of the process of rank `root`, on every process (arrays, scalars, structures)."""
     w = world()
     if not 0 <= root < w.size:
-        raise _error(f"broadcast: root {root} is not a rank of this world of {w.size}")
+        raise error_at_caller(f"broadcast: root {root} is not a rank of this world of {w.size}")
     return _over_leaves(x, lambda flat: w.broadcast(flat, root))
-
-
-def _error(message: str) -> DgError:
-    """A DgError located at the user's call (the first frame outside this module)."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename == __file__:
-        f = f.f_back
-    return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, 1) if f is not None else None)
 
 
 def _leaves(x, out: list):
@@ -67,7 +57,7 @@ def _leaves(x, out: list):
         return type(x)(_leaves(v, out) for v in x)
     a = np.asarray(x)
     if dtype_of_np(a.dtype) not in _CARRIED:
-        raise _error(f"collectives take arrays and numbers of {', '.join(_CARRIED)} and tuples, lists or dicts "
+        raise error_at_caller(f"collectives take arrays and numbers of {', '.join(_CARRIED)} and tuples, lists or dicts "
                      f"of them, not {type(x).__name__} of {a.dtype}")
     out.append((a, np.isscalar(x) or isinstance(x, np.generic)))
     return len(out) - 1

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import zipfile
 
 import numpy as np
 
-from .core import tracebacks
-from .core.errors import DgError, Loc
-from .core.tracebacks import user_facing
+from .core.tracebacks import error_at_caller, user_facing
 
 try:  # bf16 and the other ml_dtypes types (a dependency of dg; optional here as in core.types)
     import ml_dtypes
@@ -46,15 +43,6 @@ VERSION = 1
 _ROOT = "value"
 _NATIVE = "biufc"  # NumPy kinds an .npz stores as they are
 _CORRUPT = (OSError, EOFError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, UnicodeDecodeError)
-
-
-def _error(message: str) -> DgError:
-    """A DgError located at the user's call (the first frame outside this module and the API's
-    traceback wrapper)."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename in (__file__, tracebacks.__file__):
-        f = f.f_back
-    return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, 1) if f is not None else None)
 
 
 # ---------------------------------------------------------------- save
@@ -78,7 +66,7 @@ def _describe(x, keys: list, entries: dict):
     if isinstance(x, dict):
         for k in x:
             if not isinstance(k, str):
-                raise _error(f"save: dict keys must be strings, got {k!r} at {_where(keys)}")
+                raise error_at_caller(f"save: dict keys must be strings, got {k!r} at {_where(keys)}")
         return {"dict": [[k, _describe(v, keys + [_escape(k)], entries)] for k, v in x.items()]}
     if isinstance(x, (tuple, list)):
         kind = "tuple" if isinstance(x, tuple) else "list"
@@ -86,7 +74,7 @@ def _describe(x, keys: list, entries: dict):
     a = _leaf_array(x, keys)
     name = "/".join(keys) or _ROOT
     if name == TREE:
-        raise _error(f"save: the key path {name!r} is reserved for the tree's description")
+        raise error_at_caller(f"save: the key path {name!r} is reserved for the tree's description")
     stored, dtype = _storable(a, keys)
     entries[name] = stored
     return {"leaf": name, "dtype": dtype, "shape": list(a.shape)}
@@ -94,11 +82,11 @@ def _describe(x, keys: list, entries: dict):
 
 def _leaf_array(x, keys: list) -> np.ndarray:
     if x is None or isinstance(x, (str, bytes)):
-        raise _error(f"save: a leaf must be an array or a number, got {type(x).__name__} at {_where(keys)}")
+        raise error_at_caller(f"save: a leaf must be an array or a number, got {type(x).__name__} at {_where(keys)}")
     try:
         return np.asarray(x)
     except Exception as e:  # an object NumPy cannot make an array of
-        raise _error(f"save: cannot store {type(x).__name__} at {_where(keys)}: {e}") from None
+        raise error_at_caller(f"save: cannot store {type(x).__name__} at {_where(keys)}: {e}") from None
 
 
 def _storable(a: np.ndarray, keys: list) -> tuple:
@@ -107,7 +95,7 @@ def _storable(a: np.ndarray, keys: list) -> tuple:
         return a, a.dtype.name
     if _extension_dtype(a.dtype.name) == a.dtype:
         return a.view(f"u{a.dtype.itemsize}"), a.dtype.name
-    raise _error(f"save: cannot store an array of {a.dtype} at {_where(keys)} (numbers and booleans only)")
+    raise error_at_caller(f"save: cannot store an array of {a.dtype} at {_where(keys)} (numbers and booleans only)")
 
 
 def _extension_dtype(name: str):
@@ -128,13 +116,13 @@ def _write(path: str, entries: dict) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".dg-save-", suffix=".npz")
     except OSError as e:
-        raise _error(f"save: cannot write {path}: {e.strerror or e}") from None
+        raise error_at_caller(f"save: cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **entries)
         os.replace(tmp, path)
     except OSError as e:
-        raise _error(f"save: cannot write {path}: {e.strerror or e}") from None
+        raise error_at_caller(f"save: cannot write {path}: {e.strerror or e}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -148,11 +136,11 @@ def load_params(path):
     try:
         archive = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise _error(f"load_params: no file {path}") from None
+        raise error_at_caller(f"load_params: no file {path}") from None
     except _CORRUPT as e:
-        raise _error(f"load_params: {path} is not an .npz file of parameters ({_reason(e)})") from None
+        raise error_at_caller(f"load_params: {path} is not an .npz file of parameters ({_reason(e)})") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise _error(f"load_params: {path} is not an .npz file (it holds one array: np.load reads it)")
+        raise error_at_caller(f"load_params: {path} is not an .npz file (it holds one array: np.load reads it)")
     with archive:
         try:
             names = set(archive.files)
@@ -162,10 +150,10 @@ def load_params(path):
             used: set = set()
             out = _build(tree, archive, names, used, path)
         except _CORRUPT as e:
-            raise _error(f"load_params: {path} is corrupt ({_reason(e)})") from None
+            raise error_at_caller(f"load_params: {path} is corrupt ({_reason(e)})") from None
     extra = sorted(names - used - {TREE})
     if extra:
-        raise _error(f"load_params: {path} has entries its structure does not name: {', '.join(extra)}")
+        raise error_at_caller(f"load_params: {path} has entries its structure does not name: {', '.join(extra)}")
     return out
 
 
@@ -177,11 +165,11 @@ def _description(raw: np.ndarray, path: str):
     try:
         d = json.loads(raw.tobytes().decode())
     except (UnicodeDecodeError, ValueError) as e:
-        raise _error(f"load_params: {path}: its {TREE} entry is not a tree description ({_reason(e)})") from None
+        raise error_at_caller(f"load_params: {path}: its {TREE} entry is not a tree description ({_reason(e)})") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT or "tree" not in d:
-        raise _error(f"load_params: {path}: its {TREE} entry is not a tree description")
+        raise error_at_caller(f"load_params: {path}: its {TREE} entry is not a tree description")
     if d.get("version") != VERSION:
-        raise _error(f"load_params: {path} was written by another version of dg.save (format {d.get('version')!r}, "
+        raise error_at_caller(f"load_params: {path} was written by another version of dg.save (format {d.get('version')!r}, "
                      f"this dg reads {VERSION})")
     return d["tree"]
 
@@ -198,22 +186,22 @@ def _build(node, archive, names: set, used: set, path: str):
             return tuple(items) if kind == "tuple" else items
     if isinstance(node, dict) and "leaf" in node:
         return _read_leaf(node, archive, names, used, path)
-    raise _error(f"load_params: {path}: its structure has a node that is not a dict, tuple, list or leaf: "
+    raise error_at_caller(f"load_params: {path}: its structure has a node that is not a dict, tuple, list or leaf: "
                  f"{json.dumps(node)[:80]}")
 
 
 def _read_leaf(node: dict, archive, names: set, used: set, path: str) -> np.ndarray:
     name, dtype, shape = node.get("leaf"), node.get("dtype"), node.get("shape")
     if not isinstance(name, str) or not isinstance(dtype, str) or not isinstance(shape, list):
-        raise _error(f"load_params: {path}: its structure has a malformed leaf: {json.dumps(node)[:80]}")
+        raise error_at_caller(f"load_params: {path}: its structure has a malformed leaf: {json.dumps(node)[:80]}")
     if name not in names:
-        raise _error(f"load_params: {path} has no entry {name!r}, a leaf of its structure")
+        raise error_at_caller(f"load_params: {path} has no entry {name!r}, a leaf of its structure")
     a = archive[name]
     used.add(name)
     want = _extension_dtype(dtype)
     if want is not None and a.dtype == np.dtype(f"u{want.itemsize}"):
         a = a.view(want)
     if a.dtype.name != dtype or list(a.shape) != shape:
-        raise _error(f"load_params: {path}: entry {name!r} is {a.dtype.name}{list(a.shape)}, "
+        raise error_at_caller(f"load_params: {path}: entry {name!r} is {a.dtype.name}{list(a.shape)}, "
                      f"its structure says {dtype}{shape}")
     return a

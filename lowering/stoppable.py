@@ -11,7 +11,7 @@ iteration; over buffers it costs two loads and a test per iteration.
 from __future__ import annotations
 
 from dg.core.abi import INTERRUPT, INTERRUPT_DECL, STATE, STATE_DECL, STATE_TYPE
-from dg.core.mlir import append_parsed, ir, operations_under
+from dg.core.mlir import append_parsed, create, ir, operations_under
 
 STOPPABLE = "dg.stoppable"  # the marker on a dg-level loop
 _EQ, _SLT = 0, 2  # arith.cmpi predicates
@@ -27,22 +27,22 @@ def stoppable_loops(m) -> None:
             _as_while(op)
 
 
-def _create(name: str, operands=(), results=(), attributes=None, loc=None):
-    return ir.Operation.create(name, results=list(results), operands=list(operands),
-                               attributes=attributes or {}, loc=loc).results
+def _global(symbol: str, memref: str) -> "ir.Value":
+    """memref.get_global of `symbol` (made directly: `create` takes the op's name as `name`)."""
+    return ir.Operation.create("memref.get_global", results=[ir.Type.parse(memref)],
+                               attributes={"name": ir.FlatSymbolRefAttr.get(symbol)}).result
 
 
 def stopped(loc) -> "ir.Value":
     """An i64 (at the insertion point), nonzero once a check failed or Ctrl-C was pressed."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
-    state = _create("memref.get_global", results=[ir.Type.parse(STATE_TYPE)],
-                    attributes={"name": ir.FlatSymbolRefAttr.get(STATE)}, loc=loc)[0]
-    zero = _create("arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, 0)}, loc=loc)[0]
-    failed = _create("memref.load", [state, zero], [i64], loc=loc)[0]
-    flag_ref = _create("memref.get_global", results=[ir.Type.parse("memref<i64>")],
-                       attributes={"name": ir.FlatSymbolRefAttr.get(INTERRUPT)}, loc=loc)[0]
-    flag = _create("memref.load", [flag_ref], [i64], loc=loc)[0]
-    return _create("arith.ori", [failed, flag], [i64], loc=loc)[0]
+    with loc:
+        state = _global(STATE, STATE_TYPE)
+        zero = create("arith.constant", [index], value=ir.IntegerAttr.get(index, 0)).result
+        failed = create("memref.load", [i64], [state, zero]).result
+        flag_ref = _global(INTERRUPT, "memref<i64>")
+        flag = create("memref.load", [i64], [flag_ref]).result
+        return create("arith.ori", [i64], [failed, flag]).result
 
 
 def _as_while(op) -> None:
@@ -50,17 +50,16 @@ def _as_while(op) -> None:
     i1, i64 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
     lb, ub, step, *inits = list(op.operands)
     types = [lb.type] + [v.type for v in inits]
-    with ir.InsertionPoint(op):
-        w = ir.Operation.create("scf.while", results=types, operands=[lb, *inits], regions=2, loc=loc)
+    with ir.InsertionPoint(op), loc:
+        w = create("scf.while", types, [lb, *inits], regions=2)
     before = w.regions[0].blocks.append(*types)
-    with ir.InsertionPoint(before):
+    with ir.InsertionPoint(before), loc:
         iv = before.arguments[0]
-        pred = ir.IntegerType.get_signless(64)
-        in_range = _create("arith.cmpi", [iv, ub], [i1], {"predicate": ir.IntegerAttr.get(pred, _SLT)}, loc)[0]
-        zero = _create("arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, 0)}, loc=loc)[0]
-        going = _create("arith.cmpi", [stopped(loc), zero], [i1], {"predicate": ir.IntegerAttr.get(pred, _EQ)}, loc)[0]
-        go = _create("arith.andi", [in_range, going], [i1], loc=loc)[0]
-        ir.Operation.create("scf.condition", operands=[go, *before.arguments], loc=loc)
+        in_range = create("arith.cmpi", [i1], [iv, ub], predicate=ir.IntegerAttr.get(i64, _SLT)).result
+        zero = create("arith.constant", [i64], value=ir.IntegerAttr.get(i64, 0)).result
+        going = create("arith.cmpi", [i1], [stopped(loc), zero], predicate=ir.IntegerAttr.get(i64, _EQ)).result
+        go = create("arith.andi", [i1], [in_range, going]).result
+        create("scf.condition", [], [go, *before.arguments])
     after = w.regions[1].blocks.append(*types)
     body = op.regions[0].blocks[0]
     for old, new in zip(body.arguments, after.arguments):
@@ -68,9 +67,9 @@ def _as_while(op) -> None:
     for inner in list(body.operations):
         after.append(inner.operation)
     yield_op = after.operations[len(after.operations) - 1].operation
-    with ir.InsertionPoint(yield_op):
-        nxt = _create("arith.addi", [after.arguments[0], step], [lb.type], loc=loc)[0]
-        ir.Operation.create("scf.yield", operands=[nxt, *yield_op.operands], loc=yield_op.location)
+    with ir.InsertionPoint(yield_op), yield_op.location:
+        nxt = create("arith.addi", [lb.type], [after.arguments[0], step]).result
+        create("scf.yield", [], [nxt, *yield_op.operands])
     yield_op.erase()
     for old, new in zip(op.results, list(w.results)[1:]):
         old.replace_all_uses_with(new)

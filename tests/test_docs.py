@@ -118,12 +118,12 @@ def _kind(a: np.ndarray) -> str:
     return "i" if a.dtype.kind in "iu" else a.dtype.kind
 
 
-def _same(actual, expected, where: str) -> None:
+def assert_same_value(actual, expected, where: str) -> None:
     if isinstance(expected, tuple):
         assert isinstance(actual, tuple) and len(actual) == len(expected), \
             f"{where}: expected {expected!r}, got {actual!r}"
         for a, e in zip(actual, expected):
-            _same(a, e, where)
+            assert_same_value(a, e, where)
         return
     e, a = np.asarray(expected), np.asarray(actual)
     assert not isinstance(actual, tuple), f"{where}: expected {expected!r}, got the tuple {actual!r}"
@@ -146,7 +146,7 @@ def _check_value(actual, result: str, where: str) -> None:
         shape = tuple(int(d) for d in t.group(2).split(",")) if t.group(2) else ()
         assert a.shape == shape, f"{where}: expected {text}, got shape {a.shape}"
         return
-    _same(actual, ast.literal_eval(text), where)
+    assert_same_value(actual, ast.literal_eval(text), where)
 
 
 # ------------------------------------------------------------------ the examples as one module
@@ -197,8 +197,9 @@ def test_blocks_give_what_they_state(examples):
     mode, m = examples
     stated = [(name, value) for _, s in PLAIN_BLOCKS for name, value in _stated(s)]
     results = m.doc_blocks()
+    assert len(results) == len(stated), (len(results), len(stated))
     for (name, value), actual in zip(stated, results):
-        _same(actual, ast.literal_eval(value), f"docs/language.md: {name}() ({mode})")
+        assert_same_value(actual, ast.literal_eval(value), f"docs/language.md: {name}() ({mode})")
 
 
 def test_builtin_tables_give_what_they_state(examples, capsys, monkeypatch):
@@ -243,7 +244,7 @@ def test_file_examples(mode, tmp_path):
         if stated:
             m = dg.load(tmp_path / s.splitlines()[0][len("# file: "):].strip(), mode=mode)
             for fname, value in stated:
-                _same(getattr(m, fname)(), ast.literal_eval(value), f"docs/language.md: {fname}() ({mode})")
+                assert_same_value(getattr(m, fname)(), ast.literal_eval(value), f"docs/language.md: {fname}() ({mode})")
 
 
 # ------------------------------------------------------------------ coverage of the docs

@@ -32,16 +32,16 @@ def _tree():
     }
 
 
-def _same(got, want):
+def assert_same_tree(got, want):
     """The same structure (types of nodes, keys in order) and the same leaves (dtype, shape, bits)."""
     if isinstance(want, dict):
         assert type(got) is dict and list(got) == list(want), (got, want)
         for k in want:
-            _same(got[k], want[k])
+            assert_same_tree(got[k], want[k])
     elif isinstance(want, (tuple, list)):
         assert type(got) is type(want) and len(got) == len(want), (got, want)
         for g, w in zip(got, want):
-            _same(g, w)
+            assert_same_tree(g, w)
     else:
         w = np.asarray(want)
         assert isinstance(got, np.ndarray), type(got)
@@ -52,8 +52,8 @@ def _same(got, want):
 def test_round_trip_of_a_nested_tree(tmp_path):
     tree = _tree()
     dg.save(tmp_path / "p.npz", tree)
-    _same(dg.load_params(tmp_path / "p.npz"), tree)
-    _same(dg.load_params(str(tmp_path / "p.npz")), tree)
+    assert_same_tree(dg.load_params(tmp_path / "p.npz"), tree)
+    assert_same_tree(dg.load_params(str(tmp_path / "p.npz")), tree)
 
 
 @pytest.mark.parametrize("leaf", [np.float32(2.5), 3, 1.5, True, np.arange(6, dtype=BF16).reshape(2, 3),
@@ -61,7 +61,7 @@ def test_round_trip_of_a_nested_tree(tmp_path):
 def test_a_tree_that_is_one_leaf(tmp_path, leaf):
     dg.save(tmp_path / "x.npz", leaf)
     got = dg.load_params(tmp_path / "x.npz")
-    _same(got, leaf)
+    assert_same_tree(got, leaf)
 
 
 def test_the_file_is_an_npz_named_by_key_paths(tmp_path):
@@ -82,7 +82,7 @@ def test_save_writes_the_path_given_and_replaces_a_file(tmp_path):
     dg.save(p, {"a": np.ones(2)})
     dg.save(p, {"a": np.zeros(3)})
     assert sorted(x.name for x in tmp_path.iterdir()) == ["params"]
-    _same(dg.load_params(p), {"a": np.zeros(3)})
+    assert_same_tree(dg.load_params(p), {"a": np.zeros(3)})
 
 
 def test_a_plain_npz_loads_as_a_dict(tmp_path):
@@ -95,7 +95,7 @@ def test_dg_outputs_save(tmp_path):
     m = dg.loads("def f(x):\n    return x * 2.0, (x, sum(x))\n", mode="compiled")
     tree = {"out": m.f(np.ones(3, np.float32))}
     dg.save(tmp_path / "o.npz", tree)
-    _same(dg.load_params(tmp_path / "o.npz"), {"out": (np.full(3, 2, np.float32), (np.ones(3, np.float32),
+    assert_same_tree(dg.load_params(tmp_path / "o.npz"), {"out": (np.full(3, 2, np.float32), (np.ones(3, np.float32),
                                                                                     np.float32(3)))})
 
 
