@@ -28,7 +28,15 @@ class TypeExpr(Node):
 
 @dataclass
 class TupleTypeExpr(Node):
-    elts: list  # list[TypeExpr]
+    elts: list  # list[TypeExpr | TupleTypeExpr | RecordTypeExpr]
+
+
+@dataclass
+class RecordTypeExpr(Node):
+    """`{"w": f32[I, H], "b": f32[H]}`."""
+
+    keys: list  # list[str]
+    elts: list  # their types
 
 
 # ---------------------------------------------------------------- expressions
@@ -50,6 +58,14 @@ class Tuple(Node):
 @dataclass
 class List(Node):
     elts: list
+
+
+@dataclass
+class Dict(Node):
+    """A record display `{"w": w, "b": b}`."""
+
+    keys: list  # list[str]
+    values: list
 
 
 @dataclass
@@ -122,7 +138,7 @@ class Subscript(Node):
     items: list  # list[Expr | Slice | EllipsisLit]; Const(None) is a new axis
 
 
-Expr = Union[Const, Name, Tuple, List, BinOp, UnaryOp, BoolOp, Compare, IfExp, Call, Attribute, Subscript]
+Expr = Union[Const, Name, Tuple, List, Dict, BinOp, UnaryOp, BoolOp, Compare, IfExp, Call, Attribute, Subscript]
 
 
 # ---------------------------------------------------------------- statements
@@ -203,7 +219,7 @@ class Assert(Node):
 @dataclass
 class Param(Node):
     name: str
-    annotation: Optional[Union[TypeExpr, TupleTypeExpr]] = None
+    annotation: Optional[Union[TypeExpr, TupleTypeExpr, RecordTypeExpr]] = None
     default: Optional[Const] = None
 
 
@@ -211,7 +227,7 @@ class Param(Node):
 class FuncDef(Node):
     name: str
     params: list  # list[Param]
-    returns: Optional[Union[TypeExpr, TupleTypeExpr]]
+    returns: Optional[Union[TypeExpr, TupleTypeExpr, RecordTypeExpr]]
     body: list
 
 

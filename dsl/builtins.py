@@ -14,7 +14,8 @@ from dg.dialects import OPS
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from .values import POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, flatten, is_tuple, unflatten_like
+from .values import (POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, describe_structure, flatten,
+                     is_tuple, same_structure, unflatten_like)
 
 _MISSING = object()
 
@@ -379,23 +380,63 @@ def _full(em, call, name):
 
 
 def _like(fill):
+    """zeros_like(x) and ones_like(x), of a tensor or, leaf by leaf, of a structure."""
     def h(em, call, name):
         a = _Args(em, call, name, ["x", "dtype"], {"dtype": None}, static=("dtype",))
-        t = a.tensors("x")
-        if t is None:
+        if not a.ok:
             return POISON
-        x, = t
-        dt = static_dtype(em, a["dtype"], call.loc, default=x.dtype) if a["dtype"] is not None else x.dtype
-        attr, dyn = [], []
-        for i, d in enumerate(x.type.shape):
-            if isinstance(d, int):
-                attr.append(d)
-            else:
-                attr.append(DYN)
-                dyn.append(em.op("dim", [x], {"axis": i}, call.loc))
-        return em.op("full", [em.const(fill, dt, call.loc)] + dyn, {"shape": attr}, call.loc)
+        x = em.as_value(a["x"], call.loc)
+        leaves = [tensor(em, v, call.loc) for v in flatten(x)]
+        if any(v.poison for v in leaves):
+            return POISON
+        out = []
+        for v in leaves:
+            dt = static_dtype(em, a["dtype"], call.loc, default=v.dtype) if a["dtype"] is not None else v.dtype
+            attr, dyn = [], []
+            for i, d in enumerate(v.type.shape):
+                if isinstance(d, int):
+                    attr.append(d)
+                else:
+                    attr.append(DYN)
+                    dyn.append(em.op("dim", [v], {"axis": i}, call.loc))
+            out.append(em.op("full", [em.const(fill, dt, call.loc)] + dyn, {"shape": attr}, call.loc))
+        return unflatten_like(x, out)
 
     return h
+
+
+def _tree_map(em, call, name):
+    """tree_map(f, t1, t2, ..., **kwargs): f(leaf of t1, leaf of t2, ..., **kwargs) for each leaf
+    position of structures of one shape, in a structure of that shape."""
+    fn = _function_arg(em, call, name)
+    if fn is None:
+        return POISON
+    if len(call.args) < 2:
+        em.error("tree_map() takes a function and at least one structure", call.loc)
+        return POISON
+    trees = [em.as_value(em.expr(a), a.loc) for a in call.args[1:]]
+    kwargs = {k.name: (em.expr(k.value), k.loc) for k in call.kwargs}
+    for t, node in zip(trees[1:], call.args[2:]):
+        if not same_structure(t, trees[0]):
+            em.error(f"tree_map(): the structures differ: {describe_structure(trees[0])} and "
+                     f"{describe_structure(t)}", node.loc)
+            return POISON
+    columns = list(zip(*[flatten(t) for t in trees]))
+    out = []
+    for leaves in columns:
+        r = em.call_user(fn, list(leaves), kwargs, call.loc)
+        if isinstance(r, TypedValue) and r.poison:
+            return POISON
+        out.append(r)
+    return unflatten_like(trees[0], out)
+
+
+def _tree_leaves(em, call, name):
+    """tree_leaves(t): the leaves of a structure, in order (records by sorted key), as a tuple."""
+    a = _Args(em, call, name, ["t"], {})
+    if not a.ok:
+        return POISON
+    return tuple(flatten(em.as_value(a["t"], call.loc)))
 
 
 def _arange(em, call, name):
@@ -875,9 +916,9 @@ def _vjp(em, call, name):
     r = em.resolve_call(fn, args, {}, call.loc)
     if r is None:
         return POISON
-    sym, vals, res_types, proto = r
+    sym, vals, res_types, proto, groups = r
     value = em.emit_call(sym, vals, res_types, proto, call.loc)
-    return (value, Pullback(sym, vals, res_types, proto))
+    return (value, Pullback(sym, vals, res_types, proto, groups))
 
 
 def _checkpoint(em, call, name):
@@ -1067,7 +1108,7 @@ BUILTINS = {
     "maximum": _binary("maximum"), "minimum": _binary("minimum"), "pow": _binary("pow"),
     "reshape": _to_shape("reshape"), "transpose": _transpose, "expand_dims": _expand_dims, "squeeze": _squeeze,
     "broadcast_to": _to_shape("broadcast_to"), "concat": _join("concat"), "stack": _join("stack"), "take": _take,
-    "len": _len,
+    "len": _len, "tree_map": _tree_map, "tree_leaves": _tree_leaves,
     "matmul": _matmul, "dot": _dot, "outer": _outer,
     "softmax": _axis_op("softmax"), "log_softmax": _axis_op("log_softmax"),
     "cross_entropy": _cross_entropy, "mse": _mse, "layer_norm": _layer_norm, "dropout": _dropout,

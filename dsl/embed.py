@@ -88,6 +88,8 @@ class _Converter:
             return None
         if isinstance(obj, tuple):
             return A.TupleTypeExpr(self.loc(node), [self.annotation(o, node) for o in obj])
+        if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+            return A.RecordTypeExpr(self.loc(node), list(obj), [self.annotation(o, node) for o in obj.values()])
         if isinstance(obj, TypeAnn):
             return A.TypeExpr(self.loc(node), obj.dtype, obj.dims)
         if isinstance(obj, str):
@@ -163,6 +165,13 @@ class _Converter:
             return A.Tuple(L, [self.expr(x) for x in e.elts])
         if isinstance(e, py.List):
             return A.List(L, [self.expr(x) for x in e.elts])
+        if isinstance(e, py.Dict):
+            keys = []
+            for k in e.keys:
+                if not (isinstance(k, py.Constant) and isinstance(k.value, str)) or k.value in keys:
+                    self.fail(k or e, "a record key that is not a string literal, or a repeated key")
+                keys.append(k.value)
+            return A.Dict(L, keys, [self.expr(v) for v in e.values])
         if isinstance(e, py.BinOp):
             return A.BinOp(L, _BINOPS[type(e.op)], self.expr(e.left), self.expr(e.right))
         if isinstance(e, py.UnaryOp):

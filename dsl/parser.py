@@ -110,8 +110,8 @@ class _Indenter(Indenter):
     """
 
     NL_type = "_NEWLINE"
-    OPEN_PAREN_types = ["LPAR", "LSQB"]
-    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8
@@ -138,11 +138,11 @@ class _Indenter(Indenter):
                 _check_name(tok)
             state.last = tok
             yield tok
-            if tok.type in ("LPAR", "LSQB"):
+            if tok.type in ("LPAR", "LSQB", "LBRACE"):
                 parens.append(tok)
                 if len(parens) > MAX_PARENS:
                     raise _Error("too many nested parentheses", tok.line, tok.column)
-            elif tok.type in ("RPAR", "RSQB") and parens:
+            elif tok.type in ("RPAR", "RSQB", "RBRACE") and parens:
                 parens.pop()
         if parens:
             p = parens[-1]
@@ -230,7 +230,11 @@ def _check_target(t, aug: bool = False):
     if isinstance(t, A.Name):
         return t
     if isinstance(t, A.Subscript):
-        if not isinstance(t.value, A.Name):
+        base = t.value
+        while isinstance(base, A.Subscript) and len(base.items) == 1 and isinstance(base.items[0], A.Const) \
+                and isinstance(base.items[0].value, str):
+            base = base.value  # a field of a record: p["w"][0] = e, p["l1"]["w"] = e
+        if not isinstance(base, A.Name):
             _fail("can only assign to a subscript of a name (write x[i, j] = e, not x[i][j] = e)", t)
         return t
     if not aug and isinstance(t, (A.Tuple, A.List)):
@@ -244,9 +248,12 @@ def _check_target(t, aug: bool = False):
 
 
 def _const_default(e) -> A.Const:
-    """A parameter default: a literal constant, a leading minus folded in."""
+    """A parameter default: a literal constant, a leading minus folded in, or a tuple of them
+    (`betas=(0.9, 0.999)`)."""
     if isinstance(e, A.Const) and e.value is not None:
         return e
+    if isinstance(e, A.Tuple) and e.elts:
+        return A.Const(e.loc, tuple(_const_default(x).value for x in e.elts))
     if (
         isinstance(e, A.UnaryOp)
         and e.op in "+-"
@@ -500,6 +507,20 @@ class _ToAst(Transformer):
     def list_lit(self, c):
         return A.List(_loc(c[0]), c[1:])
 
+    def dict_lit(self, c):
+        keys, values = [], []
+        for k, v in c[1:]:
+            if not (isinstance(k, A.Const) and isinstance(k.value, str)):
+                _fail("a record's keys are strings: {\"w\": w, \"b\": b}", k)
+            if k.value in keys:
+                _fail(f"the key '{k.value}' is repeated in a record", k)
+            keys.append(k.value)
+            values.append(v)
+        return A.Dict(_loc(c[0]), keys, values)
+
+    def dict_item(self, c):
+        return (c[0], c[1])
+
     # -------------------------------------------------------- types
     def tensor_type(self, c):
         dtype = c[0]
@@ -517,6 +538,16 @@ class _ToAst(Transformer):
 
     def tuple_type(self, c):
         return A.TupleTypeExpr(_loc(c[0]), c[1:])
+
+    def record_type(self, c):
+        keys, elts = [], []
+        for tok, te in zip(c[1::2], c[2::2]):
+            key = _string_value(tok)
+            if key in keys:
+                _fail(f"the key '{key}' is repeated in a record type", te)
+            keys.append(key)
+            elts.append(te)
+        return A.RecordTypeExpr(_loc(c[0]), keys, elts)
 
 
 @dataclass
@@ -653,7 +684,7 @@ _TOKEN_WORDS = {
 }
 
 
-_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "TRUE", "FALSE", "NONE", "LPAR", "LSQB", "NOT"}
+_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "TRUE", "FALSE", "NONE", "LPAR", "LSQB", "LBRACE", "NOT"}
 
 
 def _describe_token(tok: Token) -> str:

@@ -56,10 +56,18 @@ class Str:
 
 @dataclass(eq=False)
 class Undefined:
-    """A name with no value on some path (defined in one branch, or only inside a loop)."""
+    """A name with no value on some path (defined in one branch, or only inside a loop).
+
+    With `value` set it is bound on some paths and not on others (Python's rule: reading it is
+    fine where a path that ran bound it): `value` is what it holds where bound (a placeholder
+    elsewhere), `bound` a 0-d bool TypedValue, true at run time where a path bound it; a read
+    checks `bound` (a DgRuntimeError at the read otherwise). Without `value`, no path bound it
+    that the checker can see, and a read is a DgTypeError (`why`)."""
 
     why: str
     type: Optional[TensorType] = None  # the type it has where it is defined
+    value: Any = None  # the value where bound: a TypedValue or a structure of them
+    bound: Any = None  # the run-time flag: a 0-d bool TypedValue
 
 
 @dataclass(eq=False)
@@ -82,9 +90,10 @@ class Pullback:
     """The second result of vjp(f, *primals): called with cotangents of f's results."""
 
     symbol: str
-    vals: list  # the primals, as passed to f
+    vals: list  # the primals' leaves, as passed to f
     result_types: list
     result_proto: Any
+    groups: list  # per primal: (index of its first leaf in vals, its structure)
 
 
 @dataclass(eq=False)
@@ -100,8 +109,83 @@ class ConstRef:
     name: str
 
 
+class Record(tuple):
+    """A record `{"w": w, "b": b}`: its values in the order of its sorted keys (as a JAX pytree of a
+    dict), so that records with the same keys have the same structure whatever order built them.
+    A tuple to everything that walks structures (flatten, loop-carried values, branch merges); its
+    keys tell it apart from a tuple of the same length (same_structure)."""
+
+    keys: tuple
+
+    def __new__(cls, items):
+        pairs = sorted(dict(items).items(), key=lambda kv: kv[0])
+        r = super().__new__(cls, [v for _, v in pairs])
+        r.keys = tuple(k for k, _ in pairs)
+        return r
+
+    @classmethod
+    def like(cls, proto: "Record", values):
+        r = super().__new__(cls, list(values))
+        r.keys = proto.keys
+        return r
+
+    def get(self, key):
+        try:
+            return self[self.keys.index(key)]
+        except ValueError:
+            return None
+
+    def items(self):
+        return zip(self.keys, self)
+
+    def replaced(self, key, value) -> "Record":
+        d = dict(self.items())
+        d[key] = value
+        return Record(d.items())
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "}"
+
+
+@dataclass(frozen=True)
+class Static:
+    """The type of a parameter that a call gives an integer or bool literal (`stride=2`,
+    `n_head=4`): the callee is specialized for the value, which it sees as that literal, usable
+    where a constant is needed (an op's option, a static size). Not an argument of the IR."""
+
+    value: Any
+    dtype: str
+
+
 def is_tuple(x) -> bool:
+    """A structure: a tuple or a record."""
     return isinstance(x, tuple)
+
+
+def is_record(x) -> bool:
+    return isinstance(x, Record)
+
+
+def structure(x):
+    """What two values must share to be the same structure: the nesting, the lengths and the keys
+    (leaves are None)."""
+    if isinstance(x, Record):
+        return ("record", x.keys, tuple(structure(e) for e in x))
+    if isinstance(x, tuple):
+        return ("tuple", tuple(structure(e) for e in x))
+    return None
+
+
+def same_structure(a, b) -> bool:
+    return structure(a) == structure(b)
+
+
+def describe_structure(x) -> str:
+    if isinstance(x, Record):
+        return "a record with keys " + ", ".join(repr(k) for k in x.keys)
+    if isinstance(x, tuple):
+        return f"a tuple of {len(x)}"
+    return "a tensor"
 
 
 def flatten(x) -> list:
@@ -113,12 +197,28 @@ def flatten(x) -> list:
     return [x]
 
 
+def leaf_paths(x, prefix: str = "") -> list:
+    """The path of each leaf, as it is written in dg and Python (`p["w"][0]`), in flatten's order."""
+    if isinstance(x, Record):
+        return [q for k, e in x.items() for q in leaf_paths(e, f'{prefix}["{k}"]')]
+    if isinstance(x, tuple):
+        return [q for i, e in enumerate(x) for q in leaf_paths(e, f"{prefix}[{i}]")]
+    return [prefix]
+
+
 def unflatten_like(proto, flat: list):
     it = iter(flat)
 
     def go(p):
+        if isinstance(p, Record):
+            return Record.like(p, [go(e) for e in p])
         if isinstance(p, tuple):
             return tuple(go(e) for e in p)
         return next(it)
 
     return go(proto)
+
+
+def tree_map(fn, x):
+    """fn applied to each leaf of x, the structure kept."""
+    return unflatten_like(x, [fn(v) for v in flatten(x)])

@@ -5,7 +5,10 @@ Expects: a module after bufferization (linalg ops on memrefs). Guarantees:
 a helper function written here in MLIR. At run time the helper reads the
 operands' strides. Row-major or column-major operands go to the BLAS
 `gemm` with the right transpose flags and leading dimensions, so
-transposed views are not copied. A transpose that bufferization made into
+transposed views are not copied; nor are the operands a matmul's indexing
+maps transpose (`linalg.matmul indexing_maps = [...]`, as the convolution
+gradients write): they become transposed views (maps a gemm cannot take,
+a transposed C for one, leave the matmul as loops). A transpose that bufferization made into
 a copy feeding only the matmul (what the autodiff pass writes for
 `dA = dC @ B^T`) becomes a transposed view first, when nothing can write its
 source in between. Any other layout (an output that is not
@@ -291,26 +294,30 @@ def replace_matmuls(module, helpers: dict) -> int:
     """Replace each f32/f64 `linalg.matmul` of a bufferized module by a call
     `@name(A, B, C)`, `helpers[(elt, overwrite)] = (name, function text, declarations text)`, the
     function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
-    before (the fill is dropped); transpose copies feeding only the matmul become views. How many."""
+    before (the fill is dropped); transpose copies feeding only the matmul become views, and so do
+    operands its indexing maps read transposed. How many."""
     found = []
     for op in operations_under(module.body):
         if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
-            if elt in _ELTS and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
-                found.append((op, elt))
+            flips = _transposes(op)
+            if (elt in _ELTS and flips is not None
+                    and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands)):
+                found.append((op, elt, flips))
     if not found:
         return 0
     with module.context:
-        calls = [(op, elt, _zero_fill_before(op)) for op, elt in found]
-        for key in sorted({(elt, fill is not None) for _, elt, fill in calls}):
+        calls = [(op, elt, flips, _zero_fill_before(op)) for op, elt, flips in found]
+        for key in sorted({(elt, fill is not None) for _, elt, _, fill in calls}):
             _, fn, decl = helpers[key]
             append_parsed(module, decl + fn)
-        for op, elt, fill in calls:
+        for op, elt, flips, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:
-                views = [_transposed_view(op, i) for i in (0, 1)]
+                views = [None if flips[i] else _transposed_view(op, i) for i in (0, 1)]
                 operands = [v[0] if v else op.operands[i] for i, v in enumerate(views)] + [op.operands[2]]
                 args = [v if v.type == dyn else create("memref.cast", [dyn], [v]).result for v in operands]
+                args[:2] = [_transpose(v, dyn) if flip else v for v, flip in zip(args[:2], flips)]
                 create("func.call", [], args, callee=ir.FlatSymbolRefAttr.get(helpers[elt, fill is not None][0]))
             op.erase()
             if fill is not None:
@@ -322,6 +329,29 @@ def replace_matmuls(module, helpers: dict) -> int:
 
 
 _TRANSPOSE_MAPS = ("affine_map<(d0, d1) -> (d1, d0)>", "affine_map<(d0, d1) -> (d0, d1)>")
+# A matmul's indexing maps over (m, n, k): A's (plain or transposed), B's, C's (plain only).
+_A_MAPS = {"affine_map<(d0, d1, d2) -> (d0, d2)>": False, "affine_map<(d0, d1, d2) -> (d2, d0)>": True}
+_B_MAPS = {"affine_map<(d0, d1, d2) -> (d2, d1)>": False, "affine_map<(d0, d1, d2) -> (d1, d2)>": True}
+_C_MAP = "affine_map<(d0, d1, d2) -> (d0, d1)>"
+
+
+def _transposes(mm):
+    """(A transposed?, B transposed?) by the matmul's indexing maps (`linalg.matmul indexing_maps
+    = [...]`, as the convolutions' gradients write), or None for maps a gemm cannot take (a
+    broadcast operand, a transposed C): such a matmul stays loops."""
+    if "indexing_maps" not in mm.attributes:
+        return False, False
+    a, b, c = (str(m) for m in mm.attributes["indexing_maps"])
+    if a not in _A_MAPS or b not in _B_MAPS or c != _C_MAP:
+        return None
+    return _A_MAPS[a], _B_MAPS[b]
+
+
+def _transpose(v, dyn):
+    """A transposed view of the 2-D memref v (of the fully dynamic strided type `dyn`): the helper
+    reads its strides and passes it to gemm with the transpose flag, without a copy."""
+    perm = ir.AffineMapAttr(ir.Attribute.parse(_TRANSPOSE_MAPS[0]))
+    return create("memref.transpose", [dyn], [v], permutation=perm).result
 _PURE = ("memref.alloc", "memref.cast", "memref.dim", "memref.transpose", "memref.subview")
 
 

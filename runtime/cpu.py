@@ -49,6 +49,24 @@ _libc.free.restype = None
 
 _SIZES_AND_STRIDES: dict = {}
 
+# mallopt(3) parameters (glibc's malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc keep the memory a call frees for the next call, rather than hand it
+    back to the kernel and fault it in again: compiled code allocates its temporaries (megabytes
+    for a convolutional network's step) with malloc, and by default blocks of 128 KiB and more
+    are mmap'd and unmapped at every call, which took two thirds of a LeNet step's time. Blocks
+    up to 32 MiB (glibc's largest threshold) come from the heap, and the heap is trimmed only
+    beyond 512 MiB free. Once per process, when the first program is loaded; `DG_KEEP_MEMORY=0`
+    leaves malloc as it was. True if it was set."""
+    if os.environ.get("DG_KEEP_MEMORY", "1") == "0" or not hasattr(_libc, "mallopt"):
+        return False
+    _libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    _libc.mallopt.restype = ctypes.c_int
+    return bool(_libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(_libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20))
+
 
 def _sizes_and_strides(shape: tuple) -> tuple:
     """The sizes and (row-major) strides words of a C-contiguous array's memref descriptor."""
@@ -169,6 +187,7 @@ class _Runtime:
             return cls.symbols
         with cls.lock:
             if not cls.symbols:
+                keep_freed_memory()
                 cls.symbols = cls._register()
         return cls.symbols
 
@@ -234,6 +253,25 @@ def _signatures(dg_module: "ir.Module") -> dict:
     return sigs
 
 
+# Programs whose LLVM IR has more lines than this are optimized at -O2 instead of -O3. The
+# pipeline inlines a program into one function; on a big one (a transformer's training step:
+# 20,000 lines and more) -O3 takes minutes where -O2 takes seconds, and the code it makes was
+# no faster in our measurements (samples/gpt.dg: loss 34 s at -O3, 6 s at -O2).
+LARGE_PROGRAM_LINES = 8000
+
+
+def opt_level(m: "ir.Module") -> int:
+    """LLVM's optimization level for a module in the LLVM dialect: 3, or 2 for a large one."""
+    lines = 0
+    for op in m.body.operations:
+        for region in op.operation.regions:
+            for block in region.blocks:
+                lines += len(block.operations)
+                if lines > LARGE_PROGRAM_LINES:
+                    return 2
+    return 3
+
+
 def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict, bytes]:
     """(metadata, object code) for a module at the `grad` stage: the pipeline down to the LLVM
     dialect, then MLIR's ExecutionEngine at -O3. With `entry`, only that function is callable and
@@ -247,13 +285,15 @@ def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict,
     t1 = time.perf_counter()
     meta = {"signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
+    level = opt_level(m)
     with shared_context():  # (the engine takes the module)
-        engine = ExecutionEngine(m, opt_level=3, shared_libs=[], enable_pic=True)
+        engine = ExecutionEngine(m, opt_level=level, shared_libs=[], enable_pic=True)
     for name, addr in _Runtime.install().items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
     engine.raw_lookup("_mlir_ciface_" + LINKED + next(iter(sigs)))  # code generation happens on the first lookup
     t2 = time.perf_counter()
     meta["seconds"] = {"passes": t1 - t0, "llvm": t2 - t1}
+    meta["opt_level"] = level
     fd, path = tempfile.mkstemp(suffix=".o")
     os.close(fd)
     try:
@@ -307,7 +347,7 @@ class CpuProgram:
         program = cls(meta, blob, from_cache=False)
         took = meta["seconds"]
         compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
-                        f"{took['passes']:.3g} s, LLVM {took['llvm']:.3g} s ({'disk cache miss' if cache.folder() is not None else 'disk cache off'})")
+                        f"{took['passes']:.3g} s, LLVM -O{meta.get('opt_level', 3)} {took['llvm']:.3g} s ({'disk cache miss' if cache.folder() is not None else 'disk cache off'})")
         return program
 
     # ------------------------------------------------------------ callbacks from compiled code

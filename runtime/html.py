@@ -15,6 +15,8 @@ from html import escape
 from dg.dsl import ast as A
 from dg.lowering.pipeline import SHOWN
 
+from .signature import shown_type
+
 HIDDEN_PREFIX = "__dg_"  # the functions runtime.autodiff_api adds to a source
 
 
@@ -24,6 +26,8 @@ def type_text(te) -> str:
     if isinstance(te, A.TupleTypeExpr):
         inner = ", ".join(type_text(t) for t in te.elts)
         return f"({inner},)" if len(te.elts) == 1 else f"({inner})"
+    if isinstance(te, A.RecordTypeExpr):
+        return "{" + ", ".join(f'"{k}": {type_text(t)}' for k, t in zip(te.keys, te.elts)) + "}"
     if te.dims is None:
         return te.dtype
     return f"{te.dtype}[{', '.join('?' if d is None else str(d) for d in te.dims)}]"
@@ -65,7 +69,7 @@ def specialized(fn) -> dict:
     made = set() if last is None else {"dg", *last.stages}
     return {
         "specializations": [] if fn is None else [
-            (", ".join(str(t) for t in c.sig.param_types), c.runner is not None) for c in list(fn._cache.values())],
+            (", ".join(shown_type(t) for t in c.sig.param_types), c.runner is not None) for c in list(fn._cache.values())],
         "stages": [(s, s in made) for s in SHOWN],
         "ir": None if last is None else last.ir_text,
     }

@@ -106,7 +106,8 @@ _LOADING: list = []
 
 def load_import(name: str, search_dir: Path | None, loc: Loc) -> Source:
     dirs = ([search_dir] if search_dir else [Path.cwd()]) + [
-        Path(p) for p in os.environ.get("DG_PATH", "").split(os.pathsep) if p]
+        Path(p) for p in os.environ.get("DG_PATH", "").split(os.pathsep) if p] + [
+        Path(__file__).resolve().parent.parent / "stdlib"]  # the standard library, package dg.stdlib, last
     for d in dirs:
         f = Path(d) / f"{name}.dg"
         if f.is_file():
@@ -249,7 +250,7 @@ class DgFunction:
         return comp
 
     def _shown(self, sig) -> str:
-        return f"{self.name}({', '.join(str(t) for t in sig.param_types)})"
+        return f"{self.name}({', '.join(signature.shown_type(t) for t in sig.param_types)})"
 
     def _deeply(self, fn, *args):
         """fn(*args) with room for deep recursion (core.deep) and the garbage collector paused."""
@@ -285,9 +286,10 @@ class DgFunction:
             try:
                 out = modes.execute(comp, self.mode, self.device, arrays)
             except ArgumentTooLarge as e:
-                p = self.fd.params[e.index]
+                i, path = signature.leaf_owner(comp.sig, e.index)
+                p = self.fd.params[i]
                 gib = math.prod(e.shape) * e.dtype.itemsize / 2**30
-                raise DgRuntimeError(f"argument '{p.name}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is "
+                raise DgRuntimeError(f"argument '{p.name}{path}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is "
                                      f"a view that compiled code needs as one contiguous array, and {gib:.3g} GiB do not "
                                      f"fit in memory", p.loc) from None
             return signature.to_python(out, comp.result_proto)
@@ -316,7 +318,8 @@ class DgFunction:
         """The function's dataflow graph (`runtime.graph.Graph`: `.save("f.svg")`, `.source`, SVG
         in notebooks) for the signature `.ir` would show; with `grad` (True, or `wrt` positions), its
         gradient's."""
-        return draw_graph(self.ir("dg", args=args), self.name, [p.name for p in self.fd.params], grad)
+        text = self.ir("dg", args=args)
+        return draw_graph(text, self.name, signature.leaf_names(self.fd, self._last.sig), grad)
 
 
 

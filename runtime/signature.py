@@ -15,9 +15,9 @@ import numpy as np
 
 from dg.core.errors import DgTypeError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
-from dg.core.types import annotation_type as _annotation_type
 from dg.dsl import ast as A
-from dg.dsl.emit import type_key
+from dg.dsl.emit import annotation_tree, tree_key, type_key
+from dg.dsl.values import Record, describe_structure, flatten, leaf_paths, unflatten_like
 
 
 @dataclass
@@ -51,21 +51,93 @@ def bind_python_args(fd: A.FuncDef, args, kwargs) -> list:
 _MISSING = object()
 
 
-def annotation_type(te, names: dict) -> TensorType | None:
+def annotation_type(te, names: dict):
+    """The declared type of a parameter: a TensorType, a structure of them, or None."""
     try:
-        return _annotation_type(te, names)
+        return annotation_tree(te, names)
     except ShapeError as e:
         raise DgTypeError(str(e), te.loc) from None
+
+
+# ----------------------------------------------------------------- structures from Python
+def _array_like(x) -> bool:
+    return isinstance(x, np.ndarray) or (hasattr(x, "__array__") and not isinstance(x, (np.generic, list, tuple)))
+
+
+def is_structure(x) -> bool:
+    """A dict, or a tuple or list that holds arrays, dicts or such tuples: a structure whose leaves
+    are arguments. A tuple or list of numbers (nested lists of numbers) is an array, as in NumPy."""
+    if isinstance(x, dict):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_array_like(e) or is_structure(e) for e in x)
+    return False
+
+
+def _keys_of(d: dict, path: str, p: A.Param, fn: str):
+    for k in d:
+        if not isinstance(k, str):
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}(): a dict passed to dg has string keys, "
+                              f"not {type(k).__name__} {k!r}", p.loc)
+    return sorted(d)
+
+
+def py_flatten(x, p: A.Param, fn: str, path: str = ""):
+    """(structure with None leaves, leaves, their paths) of a Python structure; dict keys in sorted order."""
+    if isinstance(x, dict):
+        keys = _keys_of(x, path, p, fn)
+        parts = [py_flatten(x[k], p, fn, f'{path}["{k}"]') for k in keys]
+        return (Record(zip(keys, [q[0] for q in parts])), [v for q in parts for v in q[1]],
+                [v for q in parts for v in q[2]])
+    if isinstance(x, (list, tuple)) and is_structure(x):
+        parts = [py_flatten(e, p, fn, f"{path}[{i}]") for i, e in enumerate(x)]
+        return tuple(q[0] for q in parts), [v for q in parts for v in q[1]], [v for q in parts for v in q[2]]
+    return None, [x], [path]
+
+
+def _match(x, declared, p: A.Param, fn: str, path: str = ""):
+    """The leaves of the Python value x, arranged as the declared structure, with their paths; a
+    DgTypeError naming the path where the two differ."""
+    where = f"argument '{p.name}{path}' of {fn}()"
+    if isinstance(declared, Record):
+        if not isinstance(x, dict):
+            raise DgTypeError(f"{where} must be {describe_structure(declared)} (a dict), got {_describe(x)}", p.loc)
+        keys = _keys_of(x, path, p, fn)
+        missing = [k for k in declared.keys if k not in x]
+        extra = [k for k in keys if k not in declared.keys]
+        if missing or extra:
+            what = "; ".join(([f"missing key{'s' if len(missing) > 1 else ''} " + ", ".join(map(repr, missing))]
+                              if missing else []) +
+                             ([f"unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(map(repr, extra))]
+                              if extra else []))
+            raise DgTypeError(f"{where} must be {describe_structure(declared)}: {what}", p.loc)
+        out = []
+        for k, d in declared.items():
+            out += _match(x[k], d, p, fn, f'{path}["{k}"]')
+        return out
+    if isinstance(declared, tuple):
+        if not isinstance(x, (list, tuple)) or len(x) != len(declared):
+            raise DgTypeError(f"{where} must be {describe_structure(declared)}, got {_describe(x)}", p.loc)
+        out = []
+        for i, (e, d) in enumerate(zip(x, declared)):
+            out += _match(e, d, p, fn, f"{path}[{i}]")
+        return out
+    return [(x, declared, path)]
 
 
 def _describe(x) -> str:
     if isinstance(x, np.ndarray):
         return f"a {x.dtype} array of shape {tuple(x.shape)}"
-    return f"{type(x).__name__} {x!r}"
+    if isinstance(x, dict):
+        return "a dict with keys " + ", ".join(repr(k) for k in x)
+    if isinstance(x, (list, tuple)) and is_structure(x):
+        return f"a {type(x).__name__} of {len(x)}"
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
-    """A Python argument as a NumPy array (weak scalars take `dtype`)."""
+def to_array(x, p: A.Param, fn: str, dtype: str | None = None, path: str = "") -> np.ndarray:
+    """A Python argument (or the leaf at `path` of one) as a NumPy array (weak scalars take `dtype`)."""
     if isinstance(x, np.generic):  # NumPy scalars keep their dtype (np.float64 is a float subclass)
         return np.asarray(x)
     if isinstance(x, (bool, np.bool_)) and not isinstance(x, np.ndarray):
@@ -74,25 +146,25 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
         try:
             return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.int64)
         except OverflowError:
-            raise DgTypeError(f"argument '{p.name}' of {fn}() is the integer {x}, which does not fit in "
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is the integer {x}, which does not fit in "
                               f"{dtype or 'i64'}", p.loc) from None
     if isinstance(x, float):
         if dtype and DTYPES[dtype][2] != "f":
-            raise DgTypeError(f"argument '{p.name}' of {fn}() is the float {x!r}, but {dtype} was declared", p.loc)
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is the float {x!r}, but {dtype} was declared", p.loc)
         return np.asarray(x, dtype=np_dtype(dtype) if dtype else np.float32)
     if isinstance(x, (list, tuple)):
         try:
             arr = np.asarray(x)
         except ValueError as e:
-            raise DgTypeError(f"argument '{p.name}' of {fn}() is not a rectangular array: {e}", p.loc) from None
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is not a rectangular array: {e}", p.loc) from None
         if arr.dtype == object:
-            raise DgTypeError(f"argument '{p.name}' of {fn}() is not an array of numbers", p.loc)
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is not an array of numbers", p.loc)
         if arr.dtype == np.float64:
             arr = arr.astype(np_dtype(dtype) if dtype else np.float32)
         elif arr.dtype.kind in "iu" and dtype:
             wanted = np_dtype(dtype)
             if wanted.kind in "iu" and arr.size and not (np.iinfo(wanted).min <= arr.min() and arr.max() <= np.iinfo(wanted).max):
-                raise DgTypeError(f"argument '{p.name}' of {fn}() has integers that do not fit in {dtype}", p.loc)
+                raise DgTypeError(f"argument '{p.name}{path}' of {fn}() has integers that do not fit in {dtype}", p.loc)
             arr = arr.astype(wanted)
         return arr
     if isinstance(x, (np.ndarray, np.generic)):
@@ -105,9 +177,9 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None) -> np.ndarray:
         try:
             return np.asarray(x)
         except Exception as e:  # the library's own refusal, whatever its class
-            raise DgTypeError(f"argument '{p.name}' of {fn}() ({type(x).__name__}) cannot be read as an array: "
+            raise DgTypeError(f"argument '{p.name}{path}' of {fn}() ({type(x).__name__}) cannot be read as an array: "
                               f"{type(e).__name__}: {e}", p.loc) from None
-    raise DgTypeError(f"argument '{p.name}' of {fn}() must be an array or a number, got {type(x).__name__}", p.loc)
+    raise DgTypeError(f"argument '{p.name}{path}' of {fn}() must be an array or a number, got {type(x).__name__}", p.loc)
 
 
 @dataclass
@@ -120,7 +192,15 @@ class _Param:
     named: tuple  # (axis, name) of the named symbolic dims
 
 
+def _leaf_plan(t: TensorType) -> _Param:
+    nd = DTYPES[t.dtype][1]
+    return _Param(t, None if nd is None else np.dtype(nd), type_key(t),
+                  tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int)),
+                  tuple((i, d.name) for i, d in enumerate(t.shape) if isinstance(d, Sym) and d.name))
+
+
 def _plan(fd: A.FuncDef) -> list:
+    """Per parameter: a _Param (a tensor or undeclared), or (declared structure, its key, a _Param per leaf)."""
     plan = fd.__dict__.get("_dg_call_plan")
     if plan is None:
         names: dict = {}
@@ -129,43 +209,97 @@ def _plan(fd: A.FuncDef) -> list:
             t = annotation_type(p.annotation, names)
             if t is None:
                 plan.append(_Param(None, None, None, (), ()))
-                continue
-            nd = DTYPES[t.dtype][1]
-            plan.append(_Param(t, None if nd is None else np.dtype(nd), type_key(t),
-                               tuple((i, d) for i, d in enumerate(t.shape) if isinstance(d, int)),
-                               tuple((i, d.name) for i, d in enumerate(t.shape) if isinstance(d, Sym) and d.name)))
+            elif isinstance(t, tuple):
+                plan.append((t, tree_key(t), [_leaf_plan(x) for x in flatten(t)]))
+            else:
+                plan.append(_leaf_plan(t))
         fd.__dict__["_dg_call_plan"] = plan
     return plan
 
 
-def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef) -> str:
+def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef, path: str = "") -> str:
     """The dg element type of an argument array, or a DgTypeError naming the parameter."""
     dt = dtype_of_np(arr.dtype)
     if dt is None or dt == "u64":
-        raise DgTypeError(f"argument '{p.name}' of {fd.name}(): dtype {arr.dtype} is not a dg element type", p.loc)
+        raise DgTypeError(f"argument '{p.name}{path}' of {fd.name}(): dtype {arr.dtype} is not a dg element type", p.loc)
     return dt
 
 
+def _leaf_array(x):
+    return x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None
+
+
 def fingerprint(values) -> tuple:
-    """(the dtypes and shapes of the values, the values as arrays) when all are NumPy arrays or
-    scalars, else (None, None): arguments with the same fingerprint have the same signature."""
-    arrays = [x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None for x in values]
-    if any(a is None for a in arrays):
+    """(the dtypes and shapes of the values' leaves and the structures holding them, the leaves as
+    arrays) when every leaf is a NumPy array or scalar, else (None, None): arguments with the same
+    fingerprint have the same signature."""
+    fp, arrays = [], []
+    for x in values:
+        a = _leaf_array(x)
+        if a is not None:
+            fp.append((a.dtype, a.shape))
+            arrays.append(a)
+            continue
+        if not isinstance(x, (dict, tuple, list)):
+            return None, None
+        struct, leaves = _fast_flatten(x)
+        if struct is None:
+            return None, None
+        fp.append(struct)
+        for leaf in leaves:
+            a = _leaf_array(leaf)
+            if a is None:
+                return None, None
+            fp.append((a.dtype, a.shape))
+            arrays.append(a)
+    return tuple(fp), arrays
+
+
+def _fast_flatten(x):
+    """(a hashable structure, leaves) of a dict/tuple/list of arrays, or (None, None) for anything
+    else (a list of numbers, keys that are not strings...)."""
+    leaves: list = []
+
+    def go(v):
+        if isinstance(v, dict):
+            try:
+                keys = sorted(v)
+            except TypeError:
+                raise _NotFast from None
+            if any(type(k) is not str for k in keys):
+                raise _NotFast
+            return ("d", tuple(keys), tuple(go(v[k]) for k in keys))
+        if isinstance(v, (tuple, list)):
+            if not v or not any(isinstance(e, (np.ndarray, dict, tuple, list)) for e in v):
+                raise _NotFast  # numbers: an array, worked out the slow way
+            return ("t", tuple(go(e) for e in v))
+        if type(v) is np.ndarray or isinstance(v, np.generic):
+            leaves.append(v)
+            return None
+        raise _NotFast
+
+    try:
+        return go(x), leaves
+    except _NotFast:
         return None, None
-    return tuple([(a.dtype, a.shape) for a in arrays]), arrays
+
+
+class _NotFast(Exception):
+    pass
 
 
 def make_signature(fd: A.FuncDef, values: list):
-    """(Signature, arrays) for a call's arguments, or a DgTypeError naming the parameter.
+    """(Signature, the arguments' leaves as arrays) for a call's arguments, or a DgTypeError naming
+    the parameter (and the leaf, in a structure).
 
-    Arrays of dtypes and shapes seen before (NumPy arrays and scalars, the usual training loop)
-    take the signature that was worked out for them then."""
+    Arrays of dtypes and shapes seen before (NumPy arrays and scalars, or structures of them: the
+    usual training loop) take the signature that was worked out for them then."""
     fp, arrays = fingerprint(values)
     if fp is not None:
         seen = fd.__dict__.setdefault("_dg_signatures", {})
         sig = seen.get(fp)
         if sig is None:
-            sig = _checked_signature(fd, arrays)[0]
+            sig = _checked_signature(fd, values)[0]
             if len(seen) >= 64:  # many shapes: keep the newest
                 seen.clear()
             seen[fp] = sig
@@ -177,43 +311,65 @@ def _checked_signature(fd: A.FuncDef, values: list):
     sizes: dict = {}
     types, arrays, key = [], [], []
     for p, pp, x in zip(fd.params, _plan(fd), values):
-        declared = pp.declared
-        if declared is None:
+        if isinstance(pp, tuple):  # a declared structure
+            declared, skey, leaf_plans = pp
+            leaves = _match(x, declared, p, fd.name)
+            for (leaf, t, path), lp in zip(leaves, leaf_plans):
+                arrays.append(_checked_leaf(leaf, lp, p, fd, sizes, path))
+            types.append(declared)
+            key.append(skey)
+            continue
+        if pp.declared is None and is_structure(x):
+            struct, leaves, paths = py_flatten(x, p, fd.name)
+            leaf_types = []
+            for leaf, path in zip(leaves, paths):
+                arr = to_array(leaf, p, fd.name, path=path)
+                leaf_types.append(TensorType(_element_type(arr, p, fd, path), tuple(int(s) for s in arr.shape)))
+                arrays.append(arr)
+            t = unflatten_like(struct, leaf_types)
+            types.append(t)
+            key.append(tree_key(t))
+            continue
+        if pp.declared is None:
             arr = to_array(x, p, fd.name)
             dt = _element_type(arr, p, fd)
             types.append(TensorType(dt, tuple(int(s) for s in arr.shape)))
             key.append((dt, tuple(arr.shape)))
             arrays.append(arr)
             continue
-        arr = x if type(x) is np.ndarray else to_array(x, p, fd.name, declared.dtype)
-        if arr.dtype != pp.np_dtype:
-            dt = _element_type(arr, p, fd)
-            raise DgTypeError(
-                f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                f"(element type {dt}, expected {declared.dtype})", p.loc)
-        shape = arr.shape
-        if len(shape) != declared.rank:
-            raise DgTypeError(
-                f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                f"(rank {arr.ndim}, expected {declared.rank})", p.loc)
-        for axis, d in pp.static:
-            if shape[axis] != d:
-                raise DgTypeError(
-                    f"argument '{p.name}' of {fd.name}() must be {declared}, got {_describe(arr)} "
-                    f"(axis {axis} has size {shape[axis]}, expected {d})", p.loc)
-        for axis, name in pp.named:
-            s = shape[axis]
-            seen = sizes.get(name)
-            if seen is None:
-                sizes[name] = (s, axis, p.name)
-            elif seen[0] != s:
-                raise DgTypeError(
-                    f"size '{name}' is {seen[0]} in axis {seen[1]} of '{seen[2]}' but {s} in axis "
-                    f"{axis} of '{p.name}' ({fd.name}() declares them equal)", p.loc)
-        types.append(declared)
+        arrays.append(_checked_leaf(x, pp, p, fd, sizes))
+        types.append(pp.declared)
         key.append(pp.key)
-        arrays.append(arr)
     return Signature(tuple(key), types), arrays
+
+
+def _checked_leaf(x, pp: _Param, p: A.Param, fd: A.FuncDef, sizes: dict, path: str = ""):
+    """x as an array of the declared type pp, or a DgTypeError naming the parameter and path."""
+    declared = pp.declared
+    where = f"argument '{p.name}{path}' of {fd.name}()"
+    arr = x if type(x) is np.ndarray else to_array(x, p, fd.name, declared.dtype, path)
+    if arr.dtype != pp.np_dtype:
+        dt = _element_type(arr, p, fd, path)
+        raise DgTypeError(f"{where} must be {declared}, got {_describe(arr)} "
+                          f"(element type {dt}, expected {declared.dtype})", p.loc)
+    shape = arr.shape
+    if len(shape) != declared.rank:
+        raise DgTypeError(f"{where} must be {declared}, got {_describe(arr)} "
+                          f"(rank {arr.ndim}, expected {declared.rank})", p.loc)
+    for axis, d in pp.static:
+        if shape[axis] != d:
+            raise DgTypeError(f"{where} must be {declared}, got {_describe(arr)} "
+                              f"(axis {axis} has size {shape[axis]}, expected {d})", p.loc)
+    for axis, name in pp.named:
+        s = shape[axis]
+        seen = sizes.get(name)
+        if seen is None:
+            sizes[name] = (s, axis, p.name + path)
+        elif seen[0] != s:
+            raise DgTypeError(
+                f"size '{name}' is {seen[0]} in axis {seen[1]} of '{seen[2]}' but {s} in axis "
+                f"{axis} of '{p.name}{path}' ({fd.name}() declares them equal)", p.loc)
+    return arr
 
 
 def declared_signature(fd: A.FuncDef, unknown_ok: bool = False) -> Signature:
@@ -228,12 +384,12 @@ def declared_signature(fd: A.FuncDef, unknown_ok: bool = False) -> Signature:
         if t is None and not unknown_ok:
             raise DgTypeError(f"parameter '{p.name}' of {fd.name}() has no type annotation", p.loc)
         types.append(t)
-        key.append(None if t is None else type_key(t))
+        key.append(tree_key(t))
     return Signature(tuple(key), types)
 
 
 def to_python(out, proto):
-    """Results as NumPy arrays (0-d as NumPy scalars), tuples as tuples."""
+    """Results as NumPy arrays (0-d as NumPy scalars), tuples as tuples, records as dicts."""
     if proto is None:
         return None
     if isinstance(proto, tuple):
@@ -246,7 +402,35 @@ def to_python(out, proto):
 def _nest(proto: tuple, it):
     """The flat results from `it` arranged as `proto` nests them. (A plain function: a closure that
     calls itself would be a reference cycle, keeping the results alive until the next GC.)"""
-    return tuple(_nest(p, it) if isinstance(p, tuple) else _one(next(it), p) for p in proto)
+    items = [_nest(p, it) if isinstance(p, tuple) else _one(next(it), p) for p in proto]
+    if isinstance(proto, Record):
+        return dict(zip(proto.keys, items))
+    return tuple(items)
+
+
+def shown_type(t) -> str:
+    """A parameter's type as dg writes it: f32[3], (f32[3], i64), {"b": f32[3], "w": f32[3, 3]}."""
+    if isinstance(t, Record):
+        return "{" + ", ".join(f'"{k}": {shown_type(v)}' for k, v in t.items()) + "}"
+    if isinstance(t, tuple):
+        return "(" + ", ".join(shown_type(v) for v in t) + ("," if len(t) == 1 else "") + ")"
+    return str(t)
+
+
+def leaf_names(fd: A.FuncDef, sig: Signature) -> list:
+    """The name of each leaf of a signature's arguments: `x`, or `p["w"]` in a structure."""
+    return [p.name + path for p, t in zip(fd.params, sig.param_types)
+            for path in (leaf_paths(t) if t is not None else [""])]
+
+
+def leaf_owner(sig: Signature, index: int) -> tuple:
+    """(parameter index, path) of the index-th leaf of a signature's arguments."""
+    for i, t in enumerate(sig.param_types):
+        paths = leaf_paths(t) if t is not None else [""]
+        if index < len(paths):
+            return i, paths[index]
+        index -= len(paths)
+    return len(sig.param_types) - 1, ""
 
 
 def _one(x, proto=None):

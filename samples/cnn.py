@@ -4,12 +4,13 @@
     python samples/cnn.py [--epochs 20] [--mode compiled|interp] [--plot cnn_loss.png | --no-plot]
 
 The 8x8 images go in as [N, 1, 8, 8]; the train/test split is samples/digits.py's (the same
-seed gives the same 360 test images). Training is SGD with momentum 0.9 in batches of 32,
-with the learning rate decayed by cosine over the run. Prints the loss every five epochs and
-the test accuracy, with the training time; exits non-zero below 98%. As in digits.py, a tqdm
-progress bar runs over the steps (on stderr) and a matplotlib plot of the loss is drawn to a
-PNG (`--plot PATH`, by default cnn_loss.png in the current folder; `--no-plot` draws none);
-both are optional.
+seed gives the same 360 test images). The parameters are a dict (a record in cnn.dg).
+Training is the standard library's optim.momentum (SGD with momentum 0.9, as
+torch.optim.SGD) in batches of 32, with the learning rate decayed by cosine over the run.
+Prints the loss every five epochs and the test accuracy, with the training time; exits
+non-zero below 98%. As in digits.py, a tqdm progress bar runs over the steps (on stderr) and
+a matplotlib plot of the loss is drawn to a PNG (`--plot PATH`, by default cnn_loss.png in
+the current folder; `--no-plot` draws none); both are optional.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ try:
 except ImportError:  # the progress bar is optional
     tqdm = None
 
-SHAPES = [(16, 1, 3, 3), (16,), (32, 16, 3, 3), (32,), (128, 10), (10,)]  # k1, c1, k2, c2, w, b
+SHAPES = {"k1": (16, 1, 3, 3), "c1": (16,), "k2": (32, 16, 3, 3), "c2": (32,), "w": (128, 10), "b": (10,)}
 
 
 def load(mode: str = "compiled"):
@@ -45,16 +46,17 @@ def images(x):
     return np.ascontiguousarray(x.reshape(-1, 1, 8, 8))
 
 
-def init_params(seed: int = 0):
-    """He-normal kernels and dense weights (fan-in: the inputs of one output), zero biases."""
+def init_params(seed: int = 0) -> dict:
+    """The parameters, a dict as cnn.dg's record: He-normal kernels and dense weights (fan-in:
+    the inputs of one output), zero biases."""
     rng = np.random.default_rng(seed)
-    params = []
-    for shape in SHAPES:
+    params = {}
+    for name, shape in SHAPES.items():
         if len(shape) == 1:
-            params.append(np.zeros(shape, np.float32))
+            params[name] = np.zeros(shape, np.float32)
         else:
             fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
-            params.append(rng.normal(0, np.sqrt(2 / fan_in), shape).astype(np.float32))
+            params[name] = rng.normal(0, np.sqrt(2 / fan_in), shape).astype(np.float32)
     return params
 
 
@@ -73,7 +75,7 @@ def train(epochs: int = 20, mode: str = "compiled", batch: int = 32, lr: float =
     xtr, xte = images(xtr), images(xte)
     rng = np.random.default_rng(seed)
     params = init_params(seed)
-    velocity = [np.zeros_like(p) for p in params]
+    state = m.init_state(params)  # optim.momentum's: a zero buffer per parameter, the step count
     starts = range(0, len(xtr) - batch + 1, batch)
     total = epochs * len(starts) if max_steps is None else min(max_steps, epochs * len(starts))
     bar = tqdm(total=total, unit="step") if tqdm is not None and verbose else None
@@ -89,8 +91,7 @@ def train(epochs: int = 20, mode: str = "compiled", batch: int = 32, lr: float =
                 break
             idx = order[i:i + batch]
             rate = learning_rate(lr, done, epochs * len(starts))
-            loss, *state = m.step(*params, *velocity, xtr[idx], ytr[idx], rate, np.float32(momentum))
-            params, velocity = state[:6], state[6:]
+            loss, params, state = m.step(params, state, xtr[idx], ytr[idx], rate, np.float32(momentum))
             losses.append(float(loss))
             done += 1
             if bar is not None:
@@ -105,7 +106,7 @@ def train(epochs: int = 20, mode: str = "compiled", batch: int = 32, lr: float =
     if bar is not None:
         bar.close()
     seconds = time.perf_counter() - t0
-    acc = float(m.accuracy(xte, yte, *params))
+    acc = float(m.accuracy(params, xte, yte))
     if verbose:
         print(f"test accuracy {acc:.4f} ({len(xte)} images, {done} steps in {seconds:.1f} s, mode {mode})")
     if plot and save_plot(history, plot, "samples/cnn.dg") and verbose:

@@ -119,6 +119,12 @@ def _kind(a: np.ndarray) -> str:
 
 
 def assert_same_value(actual, expected, where: str) -> None:
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and sorted(actual) == sorted(expected), \
+            f"{where}: expected {expected!r}, got {actual!r}"
+        for k in expected:
+            assert_same_value(actual[k], expected[k], where)
+        return
     if isinstance(expected, tuple):
         assert isinstance(actual, tuple) and len(actual) == len(expected), \
             f"{where}: expected {expected!r}, got {actual!r}"

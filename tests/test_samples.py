@@ -135,11 +135,11 @@ def test_cnn_step_agrees_between_modes_and_lowers_the_loss():
     for mode in ("interp", "compiled"):
         m = mod.load(mode)
         params = mod.init_params(0)
-        velocity = [np.zeros_like(p) for p in params]
+        state = m.init_state(params)
         losses = []
         for _ in range(5):  # the same batch each step
-            loss, *state = m.step(*params, *velocity, x, y, lr, mu)
-            params, velocity = state[:6], state[6:]
+            loss, params, state = m.step(params, state, x, y, lr, mu)
+            assert sorted(params) == sorted(mod.SHAPES) and sorted(state) == ["buf", "step"]
             losses.append(float(loss))
         assert losses[-1] < losses[0], (mode, losses)
         firsts[mode] = losses[0]
@@ -155,3 +155,40 @@ def test_cnn_shows_progress_and_saves_a_loss_plot(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "epoch   1  loss " in out and "10 steps in " in out and f"loss plot saved to {plot}" in out
     assert "loss=" in err and "epoch=1" in err
+
+
+def _text_sample(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_sample", SAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpt_short_compiled_run_falls_well_below_the_unigram_baseline():
+    """A one-layer version of samples/gpt.py for 150 steps: the held-out loss ends well below what
+    the characters' frequencies alone give."""
+    gpt = _text_sample("gpt")
+    test, baseline, losses = gpt.train(steps=150, layers=1, verbose=False, sample=0)
+    assert test < 0.85 * baseline, (test, baseline)
+    assert np.mean(losses[-10:]) < np.mean(losses[:10])
+
+
+def test_gpt_params_are_a_record_with_a_tuple_of_blocks():
+    gpt = _text_sample("gpt")
+    p = gpt.init_params(vocab=7, context=8, channels=16, layers=2)
+    assert isinstance(p["blocks"], tuple) and len(p["blocks"]) == 2 and p["blocks"][0]["wq"].shape == (16, 16)
+    train_ids, test_ids, chars = gpt.load_text()
+    assert len(chars) < 80 and len(test_ids) * 9 < len(train_ids) * 1.2
+    assert 2.0 < gpt.unigram_baseline(train_ids, test_ids, len(chars)) < np.log(len(chars))
+
+
+def test_char_rnn_short_compiled_run_learns_and_generates():
+    rnn = _text_sample("char_rnn")
+    test, baseline, losses = rnn.train(steps=40, verbose=False, sample=0)
+    assert test < 0.85 * baseline, (test, baseline)
+    m = rnn.load("compiled")
+    _, _, chars = rnn.load_text()
+    text = rnn.generate(m, rnn.init_params(len(chars)), chars, "The ", 5, 32)
+    assert text.startswith("The ") and len(text) == 9

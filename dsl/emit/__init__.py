@@ -18,4 +18,5 @@ The emitter is one class (`function.FunctionEmitter`) made of a part per concern
 `expressions`, and `calls` (calls and autodiff requests); `module` holds the
 specializations of a module and the gradient declarations.
 """
-from .module import ModuleEmitter, type_key  # noqa: F401
+from .module import ModuleEmitter  # noqa: F401
+from .types import annotation_tree, leaf_types, tree_key, type_key  # noqa: F401

@@ -2,11 +2,14 @@
 specialized for the arguments' types, a gradient a declaration the autodiff pass defines."""
 from __future__ import annotations
 
-from dg.core.types import ShapeError, Sym, TensorType, annotation_type, is_float
+from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .. import ast as A
 from ..builtins import METHODS, call_builtin, call_method
-from ..values import POISON, FuncRef, GradRef, ModuleRef, Pullback, TypedValue, flatten, unflatten_like
+from ..values import (POISON, FuncRef, GradRef, ModuleRef, Pullback, Static, TypedValue, describe_structure, flatten,
+                      is_tuple, leaf_paths, same_structure, unflatten_like)
+from .core import all_values
+from .types import annotation_tree
 
 
 def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
@@ -30,8 +33,21 @@ def bind_arguments(em, fd: A.FuncDef, args, kwargs, loc):
             if p.default is None:
                 em.error(f"{fd.name}() is missing the argument '{p.name}'", loc)
                 return None
-            out[i] = em.weak(p.default.value)
+            out[i] = _default_value(em, p.default.value)
     return out
+
+
+def _default_value(em, value):
+    """A parameter's default as weak literals (a tuple default as a tuple of them)."""
+    if isinstance(value, tuple):
+        return tuple(_default_value(em, v) for v in value)
+    return em.weak(value)
+
+
+def _static(v) -> bool:
+    """An integer or bool literal: a call specializes its callee for the value (values.Static)."""
+    return isinstance(v, TypedValue) and v.name is None and not v.poison and v.weak and v.rank == 0 \
+        and isinstance(v.const, (bool, int))
 
 
 def _dynamic(t: TensorType) -> TensorType:
@@ -73,7 +89,7 @@ class Calls:
         r = self.resolve_call(ref, args, kwargs, loc)
         if r is None:
             return POISON
-        return self.emit_call(*r, loc)
+        return self.emit_call(*r[:4], loc)
 
     def emit_call(self, symbol, vals, res_types, proto, loc):
         head, names = self.results(len(res_types))
@@ -94,40 +110,51 @@ class Calls:
         base = self.resolve_call(ref.fn, args, kwargs, loc)
         if base is None:
             return None
-        sym, vals, res_types, _ = base
+        sym, vals, res_types, _, groups = base
         single = not isinstance(ref.wrt, tuple)
         wrt = (ref.wrt,) if single else ref.wrt
+        flat_wrt, gtrees = [], []
         for i in wrt:
-            if not 0 <= i < len(vals):
-                self.error(f"{ref.kind}(): wrt={i} is out of range for a function of {len(vals)} arguments", loc)
+            if not 0 <= i < len(groups):
+                self.error(f"{ref.kind}(): wrt={i} is out of range for a function of {len(groups)} arguments", loc)
                 return None
-            if not is_float(vals[i].dtype):
-                self.error(f"{ref.kind}(): cannot differentiate with respect to argument {i}: "
-                           f"it is {vals[i].type}, not a float tensor", loc)
-                return None
+            start, tree = groups[i]
+            leaves = flatten(tree)
+            for j, (v, path) in enumerate(zip(leaves, leaf_paths(tree))):
+                if not is_float(v.dtype):
+                    what = f"argument {i}" + (f" at {path}" if path else "")
+                    self.error(f"{ref.kind}(): cannot differentiate with respect to {what}: "
+                               f"it is {v.type}, not a float tensor", loc)
+                    return None
+                flat_wrt.append(start + j)
+            gtrees.append(unflatten_like(tree, [TypedValue(None, v.type) for v in leaves]))
         if len(res_types) != 1 or res_types[0].rank or not is_float(res_types[0].dtype):
             shown = ", ".join(str(t) for t in res_types) or "nothing"
             self.error(f"{ref.kind}() needs a function that returns one float scalar; it returns {shown}", loc)
             return None
-        gtypes = [vals[i].type for i in wrt]
-        gproto = TypedValue(None, gtypes[0]) if single else tuple(TypedValue(None, t) for t in gtypes)
+        gtypes = [vals[i].type for i in flat_wrt]
+        gproto = gtrees[0] if single else tuple(gtrees)
         if ref.kind == "grad":
             out_types, proto = gtypes, gproto
         else:
             out_types, proto = res_types + gtypes, (TypedValue(None, res_types[0]), gproto)
-        dsym = self.mod.grad_decl(ref.kind, sym, tuple(wrt), [v.type for v in vals], out_types, loc)
-        return dsym, vals, out_types, proto
+        dsym = self.mod.grad_decl(ref.kind, sym, tuple(flat_wrt), [v.type for v in vals], out_types, loc)
+        return dsym, vals, out_types, proto, groups
 
     def call_pullback(self, pb: Pullback, args, kwargs, loc):
         if kwargs or len(args) != 1:
             return self.error("a vjp pullback takes one argument: the cotangent of the function's result", loc)
-        cts = flatten(args[0])
+        ct = self.as_value(args[0], loc)
+        if is_tuple(pb.result_proto) and not same_structure(ct, pb.result_proto):
+            return self.error(f"the cotangent must have the structure of the function's result "
+                              f"({describe_structure(pb.result_proto)}); it is {describe_structure(ct)}", loc)
+        cts = flatten(ct)
         if len(cts) != len(pb.result_types):
             return self.error(f"the cotangent has {len(cts)} parts; the function returns {len(pb.result_types)}", loc)
         floats = [i for i, t in enumerate(pb.result_types) if is_float(t.dtype)]
         ct_vals = []
         for i in floats:
-            c = self.as_value(cts[i], loc)
+            c = cts[i]
             if not isinstance(c, TypedValue) or c.poison:
                 return self.error("a cotangent must be a tensor", loc) if not isinstance(c, TypedValue) else POISON
             c = self.coerce(c, pb.result_types[i], loc, "the cotangent")
@@ -140,42 +167,62 @@ class Calls:
                                   [pb.result_types[i] for i in floats], types, loc)
         grads = self.emit_call(dsym, list(pb.vals) + ct_vals, types, tuple(TypedValue(None, t) for t in types), loc)
         it = iter(grads)
-        return tuple(next(it) if is_float(v.dtype) else self.op("zeros_like", [v], loc=loc) for v in pb.vals)
+        flat = [next(it) if is_float(v.dtype) else self.op("zeros_like", [v], loc=loc) for v in pb.vals]
+        out = []
+        for start, tree in pb.groups:  # a static leaf (an int literal) has no place among the values
+            own = iter(flat[start:])
+            out.append(unflatten_like(tree, [self.weak(0) if _static(x) else next(own) for x in flatten(tree)]))
+        return tuple(out)
 
     def resolve_user(self, ref: FuncRef, args, kwargs, loc):
+        """(symbol, flat argument values, result types, result structure, groups): `groups` has, per
+        parameter, where its leaves start among the values and its structure of values."""
         fd = ref.module.funcs[ref.name]
         bound = bind_arguments(self, fd, args, kwargs, loc)
         if bound is None:
             return None
-        values, types = [], []
+        trees, types = [], []
         names: dict = {}  # the callee's named dims, shared across its parameters
         recursive = self.mod.in_progress_fn(ref.module, fd)
         for p, v in zip(fd.params, bound):
             v = self.as_value(v, loc)
-            if not isinstance(v, TypedValue):
-                self.error(f"argument '{p.name}' must be a tensor", loc)
+            if not all_values(v):
+                kind = "a tensor or a structure of tensors"
+                self.error(f"argument '{p.name}' must be {kind}", loc)
                 return None
-            if v.poison:
+            if any(x.poison for x in flatten(v)):
                 return None
             try:
-                declared = annotation_type(p.annotation, names)
+                declared = annotation_tree(p.annotation, names)
             except ShapeError as e:
                 return self.error(str(e), p.annotation.loc)
             if declared is not None:
-                v = self.coerce(v, declared, loc, f"argument '{p.name}' of {fd.name}()")
-                if v.poison:
+                if not same_structure(declared, v):
+                    self.error(f"argument '{p.name}' of {fd.name}() must be {describe_structure(declared)}, "
+                               f"got {describe_structure(v)}", loc)
                     return None
-                t = declared
+                leaves = []
+                for x, t, path in zip(flatten(v), flatten(declared), leaf_paths(declared)):
+                    x = self.coerce(x, t, loc, f"argument '{p.name}{path}' of {fd.name}()")
+                    if x.poison:
+                        return None
+                    leaves.append(x)
+                v, t = unflatten_like(declared, leaves), declared
             else:
-                v = self.materialize(v, loc=loc)
-                t = v.type
-            values.append(v)
+                v = unflatten_like(v, [x if _static(x) and not recursive else self.materialize(x, loc=loc)
+                                       for x in flatten(v)])
+                t = unflatten_like(v, [Static(x.const, x.dtype) if _static(x) else x.type for x in flatten(v)])
+            trees.append(v)
             # A recursive call gets all-dynamic sizes, so recursion needs one specialization.
-            types.append(_dynamic(t) if recursive else t)
+            types.append(unflatten_like(t, [_dynamic(x) for x in flatten(t)]) if recursive else t)
         spec = self.mod.specialize(ref.module, fd, types, loc)
         if spec.result_types is None:
             return None
         if any(t is None for t in spec.result_types):
             return None
-        vals = [self.conform(v, t, loc) for v, t in zip(values, spec.param_types)]
-        return spec.symbol, vals, spec.result_types, spec.result_proto
+        vals, groups = [], []
+        for v, t in zip(trees, spec.param_types):
+            leaves = [x if isinstance(y, Static) else self.conform(x, y, loc) for x, y in zip(flatten(v), flatten(t))]
+            groups.append((len(vals), unflatten_like(v, leaves)))
+            vals += [x for x, y in zip(leaves, flatten(t)) if not isinstance(y, Static)]
+        return spec.symbol, vals, spec.result_types, spec.result_proto, groups

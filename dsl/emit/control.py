@@ -2,13 +2,15 @@
 becoming their results and carried values."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, fields
 
 from dg.core.types import Sym, TensorType, is_bool, is_int, promote, same_dim
 
 from .. import ast as A
 from ..controlflow import RET, RETVAL
-from ..values import POISON, ListVal, TypedValue, Undefined, flatten, is_tuple, unflatten_like
+from ..values import (POISON, ListVal, TypedValue, Undefined, describe_structure, flatten, is_tuple, same_structure,
+                      structure, unflatten_like)
 from .core import INDEX, all_values, show
 
 
@@ -78,8 +80,24 @@ def _signature(v):
             const = ("unhashable", id(const))
         return (v.dtype, shape, v.weak, const)
     if isinstance(v, tuple):
-        return ("tuple",) + tuple(_signature(x) for x in v)
+        return ("tuple", structure(v)) + tuple(_signature(x) for x in v)
+    if isinstance(v, Undefined):
+        if v.value is None:
+            return ("unbound",)
+        return ("maybe bound", _signature(v.value), _signature(v.bound))
     return ("object", id(v))
+
+
+def _stackable(seq: tuple) -> bool:
+    """Whether a tuple's items are tensors (or numbers) of one element type and shape, which a
+    loop over it takes stacked (one loop); other tuples are unrolled."""
+    if not seq or any(not isinstance(v, TypedValue) or v.poison for v in seq):
+        return False
+    strong = [v for v in seq if v.name is not None and not v.weak]
+    if len(strong) != len(seq):
+        return all(v.rank == 0 for v in seq) and len({v.dtype for v in strong}) <= 1
+    return len({(v.dtype, v.type.shape) for v in seq}) == 1 and all(
+        all(isinstance(d, int) for d in v.type.shape) for v in seq)
 
 
 def _names_in(node, out: set) -> set:
@@ -95,6 +113,85 @@ def _names_in(node, out: set) -> set:
         for x in node:
             _names_in(x, out)
     return out
+
+
+BOOL = TensorType("bool", ())
+
+
+def unbound_message(name: str) -> str:
+    """What reading a name that no executed path bound says (Python's UnboundLocalError)."""
+    return (f"UnboundLocalError: local variable '{name}' is referenced before assignment: "
+            f"it is not bound on the path that ran")
+
+
+class _Liveness:
+    """Which names a function may still read after each statement (live variables, over the
+    structured statements controlflow's rewrite leaves: no break, continue or early return). A
+    name first bound in a branch or a loop body is carried out of it (a maybe-bound name, with
+    its run-time flag) only where it is live: ordinary temporaries cost nothing."""
+
+    def __init__(self, body):
+        self.after: dict = {}  # id(statement) -> names live after it
+        self.head: dict = {}  # id(loop) -> names live where its body ends (before its next test)
+        self.block(body, frozenset())
+
+    def block(self, stmts, live):
+        for s in reversed(stmts):
+            live = self.stmt(s, live)
+        return live
+
+    def stmt(self, s, live) -> frozenset:
+        self.after[id(s)] = live
+        if isinstance(s, A.Assign):
+            kill, reads = set(), _names_in(s.value, set())
+            for t in s.targets:
+                kill.update(_target_names(t))
+                _target_reads(t, reads)
+            return frozenset((live - kill) | reads)
+        if isinstance(s, A.AnnAssign):
+            return frozenset((live - {s.target.id}) | _names_in(s.value, set()))
+        if isinstance(s, A.Return):
+            return frozenset(_names_in(s.value, set()))
+        if isinstance(s, A.If):
+            return frozenset(_names_in(s.test, set()) | self.block(s.body, live) | self.block(s.orelse, live))
+        if isinstance(s, (A.For, A.While)):
+            targets = set(_target_names(s.target)) if isinstance(s, A.For) else set()
+            test = set(s.stops or ()) if isinstance(s, A.For) else _names_in(s.test, set())
+            # From the last answer for this loop (an enclosing loop asks again, with more names
+            # live): each loop then takes a pass or two, not 2**depth of them.
+            head = frozenset(live | test | self.head.get(id(s), frozenset()))
+            for _ in range(1000):  # names only join: this ends
+                new = frozenset(live | test | (self.block(s.body, head) - targets))
+                if new == head:
+                    break
+                head = new
+            self.head[id(s)] = head
+            return frozenset(head | (_names_in(s.iter, set()) if isinstance(s, A.For) else set()))
+        return frozenset(live | _names_in(s, set()))  # AugAssign, ExprStmt, Assert, Pass: reads only
+
+
+def _target_reads(t, out: set) -> None:
+    """The names an assignment target reads: a subscript's base and indices (`x[i] = e`)."""
+    if isinstance(t, (A.Tuple, A.List)):
+        for e in t.elts:
+            _target_reads(e, out)
+    elif not isinstance(t, A.Name):
+        _names_in(t, out)
+
+
+def _leaves(v) -> list:
+    """The values a name carries through scf: a maybe-bound name's then its flag."""
+    if isinstance(v, Undefined):
+        return flatten(v.value) + [v.bound]
+    return flatten(v)
+
+
+def _pack(struct, vals: list):
+    """The inverse of _leaves, given the carried structure (an Undefined for a maybe-bound name)."""
+    if isinstance(struct, Undefined):
+        n = len(flatten(struct.value))
+        return Undefined(struct.why, value=unflatten_like(struct.value, vals[:n]), bound=vals[n])
+    return unflatten_like(struct, vals)
 
 
 class ControlFlow:
@@ -120,6 +217,32 @@ class ControlFlow:
             c = self.materialize(c, "bool", loc)
         return self.op("to_i1", [c], loc=loc)
 
+    # ------------------------------------------------------------ names bound on some paths
+    def live_names(self, node):
+        """The names the function may read after statement `node` (for a loop: where its body
+        ends); None where that is not known (all of them, then). The loops this emitter writes
+        in place of a `for` (`iterated_pairs`, `for_until`) answer for it."""
+        lv = self.__dict__.get("liveness")
+        if lv is None:
+            lv = self.liveness = _Liveness(self.fd.body)
+        node_id = id(node)
+        while node_id in self.__dict__.setdefault("rewritten_from", {}):
+            node_id = self.rewritten_from[node_id]
+        if isinstance(node, (A.For, A.While)):
+            return lv.head.get(node_id)
+        return lv.after.get(node_id)
+
+    def read_maybe_bound(self, e: A.Name, v: Undefined):
+        """A read of a name bound on some paths only: a run-time check that a path that ran bound
+        it (a located DgRuntimeError, Python's UnboundLocalError), then its value."""
+        flag = v.bound
+        if isinstance(flag, TypedValue) and flag.name is None and not flag.poison:
+            if not flag.const:
+                return self.error(unbound_message(e.id), e.loc)
+        elif isinstance(flag, TypedValue):
+            self.op("check", [flag], {"msg": unbound_message(e.id)}, e.loc)
+        return v.value
+
     def s_If(self, s):
         c = self.cond_value(s.test, s.loc)
         if c.poison:
@@ -133,10 +256,12 @@ class ControlFlow:
         if c.name is None:  # static condition: only the branch taken exists
             self.block(s.body if c.const else s.orelse)
             return
-        self.emit_if(c, lambda: self.block(s.body), lambda: self.block(s.orelse), s.loc)
+        self.emit_if(c, lambda: self.block(s.body), lambda: self.block(s.orelse), s.loc, live=self.live_names(s))
 
-    def emit_if(self, c: TypedValue, then_fn, else_fn, loc, result_fn=None):
-        """scf.if; the results are the names either branch rebinds (or what `result_fn` picks)."""
+    def emit_if(self, c: TypedValue, then_fn, else_fn, loc, result_fn=None, live=None):
+        """scf.if; the results are the names either branch rebinds (or what `result_fn` picks).
+        A name one branch binds and the other not is a result with its run-time `bound` flag
+        where it is in `live` (the names read after: None, all of them), else unbound after."""
         before = dict(self.env)
         cond = self.to_i1(c, loc)
         if cond.poison:
@@ -170,7 +295,7 @@ class ControlFlow:
         result_vals = []
         out_poison = False
         for n, (a, b) in items:
-            ra, rb, t, struct = self.merge_pair(n, a, b, loc)
+            ra, rb, t, struct = self.merge_pair(n, a, b, loc, live=live is None or n in live)
             if struct is None:
                 if n is None:
                     out_poison = True
@@ -195,7 +320,7 @@ class ControlFlow:
         k = 0
         out = None
         for n, struct, count in result_vals:
-            value = unflatten_like(struct, [TypedValue(nm, t) for nm, t in zip(names[k:k + count], flat_types[k:k + count])])
+            value = _pack(struct, [TypedValue(nm, t) for nm, t in zip(names[k:k + count], flat_types[k:k + count])])
             k += count
             if n is None:
                 out = value
@@ -205,13 +330,18 @@ class ControlFlow:
         self.env.update(final)
         return POISON if out_poison else out
 
-    def merge_pair(self, name, a, b, loc):
-        """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None."""
+    def merge_pair(self, name, a, b, loc, live=False):
+        """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None.
+        A `live` name (one read later) that a path leaves unbound is merged as maybe bound."""
         internal = name is not None and name.startswith("$")
         if isinstance(a, ListVal):
             a = self.as_value(a, loc)
         if isinstance(b, ListVal):
             b = self.as_value(b, loc)
+        if live and name is not None and not internal:
+            maybe = self.merge_maybe_bound(name, a, b, loc)
+            if maybe is not None:
+                return maybe
         ua, ub = a is None or isinstance(a, Undefined), b is None or isinstance(b, Undefined)
         if ua and ub:
             return None, None, None, None
@@ -232,12 +362,15 @@ class ControlFlow:
                 return a, None, None, None
             return Undefined(f"{show(name)} has values of different kinds on different paths"), None, None, None
         fa, fb = flatten(a), flatten(b)
-        if is_tuple(a) != is_tuple(b) or len(fa) != len(fb):
-            self.error(f"{show(name)} is a tuple of a different length on different paths", loc)
+        if not same_structure(a, b):
+            self.error(f"{show(name)} has a different structure on different paths ({describe_structure(a)}, "
+                       f"{describe_structure(b)})", loc)
             return POISON, None, None, None
-        if self.mod.recursive_unknown:
+        if self.mod.recursive_unknown or (self.mod.quiet and not internal):
             # A recursion probe: a path through a recursive call has no type yet; the
-            # other path's type is the guess (this pass is emitted again).
+            # other path's type is the guess (this pass is emitted again). So in a loop's
+            # probe, where a path read a name the loop binds later (a maybe-bound name whose
+            # type the probe is finding): errors there are reported when the loop is written.
             fa = [y if x.poison else x for x, y in zip(fa, fb)]
             fb = [x if y.poison else y for x, y in zip(fa, fb)]
         types = []
@@ -249,6 +382,44 @@ class ControlFlow:
                 return POISON, None, None, None
             types.append(t)
         return fa, fb, types, a
+
+    def merge_maybe_bound(self, name, a, b, loc):
+        """merge_pair of a name bound on one path and not (or maybe) on the other: its value
+        (a placeholder where not bound) and its `bound` flag; None where that is not the case."""
+        other = object()
+
+        def part(v):
+            if v is None or (isinstance(v, Undefined) and v.value is None):
+                return None, self.weak(False)
+            if isinstance(v, Undefined):
+                return v.value, v.bound
+            return (v, self.weak(True)) if all_values(v) else (other, None)
+
+        (va, fa), (vb, fb) = part(a), part(b)
+        if va is other or vb is other or (va is None and vb is None) or \
+                (not isinstance(a, Undefined) and not isinstance(b, Undefined) and a is not None and b is not None):
+            return None  # both bound, neither bound, or not arrays: merge_pair's own rules
+        poisoned = [v is not None and any(x.poison for x in flatten(v)) for v in (va, vb)]
+        if any(poisoned):
+            if not self.mod.quiet or all(poisoned) or None in (va, vb):
+                return POISON, None, None, None
+            va, vb = (vb, vb) if poisoned[0] else (va, va)  # a probe's guess (see merge_pair)
+        if va is not None and vb is not None:
+            if not same_structure(va, vb):
+                self.error(f"{show(name)} has a different structure on different paths ({describe_structure(va)}, "
+                           f"{describe_structure(vb)})", loc)
+                return POISON, None, None, None
+            xa, xb = flatten(va), flatten(vb)
+            types = [self.join_types(x, y, name, loc) for x, y in zip(xa, xb)]
+            if any(t is None for t in types):
+                return POISON, None, None, None
+        else:
+            xs = flatten(va if va is not None else vb)
+            types = [x.type for x in xs]
+            undef = [("undef", t) for t in types]
+            xa, xb = (xs, undef) if va is not None else (undef, xs)
+        struct = Undefined(f"{show(name)} is not bound on every path", value=va if va is not None else vb, bound=True)
+        return xa + [fa], xb + [fb], types + [BOOL], struct
 
     def join_types(self, x: TypedValue, y: TypedValue, name, loc):
         dx = x.dtype if not (x.weak and x.name is None) else None
@@ -306,11 +477,12 @@ class ControlFlow:
                tuple((n, _signature(before[n])) for n in names if n in before))
         if self.mod.quiet and key in self.loops_probed:
             return self.loops_probed[key]
+        live = self.live_names(loop)
         carried: dict = {}  # name -> (structure, types)
         for attempt in range(64):
             env0 = dict(before)
             for n, (struct, types) in carried.items():
-                env0[n] = unflatten_like(struct, [TypedValue(f"%probe{i}", t) for i, t in enumerate(types)])
+                env0[n] = _pack(struct, [TypedValue(f"%probe{i}", t) for i, t in enumerate(types)])
             self.mod.quiet += 1
             saved = (self.lines, self.indent, self.env)
             self.lines, self.env = [], dict(env0)
@@ -324,7 +496,8 @@ class ControlFlow:
             for n in _changed(env0, env1, env1):
                 if n in ("$return", "$return_loc"):
                     continue
-                new = self.carry_types(n, before.get(n), carried.get(n), env1.get(n), loc)
+                new = self.carry_types(n, before.get(n), carried.get(n), env1.get(n), loc,
+                                       live=live is None or n in live)
                 if new is not None and (n not in carried or _pattern(carried[n][1]) != _pattern(new[1])):
                     carried[n] = new
                     changed = True
@@ -342,9 +515,11 @@ class ControlFlow:
         self.after_loop(before, carried, [f"%probe_out{i}" for i in range(n)], body)
         return True
 
-    def carry_types(self, n, first, cur, after, loc):
+    def carry_types(self, n, first, cur, after, loc, live=False):
         """The carried (structure, types) of `n` given its value before the loop (`first`),
-        its carried types so far (`cur`), and its value after one iteration; None if not carried."""
+        its carried types so far (`cur`), and its value after one iteration; None if not carried.
+        A name not bound before the loop is carried maybe bound where it is `live` (read after
+        the loop, or by a later iteration)."""
         if isinstance(after, ListVal):
             after = self.as_value(after, loc)
         if first is None or isinstance(first, Undefined):
@@ -358,17 +533,48 @@ class ControlFlow:
                 # A later probe (carried values less static) may return other sizes: join them.
                 return cur[0], [_join(c, t) if c.rank == t.rank and c.dtype == t.dtype else c
                                 for c, t in zip(cur[1], types)]
+            if live and not n.startswith("$"):
+                return self.carry_maybe_bound(n, first, cur, after, loc)
             return None
         if not (all_values(first) and all_values(after)):
             return None
         before_vals = flatten(first) if cur is None else [TypedValue("%c", t) for t in cur[1]]
         struct = first if cur is None else cur[0]
         after_vals = flatten(after)
-        if is_tuple(struct) != is_tuple(after) or len(before_vals) != len(after_vals):
-            self.error(f"{show(n)} changes its structure inside the loop (a tuple of another length)", loc)
+        if not same_structure(struct, after) or len(before_vals) != len(after_vals):
+            self.error(f"{show(n)} changes its structure inside the loop (from {describe_structure(struct)} "
+                       f"to {describe_structure(after)})", loc)
             return None
         if any(x.poison for x in before_vals + after_vals):
             return None
+        types = self.join_carried(n, before_vals, after_vals, loc)
+        return None if types is None else (struct, types)
+
+    def carry_maybe_bound(self, n, first, cur, after, loc):
+        """carry_types of a name the loop binds and that may be unbound before it: its value and
+        its `bound` flag (see Undefined)."""
+        if isinstance(after, Undefined):
+            val = after.value
+        else:
+            val = after if all_values(after) else None
+        if val is None or any(x.poison for x in flatten(val)):
+            return None
+        why = f"{show(n)} is not bound on every path"
+        if cur is not None:
+            struct, before_vals = cur[0].value, [TypedValue("%c", t) for t in cur[1][:-1]]
+        elif isinstance(first, Undefined) and first.value is not None:
+            struct, before_vals = first.value, flatten(first.value)
+        else:
+            return Undefined(why, value=val, bound=True), [x.type for x in flatten(val)] + [BOOL]
+        if not same_structure(struct, val):
+            self.error(f"{show(n)} changes its structure inside the loop (from {describe_structure(struct)} "
+                       f"to {describe_structure(val)})", loc)
+            return None
+        types = self.join_carried(n, before_vals, flatten(val), loc)
+        return None if types is None else (Undefined(why, value=struct, bound=True), types + [BOOL])
+
+    def join_carried(self, n, before_vals, after_vals, loc):
+        """The carried types of values before an iteration and after it; None after an error."""
         types = []
         for x, y in zip(before_vals, after_vals):
             x_weak = x.weak and x.name is None
@@ -382,13 +588,17 @@ class ControlFlow:
                 return None
             dt = y.dtype if x_weak and not y_weak else (x.dtype if not x_weak else promote(x.dtype, y.dtype))
             types.append(_join(x.type, y.type).with_dtype(dt))
-        return struct, types
+        return types
 
     def carried_inits(self, carried, before, loc):
         inits = []
         for n, struct, types in carried:
             cur = before.get(n)
-            if cur is None or isinstance(cur, Undefined):
+            if isinstance(struct, Undefined):  # maybe bound: its value (a placeholder) and its flag
+                vals = _leaves(cur) if isinstance(cur, Undefined) and cur.value is not None else \
+                    [("undef",)] * (len(types) - 1) + [self.weak(False)]
+                inits += [self.conform(v, t, loc) for v, t in zip(vals, types)]
+            elif cur is None or isinstance(cur, Undefined):
                 inits += [self.conform(("undef",), t, loc) for t in types]
             else:
                 if isinstance(cur, ListVal):
@@ -428,7 +638,7 @@ class ControlFlow:
             k = 0
             for n, struct, types in carried:
                 vals = [TypedValue(names[k + i], t) for i, t in enumerate(types)]
-                env[n] = unflatten_like(struct, vals)
+                env[n] = _pack(struct, vals)
                 k += len(types)
             # Names first bound in the body are local to it.
             return env
@@ -470,10 +680,23 @@ class ControlFlow:
             cur = self.env.get(n)
             if isinstance(cur, ListVal):
                 cur = self.as_value(cur, loc)
-            if cur is None or isinstance(cur, Undefined) or not all_values(cur):
+            if isinstance(struct, Undefined):  # maybe bound: its value and its flag
+                if isinstance(cur, Undefined) and cur.value is not None:
+                    flat = _leaves(cur)
+                elif all_values(cur):
+                    flat = flatten(cur) + [self.weak(True)]
+                else:
+                    flat = [("undef",)] * (len(types) - 1) + [self.weak(False)]
+                    outs += [self.conform(v, t, loc) for v, t in zip(flat, types)]
+                    continue
+                if any(v.poison for v in flat):
+                    outs += [self.conform(("undef",), t, loc) for t in types]
+                    continue
+            elif cur is None or isinstance(cur, Undefined) or not all_values(cur):
                 outs += [self.conform(("undef",), t, loc) for t in types]
                 continue
-            flat = flatten(cur)
+            else:
+                flat = flatten(cur)
             if len(flat) != len(types):
                 self.error(f"{show(n)} changes its structure inside the loop (a tuple of another length)", loc)
                 outs += [self.conform(("undef",), t, loc) for t in types]
@@ -490,15 +713,21 @@ class ControlFlow:
 
     def after_loop(self, before, carried, res, body):
         """The names a loop carries, bound to its results `res` (their SSA names)."""
+        ends = self.env  # where the body ended (the loop's text written)
         self.env = dict(before)
         k = 0
         for n, struct, types in carried:
-            self.env[n] = unflatten_like(struct, [TypedValue(nm, t) for nm, t in zip(res[k:k + len(types)], types)])
+            self.env[n] = _pack(struct, [TypedValue(nm, t) for nm, t in zip(res[k:k + len(types)], types)])
             k += len(types)
         for n in _assigned_names(body):
-            if n not in self.env or isinstance(self.env.get(n), Undefined):
-                if not any(n == c[0] for c in carried):
-                    self.env[n] = Undefined(f"'{n}' is only defined inside the loop body; define it before the loop to use it after")
+            if (n not in self.env or isinstance(self.env.get(n), Undefined)) and not any(n == c[0] for c in carried):
+                end = ends.get(n)
+                if all_values(end) and any(v.poison for v in flatten(end)):
+                    self.env[n] = POISON  # an expression with an error (reported) gave its value
+                else:
+                    self.env[n] = Undefined(f"'{n}' is bound inside the loop body to a value that cannot be carried "
+                                            f"out of the loop (only arrays, and tuples of them, can); bind it before "
+                                            f"the loop to use it after")
 
     def s_For(self, s):
         loc = s.loc
@@ -510,12 +739,18 @@ class ControlFlow:
         before = dict(self.env)
         it = s.iter
         target = s.target
+        over_range = isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id == "range" \
+            and "range" not in self.env
+        if not over_range:
+            seq = self.expr(it)
+            if is_tuple(seq) and not _stackable(seq):
+                self.block(self.unrolled(s, seq))
+                return
         if not isinstance(target, A.Name):
             self.error("a for loop variable must be a single name (several with enumerate() or zip())", target.loc)
             return
         # The trip count and the value of the loop variable for index k.
-        if isinstance(it, A.Call) and isinstance(it.func, A.Name) and it.func.id == "range" \
-                and "range" not in self.env:
+        if over_range:
             if it.kwargs or not 1 <= len(it.args) <= 3:
                 self.error("range() takes 1 to 3 integer arguments", it.loc)
                 return
@@ -551,12 +786,7 @@ class ControlFlow:
             else:
                 n_index = self.op("range_len", [self.materialize(v, "i64", loc) for v in (start, stop, step)], loc=loc)
         else:
-            seq = self.expr(it)
             if is_tuple(seq):  # a tuple of values of one type: a loop over them stacked
-                if not seq or any(not isinstance(v, TypedValue) for v in flatten(seq)) or any(is_tuple(v) for v in seq):
-                    self.error("a for loop over a tuple needs a non-empty tuple of arrays or numbers", it.loc)
-                    self.block_checked(s.body)
-                    return
                 seq = ListVal(list(seq), it.loc)
             seq = self.as_value(seq, loc)
             if not isinstance(seq, TypedValue) or seq.poison:
@@ -606,12 +836,35 @@ class ControlFlow:
         env = dict(before)
         k = 0
         for n, struct, types in carried:
-            env[n] = unflatten_like(struct, [TypedValue(args[k + i], t) for i, t in enumerate(types)])
+            env[n] = _pack(struct, [TypedValue(args[k + i], t) for i, t in enumerate(types)])
             k += len(types)
         self.env = env
         body(k_index=TypedValue(iv, INDEX))
         self.close_loop_body(carried, tys, saved_indent, loc)
         self.after_loop(before, carried, res, target_bound)
+
+    def unrolled(self, s, seq: tuple) -> list:
+        """`for t in tup` over a tuple whose items differ (structures, other types or shapes): the
+        body once per item, the loop variable bound to it, each iteration after the first skipped
+        once a `break` or `return` flag is set. Written once per loop and length (probes and
+        emissions see the same statements, each iteration its own copy)."""
+        done = self.__dict__.setdefault("unrolled_loops", {})
+        key = (id(s), len(seq))
+        if key not in done:
+            loc = s.loc
+            items = A.Name(loc, f"$tuple{self.fresh()[1:]}")
+            stmts = []
+            for i in range(len(seq)):
+                one = [A.Assign(loc, [s.target], A.Subscript(loc, items, [A.Const(loc, i)])), *copy.deepcopy(s.body)]
+                if i and s.stops:
+                    test = A.BoolOp(loc, "and", [A.UnaryOp(loc, "not", A.Name(loc, f)) for f in s.stops]) \
+                        if len(s.stops) > 1 else A.UnaryOp(loc, "not", A.Name(loc, s.stops[0]))
+                    one = [A.If(loc, test, one, [])]
+                stmts += one
+            done[key] = (items.id, stmts)
+        name, stmts = done[key]
+        self.env[name] = seq
+        return stmts
 
     def iterated_pairs(self, s):
         """`for i, x in enumerate(xs)` and `for a, b in zip(xs, ys)` as statements of the loops dg
@@ -644,6 +897,7 @@ class ControlFlow:
             loop = A.For(loc, k, A.Call(loc, A.Name(loc, "range"), [n]), [A.Assign(loc, [s.target], value), *s.body],
                          stops=s.stops)
             done[id(s)] = bind + [loop]
+            self.__dict__.setdefault("rewritten_from", {})[id(loop)] = id(s)
         return done[id(s)]
 
     def for_until(self, s, n_index, loop_var, loc):
@@ -655,6 +909,7 @@ class ControlFlow:
         rewritten = self.until_loops.get(id(s))
         if rewritten is None:
             rewritten = self.until_loops[id(s)] = self._until_loop(s, loc)
+            self.__dict__.setdefault("rewritten_from", {})[id(rewritten[1])] = id(s)
         entry, loop = rewritten
         self.loop_context[id(loop)] = (_signature(n_index), self.loop_context_of(loop_var))
         self.until_parts[id(loop)] = (n_index, loop_var)

@@ -12,7 +12,7 @@ from dg.dialects.registry import OPS
 
 from .. import ast as A
 from .. import controlflow
-from ..values import POISON, ListVal, TypedValue, flatten
+from ..values import POISON, ListVal, Record, TypedValue, flatten, unflatten_like
 
 INDEX = TensorType("index", ())
 
@@ -60,9 +60,11 @@ class EmitterCore(Writer):
         """The declared result structure (a TypedValue or nested tuples of them), or None if a type is
         unknown."""
         te = self.spec.fd.returns if te is None else te
-        if isinstance(te, A.TupleTypeExpr):
+        if isinstance(te, (A.TupleTypeExpr, A.RecordTypeExpr)):
             parts = [self.declared_returns(e) for e in te.elts]
-            return None if any(p is None for p in parts) else tuple(parts)
+            if any(p is None for p in parts):
+                return None
+            return Record(zip(te.keys, parts)) if isinstance(te, A.RecordTypeExpr) else tuple(parts)
         t = self.type_from_annotation(te, te.loc)
         return None if t is None else TypedValue(None, t)
 
@@ -178,7 +180,7 @@ class EmitterCore(Writer):
         if isinstance(v, ListVal):
             return self.list_to_tensor(v, loc)
         if isinstance(v, tuple):
-            return tuple(self.as_value(x, loc) for x in v)
+            return unflatten_like(v, [self.as_value(x, loc) for x in flatten(v)])
         return v
 
     def name_location(self, v: TypedValue, name: str) -> None:

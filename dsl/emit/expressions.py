@@ -8,7 +8,7 @@ from dg.dialects.ops_shape import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS, METHODS
-from ..values import POISON, ConstRef, ListVal, ModuleRef, Str, TypedValue, Undefined, is_tuple
+from ..values import POISON, ConstRef, ListVal, ModuleRef, Record, Str, TypedValue, Undefined, is_record, is_tuple
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
 CMPOPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -116,6 +116,8 @@ class Expressions:
                 return ("builtin", e.id)
             return self.error(f"name '{e.id}' is not defined", e.loc)
         if isinstance(v, Undefined):
+            if v.value is not None:  # bound on some paths: checked at run time (control.py)
+                return self.read_maybe_bound(e, v)
             return self.error(v.why, e.loc)
         return v
 
@@ -146,6 +148,22 @@ class Expressions:
 
     def e_List(self, e):
         return ListVal([self.expr(x) for x in e.elts], e.loc)
+
+    def e_Dict(self, e):
+        return Record(zip(e.keys, [self.expr(x) for x in e.values]))
+
+    def record_key(self, rec, sub: A.Subscript, must_exist: bool = True):
+        """The key `p["w"]` names in the record `rec`, or None after an error."""
+        if len(sub.items) != 1 or not isinstance(sub.items[0], A.Const) or not isinstance(sub.items[0].value, str):
+            self.error(f'a record is indexed by one of its keys as a string literal (p["w"]); its keys are '
+                       f'{", ".join(repr(k) for k in rec.keys) or "none"}', sub.loc)
+            return None
+        key = sub.items[0].value
+        if must_exist and key not in rec.keys:
+            self.error(f"the record has no key '{key}' (its keys: {', '.join(repr(k) for k in rec.keys) or 'none'})",
+                       sub.items[0].loc)
+            return None
+        return key
 
     def list_to_tensor(self, lv: ListVal, loc) -> TypedValue:
         const = _const_nested(lv)
@@ -355,6 +373,9 @@ class Expressions:
 
     def e_Subscript(self, e):
         base = self.as_value(self.expr(e.value), e.loc)
+        if is_record(base):
+            key = self.record_key(base, e)
+            return POISON if key is None else base.get(key)
         if is_tuple(base):
             if len(e.items) != 1:
                 return self.error("a tuple takes a single index", e.loc)

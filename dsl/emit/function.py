@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from dg.core.errors import Loc
-from dg.core.types import Sym
+from dg.core.types import Sym, scalar
 
 from .. import controlflow
-from ..values import POISON, TypedValue, unflatten_like
+from ..values import POISON, Static, TypedValue, flatten, leaf_paths, unflatten_like
 from .calls import Calls
 from .control import ControlFlow
 from .core import EmitterCore
 from .expressions import Expressions
 from .statements import Statements
+from .types import leaf_types
 
 
 def _named_sizes(param_types) -> str:
@@ -58,15 +59,22 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
             if t is None:  # `dg check` of an unannotated parameter: unknown, errors through it are not reported
                 self.env[p.name] = POISON
                 continue
-            name = f"%{p.name}" if p.name.isidentifier() and p.name.isascii() else self.fresh()
-            v = TypedValue(name, t)
-            self.env[p.name] = v
-            for axis, d in enumerate(t.shape):
-                if isinstance(d, Sym):
-                    self.sym_sources.setdefault(d.id, (v, axis))
-                    if d.name:
-                        self.sizes.setdefault(d.name, (v, axis))
-            params.append(f"{name}: {t.mlir()} {self.loc_text(p.loc, p.name)}")
+            leaves = []
+            for lt, path in zip(flatten(t), leaf_paths(t)):
+                if isinstance(lt, Static):  # a literal the call gave: the literal again
+                    leaves.append(TypedValue(None, scalar(lt.dtype), const=lt.value, weak=True))
+                    continue
+                plain = not path and p.name.isidentifier() and p.name.isascii()
+                name = f"%{p.name}" if plain else self.fresh()
+                v = TypedValue(name, lt)
+                leaves.append(v)
+                for axis, d in enumerate(lt.shape):
+                    if isinstance(d, Sym):
+                        self.sym_sources.setdefault(d.id, (v, axis))
+                        if d.name:
+                            self.sizes.setdefault(d.name, (v, axis))
+                params.append(f"{name}: {lt.mlir()} {self.loc_text(p.loc, p.name + path)}")
+            self.env[p.name] = unflatten_like(t, leaves)
         self.lines = []
         self.indent = 4
         self.block(fd.body)
@@ -94,6 +102,6 @@ class FunctionEmitter(Statements, ControlFlow, Expressions, Calls, EmitterCore):
         else:
             body.append(f"    return {self.loc_text(ret_loc)}")
         rtypes = ", ".join(t.mlir() for t in types)
-        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}){_named_sizes(spec.param_types)} {{"
+        header = f"  func.func @{spec.symbol}({', '.join(params)}) -> ({rtypes}){_named_sizes(leaf_types(spec.param_types))} {{"
         text = header + "\n" + "\n".join(body) + f"\n  }} {self.loc_text(fd.loc, fd.name)}"
         return text, proto

@@ -13,11 +13,7 @@ from .. import ast as A
 from ..controlflow import returns_a_value
 from ..values import POISON, flatten
 from .function import FunctionEmitter
-
-
-def type_key(t: TensorType):
-    """The part of a type that selects a specialization (Syms compare by name)."""
-    return (t.dtype, tuple(d if isinstance(d, int) else (d.name or "?") for d in t.shape))
+from .types import leaf_types, tree_key, type_key  # noqa: F401 (type_key: part of the package's API)
 
 
 @dataclass
@@ -74,8 +70,8 @@ class ModuleEmitter:
                 return s
 
     def specialize(self, source, fd: A.FuncDef, param_types: list, loc: Loc | None = None) -> Spec:
-        key = (id(source), fd.name, tuple(type_key(t) if t is not None else None for t in param_types),
-               self._sym_pattern([t for t in param_types if t is not None]))
+        key = (id(source), fd.name, tuple(tree_key(t) for t in param_types),
+               self._sym_pattern([t for t in leaf_types(param_types) if t is not None]))
         if key in self.specs:
             return self.specs[key]
         if key in self.in_progress:

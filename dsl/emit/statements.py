@@ -5,7 +5,8 @@ from dg.core.types import Sym, TensorType, is_float, is_int, py_cast
 
 from .. import ast as A
 from .. import controlflow
-from ..values import POISON, ListVal, Str, TypedValue, Undefined, flatten, is_tuple, unflatten_like
+from ..values import (POISON, ListVal, Str, TypedValue, Undefined, describe_structure, flatten, is_record, is_tuple,
+                      same_structure, unflatten_like)
 
 
 class Statements:
@@ -76,10 +77,12 @@ class Statements:
         declared = self.spec.result_proto if self.spec.fd.returns is not None else None
         if declared is None:
             return self.as_value(v, loc)
-        if is_tuple(declared) != is_tuple(v) or (is_tuple(v) and len(v) != len(declared)):
-            self.error("the returned value does not match the declared return type", loc)
+        v = self.as_value(v, loc)
+        if not same_structure(declared, v):
+            self.error(f"the returned value does not match the declared return type ({describe_structure(v)} is "
+                       f"returned, {describe_structure(declared)} declared)", loc)
             return POISON
-        flat_d, flat_v = flatten(declared), flatten(self.as_value(v, loc))
+        flat_d, flat_v = flatten(declared), flatten(v)
         if loc == self.fd.loc:  # the return controlflow adds for early returns: point at the type
             loc = getattr(self.spec.fd.returns, "loc", None) or loc
         bound = dict(self.sizes)  # a name only the return type has binds at its first use
@@ -184,29 +187,52 @@ class Statements:
         self.env[name] = v  # a ListVal stays a list display until used as a value
 
     def assign_subscript(self, target: A.Subscript, v, loc):
-        base = target.value
+        """`x[i] = e` on an array, `p["w"] = e` on a record (nested: `p["l1"]["w"][0] = e`): rebinds
+        the variable to a copy with that part replaced."""
+        chain, base = [], target
+        while isinstance(base, A.Subscript):
+            chain.insert(0, base)
+            base = base.value
         if not isinstance(base, A.Name):
             self.error("only a variable can be updated by index (x[i] = e)", target.loc)
             return
         x = self.lookup(base)
+        r = self.updated(x, chain, v, loc, base.id)
+        if r is not None:
+            self.env[base.id] = r
+
+    def updated(self, x, chain: list, v, loc, name: str):
+        """x with the part that the subscripts `chain` select replaced by v; None after an error."""
+        sub = chain[0]
         if isinstance(x, ListVal):  # a list display: updated as the array it stands for
             x = self.as_value(x, loc)
+        if is_record(x):
+            key = self.record_key(x, sub, must_exist=len(chain) > 1)
+            if key is None:
+                return None
+            new = v if len(chain) == 1 else self.updated(x.get(key), chain[1:], v, loc, name)
+            return None if new is None else x.replaced(key, self.as_value(new, loc))
+        if is_tuple(x):
+            self.error(f"'{name}' is a tuple, which cannot be updated by index (as in Python); build a new one",
+                       sub.loc)
+            return None
         if not isinstance(x, TypedValue):
-            self.error(f"'{base.id}' cannot be updated by index: it is not an array", target.loc)
-            return
+            self.error(f"'{name}' cannot be updated by index: it is not an array", sub.loc)
+            return None
         if x.poison:
-            return
+            return None
+        if len(chain) > 1:
+            self.error("an array is updated by one subscript (x[i, j] = e, not x[i][j] = e)", sub.loc)
+            return None
         v = self.as_value(v, loc)
         if isinstance(v, TypedValue) and not v.poison:
             v = self.materialize(v, x.dtype, loc) if v.name is None else self.cast(v, x.dtype, loc)
-        spec, dyn = self.index_spec(target.items, x, loc)
+        spec, dyn = self.index_spec(sub.items, x, loc)
         if spec is None:
-            return
+            return None
         if "t:$" in spec:
-            r = self.assign_indexed(x, v, spec, dyn, loc, base.id)
-        else:
-            r = self.op("setitem", [x, v] + dyn, {"spec": spec}, loc, name=base.id)
-        self.env[base.id] = r
+            return self.assign_indexed(x, v, spec, dyn, loc, name)
+        return self.op("setitem", [x, v] + dyn, {"spec": spec}, loc, name=name)
 
     def assign_indexed(self, x, v, spec, dyn, loc, name):
         """x with x[spec] = v through integer index tensors (dg.index_put: NumPy's semantics, the last

@@ -571,7 +571,7 @@ def test_error_string_literals():
         ("@dg.function\ndef f(x):\n    pass\n", 1, 1, "decorators are not supported"),
         ("def f(x):\n    if (y := x):\n        pass\n", 2, 11, "walrus"),
         ("def f(x):\n    return [i for i in x]\n", 2, 15, "unexpected token 'for'"),
-        ("def f(x):\n    return {1: 2}\n", 2, 12, "unexpected character '{'"),
+        ("def f(x):\n    return {1: 2}\n", 2, 13, "a record's keys are strings"),
         ("def f(x):\n    for i in range(3):\n        pass\n    else:\n        pass\n", 4, 5, "unexpected token 'else'"),
         ("x += 1\n", 1, 1, "only 'def', 'import' and constants (NAME = value) are allowed at the top level"),
         ("def f(x):\n    def g(y):\n        return y\n", 2, 5, "nested function definitions are not supported"),

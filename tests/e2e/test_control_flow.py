@@ -9,7 +9,7 @@ import pytest
 
 import dg
 
-from .util import F, assert_located, assert_located_type_error, assert_same, f32, load
+from .util import F, assert_located, assert_same, f32, load
 
 NESTED = """
 def nested(x, n):
@@ -231,18 +231,20 @@ def test_break_stops_before_the_condition_is_evaluated_again(mode):
     assert_same(load(WHILE_TRUE, mode).stop_on_break(f32(1, 2, 3)), np.int64(3))
     assert_same(load(WHILE_TRUE, mode).stop_on_break(f32(1, -2, 3)), np.int64(1))
 
-def test_variable_defined_on_some_paths_is_located_type_error(mode):
+def test_variable_defined_on_some_paths_is_located_runtime_error(mode):
+    # Python's rule: read where the path that ran bound it; elsewhere an UnboundLocalError at
+    # the read (see test_unbound_names.py).
     m = load("""
     def partial(x):
         if x > 0:
             y = x + 1
         return y
     """, mode)
-    for v in (3.0, -3.0):
-        with pytest.raises(dg.DgTypeError) as e:
-            m.partial(v)
-        assert_located(e.value, 4)
-        assert "'y'" in str(e.value)
+    assert_same(m.partial(3.0), np.float32(4.0))
+    with pytest.raises(dg.DgRuntimeError) as e:
+        m.partial(-3.0)
+    assert_located(e.value, 4, dg.DgRuntimeError)
+    assert "local variable 'y' is referenced before assignment" in str(e.value)
 
 
 def test_variable_defined_on_every_path_after_elif_chain(mode):
@@ -262,6 +264,8 @@ def test_variable_defined_on_every_path_after_elif_chain(mode):
 
 
 def test_variable_only_defined_inside_loop(mode):
+    # Python's rule: `t` is bound by the first iteration and read by the later ones and after
+    # the loop; with no iteration, the read after the loop fails there.
     m = load("""
     def local_accum(x, n):
         for i in range(n):
@@ -272,7 +276,11 @@ def test_variable_only_defined_inside_loop(mode):
         return t
     """, mode)
     x = f32(1, 2, 3)
-    assert_located_type_error(lambda: m.local_accum(x, 3), "'t' is only defined inside the loop")
+    assert_same(m.local_accum(x, 3), x * 3)
+    with pytest.raises(dg.DgRuntimeError) as e:
+        m.local_accum(x, 0)
+    assert_located(e.value, 7, dg.DgRuntimeError)
+    assert "local variable 't' is referenced before assignment" in str(e.value)
 
 
 def test_loop_variable_after_the_loop_keeps_python_semantics(mode):

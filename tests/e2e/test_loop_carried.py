@@ -227,7 +227,11 @@ def test_nested_tuples_and_branch_dependent_shapes_carried(mode):
     assert_same(m.branchshape(f32(1, -2, 3), 4), (v, np.int64(len(v))))
     assert_same(m.static_range_break(x), np.float32(6))
     assert_same(m.static_range_break(f32(1, 2, -1, 4)), np.float32(3))
-    assert_located_type_error(lambda: m.last_in_loop(x, 3), "only defined inside the loop")
+    # Python's rule: bound inside the loop, read after it; unbound (no iteration ran) is a run-time error.
+    assert_same(m.last_in_loop(x, 3), np.float32(3))
+    assert_same(m.last_in_loop(x, 2), np.float32(2))
+    with pytest.raises(dg.DgRuntimeError, match="local variable 'last' is referenced before assignment"):
+        m.last_in_loop(x, 0)
 
 
 def _shift_register_src(k):

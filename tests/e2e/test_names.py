@@ -73,7 +73,8 @@ def test_user_names_that_look_like_rewrite_flags(mode):
         return __t
     """, mode)
     assert_same(m.user_brk(f32(1), 5), np.int64(2))
-    # Python raises UnboundLocalError only on the path without `__t`; dg checks every
-    # path before running (as for any name), and must not invent a value.
-    with pytest.raises(dg.DgTypeError, match="'__t' is not defined on every path"):
-        m.user_dunder(f32(1, 2), 1)
+    # As Python: `__t` is read where the path that ran bound it, and on the path without it the
+    # read fails (UnboundLocalError) rather than give an invented value.
+    assert_same(m.user_dunder(f32(1, 2), 1), f32(1, 2))
+    with pytest.raises(dg.DgRuntimeError, match="local variable '__t' is referenced before assignment"):
+        m.user_dunder(f32(1, 2), 0)

@@ -271,7 +271,7 @@ def test_compiles_are_logged_with_their_reason_and_times(monkeypatch, capsys, ca
     assert f"f(f32[N]): ready to run ({mode}, cpu) in " in err
     assert err.count("first call") == 1 and "new signature" not in err
     if mode == "compiled":
-        assert re.search(r" f: (compiled in [0-9.e-]+ s: passes [0-9.e-]+ s, LLVM [0-9.e-]+ s|loaded from the disk cache)", err)
+        assert re.search(r" f: (compiled in [0-9.e-]+ s: passes [0-9.e-]+ s, LLVM -O[23] [0-9.e-]+ s|loaded from the disk cache)", err)
     monkeypatch.delenv("DG_LOG_COMPILES")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="dg"):  # (LANGUAGE.md section 4: logger "dg", level INFO)

@@ -1,0 +1,130 @@
+"""Train samples/char_rnn.dg, a character-level LSTM, on the characters of samples/data/tiny.txt.
+
+    pip install 'dg[viz]'
+    python samples/char_rnn.py [--steps 300] [--mode compiled|interp] [--plot char_rnn_loss.png | --no-plot]
+
+The model reads a window of characters one at a time (an embedding of 16, an LSTM of 128,
+PyTorch's LSTMCell layout from the standard library's nn.lstm_cell) and predicts the next
+one at every position; the gradient flows back through the loop over time. Every step
+takes a batch of 32 random windows of 32 characters from the first nine tenths of the text,
+and Adam (optim.adam) updates the parameters, a record. Prints the training loss as it goes
+(a tqdm progress bar on stderr when tqdm is installed), then the held-out loss beside the
+unigram baseline and a sample of generated text. Exits non-zero unless the held-out loss
+ends below 0.8 of the baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import dg
+
+try:
+    from dg.samples.digits import save_plot
+    from dg.samples.gpt import batch, load_text, unigram_baseline
+except ImportError:  # run from a checkout whose samples are not importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from digits import save_plot
+    from gpt import batch, load_text, unigram_baseline
+
+try:
+    from tqdm import tqdm
+except ImportError:  # the progress bar is optional
+    tqdm = None
+
+HERE = Path(__file__).resolve().parent
+
+
+def load(mode: str = "compiled"):
+    return dg.load(HERE / "char_rnn.dg", mode=mode)
+
+
+def init_params(vocab: int, embed: int = 16, hidden: int = 128, seed: int = 0) -> dict:
+    """PyTorch's defaults: uniform(-1/sqrt(H), 1/sqrt(H)) for the LSTM and the output layer,
+    standard normal embeddings."""
+    rng = np.random.default_rng(seed)
+    k = 1 / math.sqrt(hidden)
+
+    def uniform(*shape):
+        return rng.uniform(-k, k, shape).astype(np.float32)
+
+    return {"emb": rng.standard_normal((vocab, embed)).astype(np.float32),
+            "w_ih": uniform(4 * hidden, embed), "w_hh": uniform(4 * hidden, hidden),
+            "b_ih": uniform(4 * hidden), "b_hh": uniform(4 * hidden),
+            "w_out": uniform(hidden, vocab), "b_out": uniform(vocab)}
+
+
+def held_out_loss(m, params, ids, context: int) -> float:
+    n = (len(ids) - 1) // context
+    x = ids[:n * context].reshape(n, context)
+    y = ids[1:n * context + 1].reshape(n, context)
+    return float(m.loss(params, x, y))
+
+
+def generate(m, params, chars, prompt: str, length: int, context: int, seed: int = 0,
+             temperature: float = 0.8) -> str:
+    rng = np.random.default_rng(seed)
+    ids = [chars.index(c) for c in prompt if c in chars] or [0]
+    for _ in range(length):
+        logits = np.asarray(m.next_logits(params, np.array(ids[-context:], np.int64)), np.float64) / temperature
+        p = np.exp(logits - logits.max())
+        ids.append(int(rng.choice(len(chars), p=p / p.sum())))
+    return "".join(chars[i] for i in ids)
+
+
+def train(steps: int = 300, mode: str = "compiled", context: int = 32, batch_size: int = 32, lr: float = 1e-2,
+          seed: int = 0, verbose: bool = True, plot=None, sample: int = 200):
+    """Train; return (held-out loss, unigram baseline, the training losses)."""
+    m = load(mode)
+    train_ids, test_ids, chars = load_text()
+    baseline = unigram_baseline(train_ids, test_ids, len(chars))
+    rng = np.random.default_rng(seed)
+    params = init_params(len(chars), seed=seed)
+    state = m.init_state(params)
+    bar = tqdm(total=steps, unit="step") if tqdm is not None and verbose else None
+    say = bar.write if bar is not None else print
+    losses = []
+    t0 = time.perf_counter()
+    for step in range(steps):
+        x, y = batch(train_ids, rng, batch_size, context)
+        rate = np.float32(lr * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        loss, params, state = m.train_step(params, state, x, y, rate)
+        losses.append(float(loss))
+        if bar is not None:
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
+            bar.update()
+        if verbose and (step % 100 == 99 or step == steps - 1):
+            say(f"step {step + 1:4d}  loss {np.mean(losses[-20:]):.4f}")
+    if bar is not None:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    test = held_out_loss(m, params, test_ids, context)
+    if verbose:
+        print(f"held-out loss {test:.4f}, unigram baseline {baseline:.4f} ({steps} steps in {seconds:.1f} s, "
+              f"mode {mode})")
+        if sample:
+            print("sample: " + generate(m, params, chars, "The ", sample, context, seed))
+    if plot and save_plot([losses], plot, "samples/char_rnn.dg") and verbose:
+        print(f"loss plot saved to {plot}")
+    return test, baseline, losses
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--mode", default="compiled", choices=("compiled", "interp"))
+    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--plot", default="char_rnn_loss.png", metavar="PATH", help="where to draw the loss (a PNG)")
+    ap.add_argument("--no-plot", action="store_true", help="draw no loss plot")
+    a = ap.parse_args(argv)
+    test, baseline, _ = train(a.steps, a.mode, lr=a.lr, plot=None if a.no_plot else a.plot)
+    return 0 if test < 0.8 * baseline else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
