@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +24,10 @@ import numpy as np
 import dg
 
 try:
-    from dg.samples.digits import save_plot
-    from dg.samples.gpt import batch, load_text, unigram_baseline
+    from dg.samples.text import fit, generate, load_text
 except ImportError:  # run from a checkout whose samples are not importable
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from digits import save_plot
-    from gpt import batch, load_text, unigram_baseline
-
-try:
-    from tqdm import tqdm
-except ImportError:  # the progress bar is optional
-    tqdm = None
+    from text import fit, generate, load_text
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,59 +51,18 @@ def init_params(vocab: int, embed: int = 16, hidden: int = 128, seed: int = 0) -
             "w_out": uniform(hidden, vocab), "b_out": uniform(vocab)}
 
 
-def held_out_loss(m, params, ids, context: int) -> float:
-    n = (len(ids) - 1) // context
-    x = ids[:n * context].reshape(n, context)
-    y = ids[1:n * context + 1].reshape(n, context)
-    return float(m.loss(params, x, y))
-
-
-def generate(m, params, chars, prompt: str, length: int, context: int, seed: int = 0,
-             temperature: float = 0.8) -> str:
-    rng = np.random.default_rng(seed)
-    ids = [chars.index(c) for c in prompt if c in chars] or [0]
-    for _ in range(length):
-        logits = np.asarray(m.next_logits(params, np.array(ids[-context:], np.int64)), np.float64) / temperature
-        p = np.exp(logits - logits.max())
-        ids.append(int(rng.choice(len(chars), p=p / p.sum())))
-    return "".join(chars[i] for i in ids)
-
-
 def train(steps: int = 300, mode: str = "compiled", context: int = 32, batch_size: int = 32, lr: float = 1e-2,
           seed: int = 0, verbose: bool = True, plot=None, sample: int = 200):
     """Train; return (held-out loss, unigram baseline, the training losses)."""
     m = load(mode)
-    train_ids, test_ids, chars = load_text()
-    baseline = unigram_baseline(train_ids, test_ids, len(chars))
-    rng = np.random.default_rng(seed)
+    _, _, chars = load_text()
     params = init_params(len(chars), seed=seed)
-    state = m.init_state(params)
-    bar = tqdm(total=steps, unit="step") if tqdm is not None and verbose else None
-    say = bar.write if bar is not None else print
-    losses = []
-    t0 = time.perf_counter()
-    for step in range(steps):
-        x, y = batch(train_ids, rng, batch_size, context)
-        rate = np.float32(lr * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        loss, params, state = m.train_step(params, state, x, y, rate)
-        losses.append(float(loss))
-        if bar is not None:
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
-            bar.update()
-        if verbose and (step % 100 == 99 or step == steps - 1):
-            say(f"step {step + 1:4d}  loss {np.mean(losses[-20:]):.4f}")
-    if bar is not None:
-        bar.close()
-    seconds = time.perf_counter() - t0
-    test = held_out_loss(m, params, test_ids, context)
-    if verbose:
-        print(f"held-out loss {test:.4f}, unigram baseline {baseline:.4f} ({steps} steps in {seconds:.1f} s, "
-              f"mode {mode})")
-        if sample:
-            print("sample: " + generate(m, params, chars, "The ", sample, context, seed))
-    if plot and save_plot([losses], plot, "samples/char_rnn.dg") and verbose:
-        print(f"loss plot saved to {plot}")
-    return test, baseline, losses
+
+    def text(p, chars):
+        return generate(lambda ids: m.next_logits(p, ids), chars, "The ", sample, context, seed)
+
+    return fit(m, params, m.init_state(params), steps, lr, context=context, batch_size=batch_size, seed=seed,
+               verbose=verbose, plot=plot, name="samples/char_rnn.dg", sample=text if sample else None)
 
 
 def main(argv=None) -> int:

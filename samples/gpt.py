@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,38 +25,16 @@ import numpy as np
 import dg
 
 try:
-    from dg.samples.digits import save_plot
+    from dg.samples.text import fit, generate, load_text, unigram_baseline  # noqa: F401 (the tests use them)
 except ImportError:  # run from a checkout whose samples are not importable
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from digits import save_plot
-
-try:
-    from tqdm import tqdm
-except ImportError:  # the progress bar is optional
-    tqdm = None
+    from text import fit, generate, load_text, unigram_baseline  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
-TEXT = HERE / "data" / "tiny.txt"
 
 
 def load(mode: str = "compiled"):
     return dg.load(HERE / "gpt.dg", mode=mode)
-
-
-def load_text(path=TEXT):
-    """(train ids, held-out ids, the characters): the text as integer ids, split 9:1."""
-    text = Path(path).read_text()
-    chars = sorted(set(text))
-    ids = np.array([chars.index(c) for c in text], np.int64)
-    cut = int(len(ids) * 0.9)
-    return ids[:cut], ids[cut:], chars
-
-
-def unigram_baseline(train_ids, test_ids, vocab: int) -> float:
-    """The cross-entropy on the held-out text of the training text's character frequencies."""
-    counts = np.bincount(train_ids, minlength=vocab) + 1.0  # add-one: every character has a chance
-    logp = np.log(counts / counts.sum())
-    return float(-logp[test_ids].mean())
 
 
 def init_params(vocab: int, context: int, channels: int = 64, layers: int = 2, seed: int = 0) -> dict:
@@ -81,70 +58,18 @@ def init_params(vocab: int, context: int, channels: int = 64, layers: int = 2, s
             "lnf_g": np.ones(c, np.float32), "lnf_b": np.zeros(c, np.float32)}
 
 
-def batch(ids, rng, size: int, context: int):
-    """`size` random windows of `context` ids, and the same windows shifted by one (the targets)."""
-    starts = rng.integers(0, len(ids) - context - 1, size)
-    x = np.stack([ids[s:s + context] for s in starts])
-    y = np.stack([ids[s + 1:s + context + 1] for s in starts])
-    return x, y
-
-
-def held_out_loss(m, params, ids, context: int) -> float:
-    """The mean loss over the held-out text, cut into windows of `context`."""
-    n = (len(ids) - 1) // context
-    x = ids[:n * context].reshape(n, context)
-    y = ids[1:n * context + 1].reshape(n, context)
-    return float(m.loss(params, x, y))
-
-
-def generate(m, params, chars, prompt: str, length: int, context: int, seed: int = 0,
-             temperature: float = 0.8) -> str:
-    rng = np.random.default_rng(seed)
-    ids = [chars.index(c) for c in prompt if c in chars] or [0]
-    for _ in range(length):
-        window = np.array([ids[-context:]], np.int64)
-        logits = np.asarray(m.next_token_logits(params, window), np.float64) / temperature
-        p = np.exp(logits - logits.max())
-        ids.append(int(rng.choice(len(chars), p=p / p.sum())))
-    return "".join(chars[i] for i in ids)
-
-
-def train(steps: int = 400, mode: str = "compiled", layers: int = 2, channels: int = 64,
-          context: int = 32, batch_size: int = 16, lr: float = 3e-3, seed: int = 0, verbose: bool = True,
-          plot=None, sample: int = 200):
+def train(steps: int = 400, mode: str = "compiled", layers: int = 2, channels: int = 64, context: int = 32,
+          batch_size: int = 16, lr: float = 3e-3, seed: int = 0, verbose: bool = True, plot=None, sample: int = 200):
     """Train; return (held-out loss, unigram baseline, the training losses)."""
     m = load(mode)
-    train_ids, test_ids, chars = load_text()
-    baseline = unigram_baseline(train_ids, test_ids, len(chars))
-    rng = np.random.default_rng(seed)
+    _, _, chars = load_text()
     params = init_params(len(chars), context, channels, layers, seed)
-    state = m.init_state(params)
-    bar = tqdm(total=steps, unit="step") if tqdm is not None and verbose else None
-    say = bar.write if bar is not None else print
-    losses = []
-    t0 = time.perf_counter()
-    for step in range(steps):
-        x, y = batch(train_ids, rng, batch_size, context)
-        rate = np.float32(lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        loss, params, state = m.train_step(params, state, x, y, rate)
-        losses.append(float(loss))
-        if bar is not None:
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", refresh=False)
-            bar.update()
-        if verbose and (step % 100 == 99 or step == steps - 1):
-            say(f"step {step + 1:4d}  loss {np.mean(losses[-20:]):.4f}")
-    if bar is not None:
-        bar.close()
-    seconds = time.perf_counter() - t0
-    test = held_out_loss(m, params, test_ids, context)
-    if verbose:
-        print(f"held-out loss {test:.4f}, unigram baseline {baseline:.4f} ({steps} steps in {seconds:.1f} s, "
-              f"mode {mode})")
-        if sample:
-            print("sample: " + generate(m, params, chars, "The ", sample, context, seed))
-    if plot and save_plot([losses], plot, "samples/gpt.dg") and verbose:
-        print(f"loss plot saved to {plot}")
-    return test, baseline, losses
+
+    def text(p, chars):
+        return generate(lambda ids: m.next_token_logits(p, ids[None]), chars, "The ", sample, context, seed)
+
+    return fit(m, params, m.init_state(params), steps, lr, warmup=20, context=context, batch_size=batch_size,
+               seed=seed, verbose=verbose, plot=plot, name="samples/gpt.dg", sample=text if sample else None)
 
 
 def main(argv=None) -> int:

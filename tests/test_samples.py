@@ -190,5 +190,6 @@ def test_char_rnn_short_compiled_run_learns_and_generates():
     assert test < 0.85 * baseline, (test, baseline)
     m = rnn.load("compiled")
     _, _, chars = rnn.load_text()
-    text = rnn.generate(m, rnn.init_params(len(chars)), chars, "The ", 5, 32)
+    p = rnn.init_params(len(chars))
+    text = rnn.generate(lambda ids: m.next_logits(p, ids), chars, "The ", 5, 32)
     assert text.startswith("The ") and len(text) == 9
