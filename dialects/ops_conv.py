@@ -676,6 +676,8 @@ def _gather_grad(b, op, x, xt, d, dt, contribution):
 def _lower_max_pool2d_grad(b, op):
     (x, xt), (d, dt) = zip(op.operands, op.types)
     kernel, stride, padding = _pool_attrs(op)
+    if stride == kernel and padding == (0, 0) and kernel[0] * kernel[1] <= _TILED_MAX_AREA:
+        return _lower_max_pool2d_grad_tiled(b, op)
     fill = float("-inf")
     xp, pt, ps = _padded(b, x, xt, padding, fill)
     oh, ow = b.dim(d, dt, 2), b.dim(d, dt, 3)
@@ -690,6 +692,99 @@ def _lower_max_pool2d_grad(b, op):
         return bb.select(hit, v, bb.const(0.0, ety), ety)
 
     return _gather_grad(b, op, x, xt, d, dt, contribution)
+
+
+# Windows that tile the input (stride = kernel, no padding), up to this many cells each: one
+# element-wise generic instead of the gather above.
+_TILED_MAX_AREA = 64
+
+
+def _first_max_flags(b, cells, ety) -> list:
+    """Per cell (row-major), an i1 that says it is the window's first largest, as np.argmax: the
+    first NaN, else the first cell greater than every cell before it (ties keep the first)."""
+    true = b.const(True, "i1")
+    best, best_nan = cells[0], b.cmp("uno", cells[0], cells[0], ety)
+    beats = [None]  # beats[p]: cell p beats every cell before it (the last that does is the one)
+    for v in cells[1:]:
+        v_nan = b.cmp("uno", v, v, ety)
+        # a NaN beats a number; nothing beats a NaN; a number beats what it is greater than
+        beat = b.binary("arith.andi", b.binary("arith.ori", b.cmp("ogt", v, best, ety), v_nan, "i1"),
+                        b.binary("arith.xori", best_nan, true, "i1"), "i1")
+        beats.append(beat)
+        best = b.select(beat, v, best, ety)
+        best_nan = b.binary("arith.ori", best_nan, v_nan, "i1")
+    flags, later = [], None  # later: some cell after p beats all before it
+    for p in range(len(cells) - 1, -1, -1):
+        not_later = None if later is None else b.binary("arith.xori", later, true, "i1")
+        if beats[p] is None:
+            flags.append(true if not_later is None else not_later)
+        else:
+            flags.append(beats[p] if not_later is None else b.binary("arith.andi", beats[p], not_later, "i1"))
+            later = beats[p] if later is None else b.binary("arith.ori", later, beats[p], "i1")
+    return flags[::-1]
+
+
+def _lower_max_pool2d_grad_tiled(b, op):
+    """max_pool2d_grad where the windows tile the input (stride = kernel, no padding). The part
+    of x and of dx the windows cover, [N, C, OH*KH, OW*KW], is viewed as [N, C, OH, KH, OW, KW]
+    (an expand_shape, no copy) and one element-wise generic over that shape writes dx in
+    place: each cell reads its window's KH * KW cells (through maps with constant offsets) and
+    the window's dy, and takes 0 + dy (the interpreter's sum, -0 becoming +0) where it is the
+    window's first largest (`_first_max_flags`), else 0. No gather and no reduction: LLVM
+    unrolls the inner window loops (the window's flags are computed once per window) and
+    vectorizes along OW. The rows and columns past OH*KH and OW*KW, which no window holds,
+    stay zero."""
+    (x, xt), (d, dt) = zip(op.operands, op.types)
+    kh, kw = _pool_attrs(op)[0]
+    out_t = op.result_types[0]
+    ety = out_t.element
+    xs = _dims(b, x, xt)
+    tiles, idx = [], []
+    for size, ksize, sz in ((xt.shape[2], kh, xs[2]), (xt.shape[3], kw, xs[3])):
+        tiles.append(size // ksize if isinstance(size, int) else Sym())
+        idx.append(_ix(b, size // ksize) if isinstance(size, int) else _iop(b, "divui", sz, _ix(b, ksize)))
+    oh, ow = idx
+    covered = all(isinstance(sz, int) and sz % k == 0 for sz, k in zip(xt.shape[2:], (kh, kw)))
+    cov_t = TensorType(out_t.dtype, xt.shape[:2] + tuple(_prod([t, k]) for t, k in zip(tiles, (kh, kw))))
+    cov_s = xs[:2] + [_iop(b, "muli", oh, _ix(b, kh)), _iop(b, "muli", ow, _ix(b, kw))]
+    at = f"[0, 0, 0, 0] [{_sizes_text(cov_t, cov_s)}] [1, 1, 1, 1]"
+    if covered:
+        acc, xc = b.empty(out_t, xs), x
+    else:
+        acc = b.fill(out_t, xs, b.const(0.0, ety))
+        xc = b.assign(f"tensor.extract_slice {x}{at} : {xt.mlir()} to {cov_t.mlir()}", "cov")
+    t6 = TensorType(out_t.dtype, xt.shape[:2] + (tiles[0], kh, tiles[1], kw))
+    s6 = _sizes_text(t6, xs[:2] + [oh, _ix(b, kh), ow, _ix(b, kw)])
+    reassoc = "[[0], [1], [2, 3], [4, 5]]"
+
+    def expand(v, vt):
+        return b.assign(f"tensor.expand_shape {v} {reassoc} output_shape [{s6}] : {vt.mlir()} into {t6.mlir()}", "win")
+
+    x6 = expand(xc, cov_t)
+    if covered:
+        init6 = expand(acc, out_t)
+    else:
+        init6 = expand(b.assign(f"tensor.extract_slice {acc}{at} : {out_t.mlir()} to {cov_t.mlir()}", "cov"), cov_t)
+    offsets = [(i, j) for i in range(kh) for j in range(kw)]
+    maps = [f"d0, d1, d2, {i}, d4, {j}" for i, j in offsets] + ["d0, d1, d2, d4"]
+
+    def body(bb, a):
+        cells, dv = a[:len(offsets)], a[len(offsets)]
+        flags = _first_max_flags(bb, cells, ety)
+        i, j = (bb.assign(f"linalg.index {k} : index", "li") for k in (3, 5))
+        here = _iop(bb, "addi", _iop(bb, "muli", i, _ix(bb, kw)), j)
+        mine = flags[0]
+        for p in range(1, len(flags)):  # the flag of this cell: a chain of selects over p
+            mine = bb.select(bb.cmp("eq", here, _ix(bb, p), "index"), flags[p], mine, "i1")
+        zero = bb.const(0.0, ety)
+        return bb.select(mine, bb.binary("arith.addf", zero, dv, ety), zero, ety)
+
+    g6 = b.generic(t6, init6, [(x6, t6)] * len(offsets) + [(d, dt)], maps, "d0, d1, d2, d3, d4, d5",
+                   [_PAR] * 6, body)
+    dxc = b.assign(f"tensor.collapse_shape {g6} {reassoc} : {t6.mlir()} into {cov_t.mlir()}", "dx")
+    if covered:
+        return cast(b, dxc, cov_t, out_t)
+    return b.assign(f"tensor.insert_slice {dxc} into {acc}{at} : {cov_t.mlir()} into {out_t.mlir()}", "dx")
 
 
 def _lower_avg_pool2d_grad(b, op):

@@ -225,67 +225,53 @@ def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef, path: str = "") ->
     return dt
 
 
-def _leaf_array(x):
-    return x if type(x) is np.ndarray else np.asarray(x) if isinstance(x, np.generic) else None
-
-
 def fingerprint(values) -> tuple:
     """(the dtypes and shapes of the values' leaves and the structures holding them, the leaves as
     arrays) when every leaf is a NumPy array or scalar, else (None, None): arguments with the same
     fingerprint have the same signature."""
     fp, arrays = [], []
     for x in values:
-        a = _leaf_array(x)
-        if a is not None:
-            fp.append((a.dtype, a.shape))
-            arrays.append(a)
-            continue
-        if not isinstance(x, (dict, tuple, list)):
+        if type(x) is np.ndarray:
+            fp.append((x.dtype, x.shape))
+            arrays.append(x)
+        elif not _fast_leaves(x, fp, arrays):
             return None, None
-        struct, leaves = _fast_flatten(x)
-        if struct is None:
-            return None, None
-        fp.append(struct)
-        for leaf in leaves:
-            a = _leaf_array(leaf)
-            if a is None:
-                return None, None
-            fp.append((a.dtype, a.shape))
-            arrays.append(a)
     return tuple(fp), arrays
 
 
-def _fast_flatten(x):
-    """(a hashable structure, leaves) of a dict/tuple/list of arrays, or (None, None) for anything
-    else (a list of numbers, keys that are not strings...)."""
-    leaves: list = []
-
-    def go(v):
-        if isinstance(v, dict):
-            try:
-                keys = sorted(v)
-            except TypeError:
-                raise _NotFast from None
-            if any(type(k) is not str for k in keys):
-                raise _NotFast
-            return ("d", tuple(keys), tuple(go(v[k]) for k in keys))
-        if isinstance(v, (tuple, list)):
-            if not v or not any(isinstance(e, (np.ndarray, dict, tuple, list)) for e in v):
-                raise _NotFast  # numbers: an array, worked out the slow way
-            return ("t", tuple(go(e) for e in v))
-        if type(v) is np.ndarray or isinstance(v, np.generic):
-            leaves.append(v)
-            return None
-        raise _NotFast
-
-    try:
-        return go(x), leaves
-    except _NotFast:
-        return None, None
-
-
-class _NotFast(Exception):
-    pass
+def _fast_leaves(v, fp: list, arrays: list) -> bool:
+    """Append v's leaves (NumPy arrays and scalars in dicts with string keys, tuples and lists) to
+    `arrays` and their structure, dtypes and shapes to `fp`, in prefix order; False for anything
+    else (a list of numbers is an array, worked out the slow way)."""
+    t = type(v)
+    if t is np.ndarray:
+        fp.append((v.dtype, v.shape))
+        arrays.append(v)
+        return True
+    if t is dict:
+        try:
+            keys = sorted(v)
+        except TypeError:  # keys that do not compare: not strings
+            return False
+        fp.append(tuple(keys))
+        for k in keys:
+            if type(k) is not str or not _fast_leaves(v[k], fp, arrays):
+                return False
+        return True
+    if t is tuple or t is list:
+        if not v or not any(type(e) in (np.ndarray, dict, tuple, list) for e in v):
+            return False
+        fp.append(len(v) if t is tuple else -len(v))
+        for e in v:
+            if not _fast_leaves(e, fp, arrays):
+                return False
+        return True
+    if isinstance(v, np.generic):
+        a = np.asarray(v)
+        fp.append((a.dtype, a.shape))
+        arrays.append(a)
+        return True
+    return False
 
 
 def make_signature(fd: A.FuncDef, values: list):
