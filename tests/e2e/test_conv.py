@@ -243,3 +243,80 @@ def test_compiled_code_agrees_with_the_interpreter(name):
     wrt = tuple(range(len(args)))
     for g, h in zip(dg.grad(getattr(c, fn + "_loss"), wrt=wrt)(*args, r), dg.grad(getattr(m, fn + "_loss"), wrt=wrt)(*args, r)):
         assert_same(g, h, rtol=1e-4, atol=1e-5)
+
+
+# max_pool2d's gradient where the windows tile the input (stride = kernel, no padding) is one
+# element-wise generic on the CPU, not the gather over windows: it must give the interpreter's
+# bits, ties (all-equal windows, the zeros after relu, -0 against +0) and NaNs included.
+TILED = '''
+def tiled_loss(x: f32[B, C, H, W], r) -> f32:
+    return sum(max_pool2d(x, KERNEL) * r)
+
+def tiled_grad(x: f32[B, C, H, W], r):
+    return grad(tiled_loss)(x, r)
+
+def tiled_relu_loss(x: f32[B, C, H, W], r) -> f32:
+    return sum(max_pool2d(relu(x), KERNEL) * r)
+
+def tiled_relu_grad(x: f32[B, C, H, W], r):
+    return grad(tiled_relu_loss)(x, r)
+
+def tiled_f64_loss(x: f64[2, 3, 7, 5], r) -> f64:
+    return sum(max_pool2d(x, KERNEL) * r)
+
+def tiled_f64_grad(x: f64[2, 3, 7, 5], r):
+    return grad(tiled_f64_loss)(x, r)
+'''
+
+
+def _tied(shape, seed, dtype=np.float32):
+    """Values with many ties in each window: small integers, -0s, whole windows of one value, NaNs."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    x[rng.random(shape) < 0.1] = -0.0
+    x[0, 0] = 0.0  # a channel of zeros: every window a tie
+    if shape[0] > 1:
+        x[1, 0] = 1.5
+    nan = rng.random(shape) < 0.03
+    x[nan] = np.nan
+    return x
+
+
+def _bits_equal(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes(), np.argwhere(got.view(np.uint8) != want.view(np.uint8))[:5]
+
+
+@pytest.mark.parametrize("kernel", ["2", "(3, 2)", "(1, 3)", "1"])
+def test_tiled_max_pool_gradient_is_the_interpreters_bit_for_bit(kernel):
+    src = TILED.replace("KERNEL", kernel)
+    interp, compiled = (load_src(src, mode, filename="tiled.dg") for mode in ("interp", "compiled"))
+    k = eval(kernel)
+    k = (k, k) if isinstance(k, int) else k
+    # even and odd sizes (rows and columns past the last window get no gradient), symbolic
+    # batch and channels (one compiled function for several)
+    for i, shape in enumerate([(2, 3, 6, 6), (3, 2, 7, 9), (1, 4, 5, 4), (2, 1, 13, 11)]):
+        if shape[2] < k[0] or shape[3] < k[1]:
+            continue
+        x = _tied(shape, i)
+        out = (shape[0], shape[1], shape[2] // k[0], shape[3] // k[1])
+        r = np.random.default_rng(10 + i).standard_normal(out).astype(np.float32)
+        r.flat[::7] = -0.0  # a -0 gradient becomes +0 in the interpreter's sum
+        for fn in ("tiled_grad", "tiled_relu_grad"):
+            _bits_equal(getattr(compiled, fn)(x, r), getattr(interp, fn)(x, r))
+    x, r = _tied((2, 3, 7, 5), 7, np.float64), np.random.default_rng(3).standard_normal((2, 3, 7 // k[0], 5 // k[1]))
+    _bits_equal(compiled.tiled_f64_grad(x, r), interp.tiled_f64_grad(x, r))
+
+
+@needs_torch
+def test_tiled_max_pool_gradient_ties_as_torch():
+    """All-equal windows (zeros after relu): the first cell of each gets the gradient, as in PyTorch."""
+    c = load_src(TILED.replace("KERNEL", "2"), "compiled", filename="tiled.dg")
+    x = np.zeros((2, 3, 6, 8), np.float32)
+    x[:, :, 1::2, 1::2] = -1.0
+    x[1, 1, 2:4, 4:6] = 3.0
+    r = randn(2, 3, 3, 4, seed=2)
+    t = _t(x, grad=True)
+    (F.max_pool2d(F.relu(t), 2) * _t(r)).sum().backward()
+    assert_same(c.tiled_relu_grad(x, r), t.grad.numpy())

@@ -115,3 +115,41 @@ def test_transposing_indexing_maps_become_transposed_views():
     np.testing.assert_allclose(c2, 0.5 + a.T @ bt.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c3, ap @ bt.T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(c4, 0.25 + (ap @ bt.T).T, rtol=1e-5, atol=1e-5)
+
+
+POOLS = """
+def tiled_loss(x: f32[B, 3, H, W], r) -> f32:
+    return sum(max_pool2d(x, 2) * r)
+
+def tiled(x: f32[B, 3, H, W], r):
+    return grad(tiled_loss)(x, r)
+
+def tiled_static_loss(x: f32[B, 6, 24, 24], r: f32[B, 6, 12, 12]) -> f32:
+    return sum(max_pool2d(x, 2) * r)
+
+def tiled_static(x: f32[B, 6, 24, 24], r: f32[B, 6, 12, 12]):
+    return grad(tiled_static_loss)(x, r)
+
+def overlapping_loss(x: f32[B, 3, H, W], r) -> f32:
+    return sum(max_pool2d(x, 3, stride=2) * r)
+
+def overlapping(x: f32[B, 3, H, W], r):
+    return grad(overlapping_loss)(x, r)
+"""
+
+
+def test_tiled_max_pool_gradient_has_no_gather():
+    """stride = kernel, no padding: max_pool2d_grad is one element-wise generic over the windows'
+    cells (no `tensor.extract` of the window's argmax per input element, no reduction over the
+    window); overlapping windows keep the gather."""
+    c = dg.loads(POOLS, mode="compiled")
+    x, r = np.zeros((2, 3, 7, 6), np.float32), np.zeros((2, 3, 3, 3), np.float32)
+    text = c.tiled.ir("linalg", args=(x, r))
+    assert "tensor.extract " not in text and "tensor.expand_shape" in text
+    generic = [g for g in text.split("linalg.generic")[1:] if '"parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]' in g]
+    assert len(generic) == 1 and "reduction" not in generic[0].split("}")[0]
+    assert "tensor.extract " in c.overlapping.ir("linalg", args=(x, np.zeros((2, 3, 3, 2), np.float32)))
+    # windows that cover the input: dx is written in place, one buffer, no copy
+    xs, rs = np.zeros((2, 6, 24, 24), np.float32), np.zeros((2, 6, 12, 12), np.float32)
+    buf = c.tiled_static.ir("bufferized", args=(xs, rs))
+    assert buf.count("memref.alloc") == 1 and "memref.copy" not in buf
