@@ -73,6 +73,8 @@ def _lower_matmul(b, op):
         sizes = [b.dim(a, at, 0), b.dim(c, ct, 1)]
         init = b.fill(out_t, sizes, zero)
         return b.assign(f"linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) -> {out_t.mlir()}", "mm")
+    if at.rank > 2 and ct.rank == 2 and 0 not in at.shape and 0 not in out_t.shape:
+        return _collapsed_matmul(b, vals, types, out_t, zero)
     # General NumPy matmul: batch dims broadcast; 1-D operands drop their axis.
     R = out_t.rank
     batch = _batch_rank(types, out_t)
@@ -95,6 +97,9 @@ def _lower_matmul(b, op):
             sizes.append(b.dim(a, at, at.rank - 2))
         else:
             sizes.append(b.dim(c, ct, ct.rank - 1))
+    if (at.rank > 2 and ct.rank == at.rank and all(e == f"d{i}" for ex in (a_batch, c_batch) for i, e in enumerate(ex))
+            and 0 not in at.shape and 0 not in ct.shape and 0 not in out_t.shape):
+        return _batched_matmul(b, a, at, c, ct, out_t, batch_sizes, sizes[batch:], zero)
     init = b.fill(out_t, sizes, zero)
     its = ["parallel"] * R + ["reduction"]
 
@@ -104,6 +109,57 @@ def _lower_matmul(b, op):
 
     return b.generic(out_t, init, [(a, at), (c, ct)], [", ".join(a_map), ", ".join(c_map)],
                      ", ".join(out_dims), its, body)
+
+
+def _mm_reshape(b, v, vt, t: TensorType, sizes: list) -> str:
+    """v read as type t (`sizes` the index names of t's axes): a `tensor.reshape`, which MLIR's
+    elementwise fusion leaves beside a linalg.matmul (an expand/collapse_shape would be folded
+    into it and make it a generic loop that no BLAS call replaces)."""
+    shape = b.assign(f"tensor.from_elements {', '.join(sizes)} : tensor<{len(sizes)}xindex>", "shape")
+    return b.assign(f"tensor.reshape {v}({shape}) : ({vt.mlir()}, tensor<{len(sizes)}xindex>) -> {t.mlir()}", "rs")
+
+
+def _collapsed_matmul(b, vals, types, out_t, zero) -> str:
+    """[..., m, k] @ [k, n] as one 2-D linalg.matmul (one BLAS gemm) over the leading axes
+    collapsed: a read as [(...)*m, k], the product reshaped back to [..., m, n]."""
+    (a, c), (at, ct) = vals, types
+    lead = [b.dim(a, at, i) for i in range(at.rank - 1)]
+    rows = lead[0]
+    for s in lead[1:]:
+        rows = b.binary("arith.muli", rows, s, "index")
+    static = all(isinstance(d, int) for d in at.shape[:-1])
+    m = int(np.prod(at.shape[:-1])) if static else Sym()
+    a2t = TensorType(at.dtype, (m, at.shape[-1]))
+    a2 = _mm_reshape(b, a, at, a2t, [rows, b.dim(a, at, at.rank - 1)])
+    n = b.dim(c, ct, 1)
+    o2t = TensorType(out_t.dtype, (m, out_t.shape[-1]))
+    init = b.fill(o2t, [rows, n], zero)
+    mm = b.assign(f"linalg.matmul ins({a2}, {c} : {a2t.mlir()}, {ct.mlir()}) outs({init} : {o2t.mlir()}) -> {o2t.mlir()}", "mm")
+    return _mm_reshape(b, mm, o2t, out_t, lead + [n])
+
+
+def _batched_matmul(b, a, at, c, ct, out_t, batch_sizes, mn, zero) -> str:
+    """[..., m, k] @ [..., k, n] (the same batch axes) as one linalg.batch_matmul over the batch
+    axes collapsed (which the BLAS pass makes a loop of gemm calls), reshaped back."""
+    nb = len(batch_sizes)
+    lead = [s or b.dim(a, at, i) for i, s in enumerate(batch_sizes)]
+    rows = lead[0]
+    for s in lead[1:]:
+        rows = b.binary("arith.muli", rows, s, "index")
+    static = all(isinstance(d, int) for d in out_t.shape[:nb])
+    n3 = int(np.prod(out_t.shape[:nb])) if static else Sym()
+
+    def three(v, vt):
+        t = TensorType(vt.dtype, (n3,) + tuple(vt.shape[nb:]))
+        return _mm_reshape(b, v, vt, t, [rows, b.dim(v, vt, nb), b.dim(v, vt, nb + 1)]), t
+
+    (a3, a3t), (c3, c3t) = three(a, at), three(c, ct)
+    m = mn[0] or b.dim(a, at, nb)
+    n = mn[1] or b.dim(c, ct, nb + 1)
+    o3t = TensorType(out_t.dtype, (n3,) + tuple(out_t.shape[nb:]))
+    init = b.fill(o3t, [rows, m, n], zero)
+    mm = b.assign(f"linalg.batch_matmul ins({a3}, {c3} : {a3t.mlir()}, {c3t.mlir()}) outs({init} : {o3t.mlir()}) -> {o3t.mlir()}", "bmm")
+    return _mm_reshape(b, mm, o3t, out_t, lead + [m, n])
 
 
 def _batch_groups(types, out_t) -> tuple:
@@ -130,7 +186,33 @@ def _vjp_matmul(g, op, d):
         db = g.dg_op("matmul", [g.transpose_last(a), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])
         db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 1,)})
         return [da, db]
+    if a.tt.rank > 2 and b.tt.rank == 2:  # db: one [k, (...)*m] @ [(...)*m, n] product
+        da = g.dg_op("matmul", [d, g.transpose_last(b)])
+        # both row counts one value (the inner sizes then agree at compile time); d's reshape
+        # first, so that a's transpose feeds the product directly (a BLAS flag, not a copy)
+        rows = _row_count(g, a)
+        d2 = _rows(g, d, rows)
+        return [da, g.dg_op("matmul", [g.transpose_last(_rows(g, a, rows)), d2])]
     return [g.dg_op("matmul", [d, g.transpose_last(b)]), g.dg_op("matmul", [g.transpose_last(a), d])]
+
+
+def _row_count(g, x):
+    """The product of x's leading sizes (all but the last): an int where static, else a dg value."""
+    shape = x.tt.shape
+    if all(isinstance(s, int) for s in shape[:-1]):
+        return int(np.prod(shape[:-1]))
+    rows = g.dim(x, 0)
+    for i in range(1, x.tt.rank - 1):
+        rows = g.mul(rows, g.dim(x, i))
+    return rows
+
+
+def _rows(g, x, rows):
+    """x [..., m, k] as a matrix [rows, k], `rows` (from `_row_count`) the product of its leading sizes."""
+    k = x.tt.shape[-1]
+    dyn = [] if isinstance(rows, int) else [rows]
+    dyn += [] if isinstance(k, int) else [g.dim(x, x.tt.rank - 1)]
+    return g.dg_op("reshape", [x] + dyn, {"shape": (rows if isinstance(rows, int) else DYN, k if isinstance(k, int) else DYN)})
 
 
 register(OpDef(

@@ -13,7 +13,11 @@ a copy feeding only the matmul (what the autodiff pass writes for
 `dA = dC @ B^T`) becomes a transposed view first, when nothing can write its
 source in between. Any other layout (an output that is not
 row-major, for one) runs the original `linalg.matmul`, which is lowered to
-loops later. No Python runs during the call: compiled code calls the BLAS
+loops later. A `linalg.batch_matmul` (what a product with equal batch axes lowers to, the
+batch axes collapsed) becomes a call of `@dg_bgemm_<elt>`, a loop of the 2-D helper over
+the batch on views; an operand that is a reshape of a copy transposing its source's last two
+axes (`q @ transpose(k)`, the attention gradients) becomes a transposed view of the source
+instead. No Python runs during the call: compiled code calls the BLAS
 function through a runtime symbol (`dg_blas_sgemm` / `dg_blas_dgemm`).
 
 `locate()` finds the BLAS, in this order: MKL's `libmkl_rt` (the optional
@@ -290,27 +294,82 @@ def route_matmuls(module) -> int:
     return replace_matmuls(module, texts)
 
 
+def _memref3(elt: str) -> str:
+    return f"memref<?x?x?x{elt}, strided<[?, ?, ?], offset: ?>>"
+
+
+def batched_helper_name(elt: str, overwrite: bool) -> str:
+    return f"dg_bgemm_{elt}" + ("_new" if overwrite else "")
+
+
+def batched_helper_text(elt: str, overwrite: bool, gemm: str) -> str:
+    """`@dg_bgemm_<elt>(A, B, C)`: for each i of the batch, C[i] (+)= A[i] @ B[i] by the 2-D
+    helper `gemm` on views (no copies)."""
+    m3, m = _memref3(elt), _memref(elt)
+    views = []
+    for x in "abc":
+        views += [
+            f"    %{x}_r = memref.dim %{x}, %c1 : {m3}",
+            f"    %{x}_c = memref.dim %{x}, %c2 : {m3}",
+            f"    %{x}_v = memref.subview %{x}[%i, 0, 0] [1, %{x}_r, %{x}_c] [1, 1, 1] : {m3} to {m}",
+        ]
+    return "\n".join([
+        f"func.func private @{batched_helper_name(elt, overwrite)}(%a: {m3}, %b: {m3}, %c: {m3}) {{",
+        "  %c0 = arith.constant 0 : index",
+        "  %c1 = arith.constant 1 : index",
+        "  %c2 = arith.constant 2 : index",
+        f"  %nb = memref.dim %c, %c0 : {m3}",
+        "  scf.for %i = %c0 to %nb step %c1 {",
+        *views,
+        f"    func.call @{gemm}(%a_v, %b_v, %c_v) : ({m}, {m}, {m}) -> ()",
+        "  }",
+        "  return",
+        "}",
+    ]) + "\n"
+
+
 def replace_matmuls(module, helpers: dict) -> int:
     """Replace each f32/f64 `linalg.matmul` of a bufferized module by a call
     `@name(A, B, C)`, `helpers[(elt, overwrite)] = (name, function text, declarations text)`, the
     function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
     before (the fill is dropped); transpose copies feeding only the matmul become views, and so do
     operands its indexing maps read transposed. How many."""
-    found = []
+    found, batched = [], []
     for op in operations_under(module.body):
-        if op.name == "linalg.matmul" and len(op.operands) == 3 and "cast" not in op.attributes:
+        if op.name in ("linalg.matmul", "linalg.batch_matmul") and len(op.operands) == 3 and "cast" not in op.attributes:
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
+            if elt not in _ELTS or not all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
+                continue
+            if op.name == "linalg.batch_matmul":
+                if "indexing_maps" not in op.attributes or tuple(str(m) for m in op.attributes["indexing_maps"]) == _BATCH_MAPS:
+                    batched.append((op, elt))
+                continue
             flips = _transposes(op)
-            if (elt in _ELTS and flips is not None
-                    and all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands)):
+            if flips is not None:
                 found.append((op, elt, flips))
-    if not found:
+    if not found and not batched:
         return 0
     with module.context:
         calls = [(op, elt, flips, _zero_fill_before(op)) for op, elt, flips in found]
-        for key in sorted({(elt, fill is not None) for _, elt, _, fill in calls}):
-            _, fn, decl = helpers[key]
-            append_parsed(module, decl + fn)
+        bcalls = [(op, elt, _zero_fill_before(op)) for op, elt in batched]
+        bkeys = {(elt, fill is not None) for _, elt, fill in bcalls}
+        for key in sorted({(elt, fill is not None) for _, elt, _, fill in calls} | bkeys):
+            name, fn, decl = helpers[key]  # the batched helper calls the 2-D one: parsed together
+            append_parsed(module, decl + fn + (batched_helper_text(*key, name) if key in bkeys else ""))
+        for op, elt, fill in bcalls:
+            dyn = ir.Type.parse(_memref3(elt))
+            views = [_batched_transposed_view(op, i) for i in (0, 1)]
+            with ir.InsertionPoint(op), op.location:
+                operands = [v[0] if v else op.operands[i] for i, v in enumerate(views)] + [op.operands[2]]
+                args = [v if v.type == dyn else create("memref.cast", [dyn], [v]).result for v in operands]
+                create("func.call", [], args, callee=ir.FlatSymbolRefAttr.get(batched_helper_name(elt, fill is not None)))
+            op.erase()
+            if fill is not None:
+                fill.erase()
+            for v in views:  # the reshapes and transpose copies' buffers, unused now
+                if v:
+                    for dead in v[1:]:
+                        dead.erase()
         for op, elt, flips, fill in calls:
             dyn = ir.Type.parse(_memref(elt))
             with ir.InsertionPoint(op), op.location:
@@ -325,7 +384,7 @@ def replace_matmuls(module, helpers: dict) -> int:
             for v in views:  # the transpose copies' buffers, unused now
                 if v:
                     v[1].erase()
-    return len(found)
+    return len(found) + len(batched)
 
 
 _TRANSPOSE_MAPS = ("affine_map<(d0, d1) -> (d1, d0)>", "affine_map<(d0, d1) -> (d0, d1)>")
@@ -333,6 +392,7 @@ _TRANSPOSE_MAPS = ("affine_map<(d0, d1) -> (d1, d0)>", "affine_map<(d0, d1) -> (
 _A_MAPS = {"affine_map<(d0, d1, d2) -> (d0, d2)>": False, "affine_map<(d0, d1, d2) -> (d2, d0)>": True}
 _B_MAPS = {"affine_map<(d0, d1, d2) -> (d2, d1)>": False, "affine_map<(d0, d1, d2) -> (d1, d2)>": True}
 _C_MAP = "affine_map<(d0, d1, d2) -> (d0, d1)>"
+_BATCH_MAPS = tuple(f"affine_map<(d0, d1, d2, d3) -> ({m})>" for m in ("d0, d1, d3", "d0, d3, d2", "d0, d1, d2"))
 
 
 def _transposes(mm):
@@ -352,7 +412,7 @@ def _transpose(v, dyn):
     reads its strides and passes it to gemm with the transpose flag, without a copy."""
     perm = ir.AffineMapAttr(ir.Attribute.parse(_TRANSPOSE_MAPS[0]))
     return create("memref.transpose", [dyn], [v], permutation=perm).result
-_PURE = ("memref.alloc", "memref.cast", "memref.dim", "memref.transpose", "memref.subview")
+_PURE = ("memref.alloc", "memref.cast", "memref.dim", "memref.transpose", "memref.subview", "memref.reshape")
 
 
 
@@ -373,8 +433,8 @@ def ops_between(first, last):
 
 def _untouched_between(first, last) -> bool:
     """True when no op strictly between `first` and `last` (same block) may write a buffer that
-    existed before them: only arith ops, allocs, casts, dims, and linalg ops whose outputs are
-    buffers allocated in between."""
+    existed before them: only arith ops, allocs, casts, dims, views, stores into buffers allocated
+    in between and linalg ops whose outputs are such buffers."""
     between = ops_between(first, last)
     if between is None:
         return False
@@ -384,18 +444,18 @@ def _untouched_between(first, last) -> bool:
             if o.name == "memref.alloc":
                 fresh.append(o.results[0])
             continue
+        if o.name == "memref.store" and any(o.operands[1] == f for f in fresh):  # a reshape's sizes
+            continue
         outputs = getattr(o.opview, "outputs", None) if o.name.startswith("linalg.") else None
         if outputs is None or not all(any(v == f for f in fresh) for v in outputs):
             return False
     return True
 
 
-def _transposed_view(mm, i: int):
-    """When matmul operand i is a buffer that a transpose copy filled just before (and nothing else
-    uses): (a transposed view of the copy's source, the buffer's alloc), with the copy and the
-    buffer's dealloc erased (the caller erases the alloc once the matmul is gone); else None.
-    The BLAS helper passes the view to gemm with a transpose flag."""
-    buf = mm.operands[i]
+def _filled_once(buf):
+    """(alloc, the one linalg.generic that fills it, its deallocs) when `buf` is a fresh buffer
+    used only by that generic, one other op (the product reading it) and at most one dealloc;
+    else None."""
     alloc = defining_op(buf)
     if getattr(alloc, "name", None) != "memref.alloc":
         return None
@@ -404,7 +464,19 @@ def _transposed_view(mm, i: int):
     deallocs = [u for u in users if u.name == "memref.dealloc"]
     if len(copies) != 1 or len(users) != len(deallocs) + 2 or len(deallocs) > 1:
         return None
-    copy = copies[0]
+    return alloc, copies[0], deallocs
+
+
+def _transposed_view(mm, i: int):
+    """When matmul operand i is a buffer that a transpose copy filled just before (and nothing else
+    uses): (a transposed view of the copy's source, the buffer's alloc), with the copy and the
+    buffer's dealloc erased (the caller erases the alloc once the matmul is gone); else None.
+    The BLAS helper passes the view to gemm with a transpose flag."""
+    buf = mm.operands[i]
+    filled = _filled_once(buf)
+    if filled is None:
+        return None
+    alloc, copy, deallocs = filled
     maps = copy.attributes["indexing_maps"]
     body = copy.regions[0].blocks[0]
     ops = list(body.operations)
@@ -429,6 +501,67 @@ def _transposed_view(mm, i: int):
     for d in deallocs:
         d.erase()
     return view, alloc
+
+
+def _swap_last_maps(rank: int) -> tuple:
+    ds = [f"d{i}" for i in range(rank)]
+    dims = ", ".join(ds)
+    return (f"affine_map<({dims}) -> ({', '.join(ds[:-2] + ds[-1:] + ds[-2:-1])})>", f"affine_map<({dims}) -> ({dims})>")
+
+
+def _batched_transposed_view(bmm, i: int):
+    """When batch_matmul operand i is a `memref.reshape` (used only there) of a buffer that a copy
+    transposing the last two axes of a row-major source filled (and nothing else uses): (that
+    source as a [batch, rows, cols] view with its last two axes transposed, the reshape, the
+    buffer's alloc), with the copy and the buffer's dealloc erased; else None. The transpose so
+    becomes a BLAS flag, not a copy."""
+    v = bmm.operands[i]
+    rs = defining_op(v)
+    if getattr(rs, "name", None) != "memref.reshape" or len(list(v.uses)) != 1:
+        return None
+    buf = rs.operands[0]
+    filled = _filled_once(buf)
+    if filled is None:
+        return None
+    alloc, copy, deallocs = filled
+    st = ir.MemRefType(buf.type)
+    r = st.rank
+    body = copy.regions[0].blocks[0]
+    ops = list(body.operations)
+    if (r < 3 or len(copy.operands) != 2 or copy.operands[1] != buf
+            or tuple(str(m) for m in copy.attributes["indexing_maps"]) != _swap_last_maps(r)
+            or len(ops) != 1 or ops[0].operation.operands[0] != body.arguments[0]):
+        return None
+    src = copy.operands[0]
+    srct = ir.MemRefType(src.type)
+    if str(srct.layout) != _swap_last_maps(r)[1] or copy.block != bmm.block or rs.block != bmm.block:
+        return None
+    if not _untouched_between(copy, bmm):
+        return None
+    dyn = ir.ShapedType.get_dynamic_size()
+    shape = list(srct.shape)
+    lead = 1
+    for d in shape[:-2]:
+        lead = dyn if d == dyn or lead == dyn else lead * d
+    p, q = shape[-2:]
+
+    def ds(d):
+        return "?" if d == dyn else str(d)
+
+    elt = srct.element_type
+    flat_t = ir.Type.parse(f"memref<{ds(lead)}x{ds(p)}x{ds(q)}x{elt}>")
+    s0 = dyn if dyn in (p, q) else p * q
+    view_t = ir.Type.parse(f"memref<{ds(lead)}x{ds(q)}x{ds(p)}x{elt}, strided<[{ds(s0)}, 1, {ds(q)}]>>")
+    groups = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k) for k in g])
+                               for g in (list(range(r - 2)), [r - 2], [r - 1])])
+    with ir.InsertionPoint(bmm), bmm.location:
+        flat = create("memref.collapse_shape", [flat_t], [src], reassociation=groups).result
+        view = create("memref.transpose", [view_t], [flat], permutation=ir.AffineMapAttr(
+            ir.Attribute.parse("affine_map<(d0, d1, d2) -> (d0, d2, d1)>"))).result
+    copy.erase()
+    for d in deallocs:
+        d.erase()
+    return view, rs, alloc
 
 
 def _zero_fill_before(op):

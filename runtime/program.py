@@ -250,7 +250,10 @@ class DgFunction:
         return comp
 
     def _shown(self, sig) -> str:
-        return f"{self.name}({', '.join(signature.shown_type(t) for t in sig.param_types)})"
+        """The function and its signature for the compile log, cut at 200 characters (a model's
+        record of parameters would fill screens)."""
+        text = f"{self.name}({', '.join(signature.shown_type(t) for t in sig.param_types)})"
+        return text if len(text) <= 200 else text[:199] + "…)"
 
     def _deeply(self, fn, *args):
         """fn(*args) with room for deep recursion (core.deep) and the garbage collector paused."""

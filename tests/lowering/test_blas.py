@@ -383,3 +383,101 @@ def test_transpose_copy_stays_when_its_allocated_source_is_written_after():
     c = np.zeros((6, 10), np.float32)
     engine.invoke("run", *[_descriptor(x) for x in (a, b, c)])
     np.testing.assert_allclose(c, a.T @ b, rtol=1e-5, atol=1e-5)
+
+
+# Batched and broadcast products (issue 20): [..., m, k] @ [k, n] is one gemm over the leading
+# axes collapsed (and so is its weight gradient, over the batch); equal batch axes are a loop of
+# gemm calls on views (a transposed operand a BLAS flag, not a copy); broadcast batch axes stay loops.
+BATCHED = """
+def mm3(a: f32[B, T, C], w: f32[C, D]) -> f32[B, T, D]:
+    return a @ w
+
+def mm4(a: f32[B, H, T, C], w: f32[C, D]) -> f32[B, H, T, D]:
+    return a @ w
+
+def mm3s(a: f32[2, 3, 4], w: f32[4, 5]) -> f32[2, 3, 5]:
+    return a @ w
+
+def mm3t(a: f32[B, T, C], w: f32[D, C]) -> f32[B, T, D]:
+    return a @ transpose(w)
+
+def bmm(q: f32[B, H, T, D], k: f32[B, H, S, D]) -> f32[B, H, T, S]:
+    return q @ transpose(k, (0, 1, 3, 2))
+
+def bmms(q: f32[2, 3, 4, 5], k: f32[2, 3, 5, 6]) -> f32[2, 3, 4, 6]:
+    return q @ k
+
+def bmm3(q: f32[B, T, D], k: f32[B, D, S]) -> f32[B, T, S]:
+    return q @ k
+
+def bcast(q: f32[B, T, D], k: f32[1, D, S]) -> f32[B, T, S]:
+    return q @ k
+
+def left2(w: f32[T, D], k: f32[B, D, S]) -> f32[B, T, S]:
+    return w @ k
+
+def loss3(a: f32[B, T, C], w: f32[C, D]) -> f32:
+    return sum(tanh(a @ w))
+
+def g3(a: f32[B, T, C], w: f32[C, D]):
+    return grad(loss3, wrt=(0, 1))(a, w)
+
+def lossb(q: f32[B, H, T, D], k: f32[B, H, S, D]) -> f32:
+    return sum(tanh(q @ transpose(k, (0, 1, 3, 2)) * 0.5))
+
+def gb(q: f32[B, H, T, D], k: f32[B, H, S, D]):
+    return grad(lossb, wrt=(0, 1))(q, k)
+"""
+
+
+def _r(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def batched():
+    return dg.loads(BATCHED, mode="compiled"), dg.loads(BATCHED, mode="interp")
+
+
+@pytest.mark.parametrize("name, shapes", [
+    ("mm3", [(2, 3, 4), (4, 5)]), ("mm3", [(1, 7, 3), (3, 1)]), ("mm3", [(2, 0, 4), (4, 5)]), ("mm3", [(2, 3, 0), (0, 5)]),
+    ("mm4", [(2, 3, 4, 5), (5, 6)]), ("mm3s", [(2, 3, 4), (4, 5)]), ("mm3t", [(3, 4, 5), (6, 5)]),
+    ("bmm", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("bmm", [(1, 1, 1, 1), (1, 1, 1, 1)]), ("bmms", [(2, 3, 4, 5), (2, 3, 5, 6)]),
+    ("bmm3", [(3, 4, 5), (3, 5, 2)]), ("bmm3", [(0, 4, 5), (0, 5, 2)]), ("bcast", [(3, 4, 5), (1, 5, 2)]),
+    ("left2", [(4, 5), (3, 5, 2)]), ("g3", [(2, 3, 4), (4, 5)]), ("g3", [(5, 1, 3), (3, 2)]),
+    ("gb", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+])
+def test_batched_products_match_interpreter(batched, name, shapes):
+    comp, interp = batched
+    rng = np.random.default_rng(len(name) * 10 + len(shapes[0]))
+    args = [_r(rng, *s) for s in shapes]
+    got, want = getattr(comp, name)(*args), getattr(interp, name)(*args)
+    got, want = (list(x) if isinstance(x, tuple) else [x] for x in (got, want))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    if name.startswith(("mm", "bmm", "bcast", "left")):
+        np.testing.assert_allclose(got[0], args[0] @ (np.swapaxes(args[1], -1, -2) if name in ("bmm", "mm3t") else args[1]),
+                                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(blas.locate() is None, reason="no BLAS")
+@pytest.mark.parametrize("name, shapes, gemms", [
+    ("mm3", [(2, 3, 4), (4, 5)], 1), ("mm4", [(2, 3, 4, 5), (5, 6)], 1),
+    ("g3", [(2, 3, 4), (4, 5)], 3),  # the product, dA = dC @ W^T and dW = A^T @ dC over the collapsed batch
+    ("bmm", [(2, 3, 4, 5), (2, 3, 6, 5)], 1), ("gb", [(2, 3, 4, 5), (2, 3, 6, 5)], 3),
+])
+def test_batched_products_call_the_gemm(batched, name, shapes, gemms):
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+
+    f = getattr(batched[0], name)
+    args = [np.ones(s, np.float32) for s in shapes]
+    bufferized = f.ir("bufferized", args=args)
+    routed = str(pipeline.run_passes(parse(bufferized), ["blas-matmuls"]))
+    body = routed.split(f"func.func @{name}(")[1].split("\n  }\n")[0]
+    calls = body.count("call @dg_gemm_f32") + body.count("call @dg_bgemm_f32")
+    assert calls == gemms
+    assert '"reduction"' not in body  # no contraction left as loops
+    assert "(d0, d1, d3, d2)" not in body  # transposes are views, not copies
+    assert "llvm.call @dg_blas_sgemm" in f.ir("llvm", args=args) or "@dg_blas_sgemm(" in f.ir("llvm", args=args)
