@@ -219,6 +219,6 @@ def unflatten_like(proto, flat: list):
     return go(proto)
 
 
-def tree_map(fn, x):
-    """fn applied to each leaf of x, the structure kept."""
+def map_leaves(fn, x):
+    """fn applied to each leaf of x (a value, or a structure of them), the structure kept."""
     return unflatten_like(x, [fn(v) for v in flatten(x)])

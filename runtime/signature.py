@@ -96,7 +96,7 @@ def py_flatten(x, p: A.Param, fn: str, path: str = ""):
 
 
 def _match(x, declared, p: A.Param, fn: str, path: str = ""):
-    """The leaves of the Python value x, arranged as the declared structure, with their paths; a
+    """(leaf, path) for each leaf of the Python value x, in the declared structure's order; a
     DgTypeError naming the path where the two differ."""
     where = f"argument '{p.name}{path}' of {fn}()"
     if isinstance(declared, Record):
@@ -122,7 +122,7 @@ def _match(x, declared, p: A.Param, fn: str, path: str = ""):
         for i, (e, d) in enumerate(zip(x, declared)):
             out += _match(e, d, p, fn, f"{path}[{i}]")
         return out
-    return [(x, declared, path)]
+    return [(x, path)]
 
 
 def _describe(x) -> str:
@@ -300,7 +300,7 @@ def _checked_signature(fd: A.FuncDef, values: list):
         if isinstance(pp, tuple):  # a declared structure
             declared, skey, leaf_plans = pp
             leaves = _match(x, declared, p, fd.name)
-            for (leaf, t, path), lp in zip(leaves, leaf_plans):
+            for (leaf, path), lp in zip(leaves, leaf_plans):
                 arrays.append(_checked_leaf(leaf, lp, p, fd, sizes, path))
             types.append(declared)
             key.append(skey)

@@ -7,7 +7,7 @@ from dg.core.types import ShapeError, Sym, TensorType, is_float
 from .. import ast as A
 from ..builtins import METHODS, call_builtin, call_method
 from ..values import (POISON, FuncRef, GradRef, ModuleRef, Pullback, Static, TypedValue, describe_structure, flatten,
-                      is_tuple, leaf_paths, same_structure, unflatten_like)
+                      is_tuple, leaf_paths, map_leaves, same_structure, unflatten_like)
 from .core import all_values
 from .types import annotation_tree
 
@@ -209,12 +209,11 @@ class Calls:
                     leaves.append(x)
                 v, t = unflatten_like(declared, leaves), declared
             else:
-                v = unflatten_like(v, [x if _static(x) and not recursive else self.materialize(x, loc=loc)
-                                       for x in flatten(v)])
-                t = unflatten_like(v, [Static(x.const, x.dtype) if _static(x) else x.type for x in flatten(v)])
+                v = map_leaves(lambda x: x if _static(x) and not recursive else self.materialize(x, loc=loc), v)
+                t = map_leaves(lambda x: Static(x.const, x.dtype) if _static(x) else x.type, v)
             trees.append(v)
             # A recursive call gets all-dynamic sizes, so recursion needs one specialization.
-            types.append(unflatten_like(t, [_dynamic(x) for x in flatten(t)]) if recursive else t)
+            types.append(map_leaves(_dynamic, t) if recursive else t)
         spec = self.mod.specialize(ref.module, fd, types, loc)
         if spec.result_types is None:
             return None

@@ -12,7 +12,7 @@ from dg.dialects.registry import OPS
 
 from .. import ast as A
 from .. import controlflow
-from ..values import POISON, ListVal, Record, TypedValue, flatten, unflatten_like
+from ..values import POISON, ListVal, Record, TypedValue, flatten, map_leaves
 
 INDEX = TensorType("index", ())
 
@@ -180,7 +180,7 @@ class EmitterCore(Writer):
         if isinstance(v, ListVal):
             return self.list_to_tensor(v, loc)
         if isinstance(v, tuple):
-            return unflatten_like(v, [self.as_value(x, loc) for x in flatten(v)])
+            return map_leaves(lambda x: self.as_value(x, loc), v)
         return v
 
     def name_location(self, v: TypedValue, name: str) -> None:
