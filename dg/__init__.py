@@ -21,7 +21,7 @@ from .dsl.embed import TYPES
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
     "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
-    "grad", "value_and_grad", "vjp", "jvp", "dist", "save", "load_params",
+    "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "saved_residuals", "dist", "save", "load_params",
 ]
 __version__ = "0.1.0"
 
@@ -85,9 +85,31 @@ def vjp(fn, *primals):
     return _vjp(fn, *primals)
 
 
+def saved_residuals(fn, wrt=0):
+    """`saved_residuals(f, wrt)(*args)`: what the reverse sweep of f's gradient keeps, per `.dg`
+    line (values, loop tapes, checkpoint slots; iterations and recomputed ones): `.rows`,
+    `.total_bytes`, and `str()` a table."""
+    from .runtime.autodiff_api import saved_residuals as _saved
+
+    return _saved(fn, wrt)
+
+
+@user_facing
+def checkpoint(fn, slots=None):
+    """`fn`, whose gradients recompute its forward from its arguments; with `slots`, every loop in
+    them keeps at most that many snapshots of its carried values (memory O(slots) per loop)."""
+    from .runtime.autodiff_api import CheckpointFunction
+
+    return CheckpointFunction(fn, slots)
+
+
 @user_facing
 def jvp(fn, primals, tangents):
-    raise DgError("dg.jvp (forward mode) is not available yet; use dg.vjp or dg.grad")
+    """`(fn(*primals), tangent)`: forward mode along `tangents` (one per primal, of its structure);
+    `dg.jvp(dg.grad(f), (x,), (v,))` is a Hessian-vector product."""
+    from .runtime.autodiff_api import jvp as _jvp
+
+    return _jvp(fn, primals, tangents)
 
 
 f16, bf16, f32, f64, i32, i64 = (TYPES[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))

@@ -2,8 +2,9 @@
 
 A tape is an ordinary tensor whose first axis counts iterations: a forward
 loop pushes each iteration's loop-carried values (`tape_push` at row k,
-growing the tape by doubling when a `while` loop outruns it), and the
-reverse loop reads them back (`tape_read`). A tape value is used once, by
+growing the tape by doubling when a loop outruns it; the autodiff pass sizes
+its tapes so that they never do), and the reverse loop reads them back
+(`tape_read`). A tape value is used once, by
 the next push or by reads, so both modes update it in place. A carried
 value whose size changes from one iteration to the next cannot be taped:
 that is a located runtime error.
@@ -15,6 +16,7 @@ import numpy as np
 from dg.core.types import ShapeError, Sym, TensorType
 
 from .builder import any_of, cast, fail_if, if_else, stand_in_if
+from .jvp_rules import linear
 from .ops_reduce import reduce_generic
 from .registry import OpDef, register
 
@@ -167,7 +169,7 @@ register(OpDef(
 
         %y = "dg.sum_to"(%d, %like) : (tensor<4x2x3xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>""",
     lower=_lower_sum_to,
-    vjp=_vjp_sum_to,
+    vjp=_vjp_sum_to, jvp=linear(0),
 ))
 
 
@@ -235,7 +237,7 @@ register(OpDef(
 
         %t2 = "dg.tape_push"(%t, %k, %v) : (tensor<?x3xf32>, index, tensor<3xf32>) -> tensor<?x3xf32>""",
     lower=_lower_tape_push,
-    vjp=_vjp_tape_push,
+    vjp=_vjp_tape_push, jvp=linear(0, 2),
 ))
 
 
@@ -260,5 +262,5 @@ register(OpDef(
 
         %v = "dg.tape_read"(%t, %k) : (tensor<?x3xf32>, index) -> tensor<3xf32>""",
     lower=_lower_tape_read,
-    vjp=_vjp_tape_read,
+    vjp=_vjp_tape_read, jvp=linear(0),
 ))

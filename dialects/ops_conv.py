@@ -31,6 +31,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .builder import cast, fail_if, if_else, stand_in_if
+from .jvp_rules import bilinear, linear
 from .ops_elementwise import map_generic
 from .registry import OpDef, register
 
@@ -844,6 +845,56 @@ def _vjp_avg_pool2d_grad(g, op, u):
     return [g.dg_op("avg_pool2d", [u], dict(op.attrs)), None]
 
 
+# ---------------------------------------------------------------- JVPs
+def _padded_hw(g, v, padding, fill: float):
+    """v [N, C, H, W] with padding[0] rows and padding[1] columns of `fill` on each side (dg ops:
+    bands from `full`, joined with `concat`)."""
+    for axis, p in zip((2, 3), padding):
+        if p == 0:
+            continue
+        shape = tuple(p if a == axis else d for a, d in enumerate(v.tt.shape))
+        dyn = [g.dim(v, a) for a, d in enumerate(shape) if not isinstance(d, int)]
+        band = g.dg_op("full", [g.const(fill, v)] + dyn,
+                       {"shape": tuple(d if isinstance(d, int) else -2 for d in shape)})
+        v = g.dg_op("concat", [g.dg_op("concat", [band, v], {"axis": axis}), band], {"axis": axis})
+    return v
+
+
+def _window_cells(g, vp, y, at, stride):
+    """The cell at offset `at` = (i, j) of every window of the padded image vp, a tensor shaped
+    like y [N, C, OH, OW]: vp[:, :, i : i + s0 (OH - 1) + 1 : s0, j : ... : s1]."""
+    spec, dyn = ["s:::", "s:::"], []
+    for axis, (k, s) in enumerate(zip(at, stride), start=2):
+        n = y.tt.shape[axis]
+        if isinstance(n, int):
+            spec.append(f"s:{k}:{k + s * (n - 1) + 1}:{s}")
+        else:
+            oh = g.dim(y, axis)
+            dyn.append(g.add(g.mul(oh, g.const(s, oh)), g.const(k + 1 - s, oh)))
+            spec.append(f"s:{k}:$:{s}")
+    return g.dg_op("getitem", [vp] + dyn, {"spec": tuple(spec)})
+
+
+def _jvp_max_pool2d(g, op, ts):
+    """The tangent at each window's first largest element (row-major; the first NaN where there
+    is one), as max_pool2d_grad sends the gradient: the cells compared with y, one window offset
+    at a time, the first match winning (offsets visited last to first, each overwriting)."""
+    t = ts[0]
+    if t is None:
+        return None
+    kernel = op.attrs.get("kernel", (1, 1))
+    stride = op.attrs.get("stride", (1, 1))
+    padding = op.attrs.get("padding", (0, 0))
+    x, y = op.operands[0], op.results[0]
+    xp, tp = _padded_hw(g, x, padding, float("-inf")), _padded_hw(g, t, padding, 0.0)
+    out = g.zeros_like(y)
+    for at in reversed([(i, j) for i in range(kernel[0]) for j in range(kernel[1])]):
+        cell = _window_cells(g, xp, y, at, stride)
+        hit = g.dg_op("or", [g.dg_op("eq", [y, cell]), g.dg_op("ne", [cell, cell])])
+        out = g.where(hit, _window_cells(g, tp, y, at, stride), out)
+    return out
+
+
 # ---------------------------------------------------------------- samples
 _CONV_SAMPLE = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
 _POOL_SAMPLE = {"kernel": (3, 2), "stride": (2, 1), "padding": (1, 1)}
@@ -897,7 +948,8 @@ _POOL_IR = 'kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = arra
 
 register(OpDef(
     name="conv2d", impl=_conv2d, nargs=2, attrs=CONV_ATTRS, infer=_conv_rule,
-    lower=_lower_conv2d_gemm, lower_for={"cuda": _lower_conv2d}, vjp=_vjp_conv2d, sample=_sample_conv,
+    lower=_lower_conv2d_gemm, lower_for={"cuda": _lower_conv2d},
+    vjp=_vjp_conv2d, jvp=bilinear(0, 1), sample=_sample_conv,
     doc=f"""The 2-D convolution (cross-correlation, as PyTorch's) of x [N, C, H, W] with w [O, C/groups, KH, KW].
 
         %y = "dg.conv2d"(%x, %w) {{{_CONV_IR}}} : (tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x5x5xf32>""",
@@ -905,7 +957,8 @@ register(OpDef(
 
 register(OpDef(
     name="conv2d_input_grad", impl=_conv2d_input_grad, nargs=3, attrs=CONV_ATTRS, infer=_like_rule(2, "conv2d_input_grad"),
-    lower=_lower_conv2d_input_grad_gemm, lower_for={"cuda": _lower_conv2d_input_grad}, vjp=_vjp_conv2d_input_grad, sample=_sample_input_grad,
+    lower=_lower_conv2d_input_grad_gemm, lower_for={"cuda": _lower_conv2d_input_grad},
+    vjp=_vjp_conv2d_input_grad, jvp=bilinear(0, 1), sample=_sample_input_grad,
     doc=f"""The gradient of conv2d with respect to its input, from the output's gradient dy, the weight
     and the input (for its shape only).
 
@@ -915,7 +968,8 @@ register(OpDef(
 register(OpDef(
     name="conv2d_weight_grad", impl=_conv2d_weight_grad, nargs=3, attrs=CONV_ATTRS,
     infer=_like_rule(2, "conv2d_weight_grad"),
-    lower=_lower_conv2d_weight_grad_gemm, lower_for={"cuda": _lower_conv2d_weight_grad}, vjp=_vjp_conv2d_weight_grad, sample=_sample_weight_grad,
+    lower=_lower_conv2d_weight_grad_gemm, lower_for={"cuda": _lower_conv2d_weight_grad},
+    vjp=_vjp_conv2d_weight_grad, jvp=bilinear(0, 1), sample=_sample_weight_grad,
     doc=f"""The gradient of conv2d with respect to its weight, from the input, the output's gradient dy
     and the weight (for its shape only).
 
@@ -924,7 +978,8 @@ register(OpDef(
 
 register(OpDef(
     name="max_pool2d", impl=_max_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("max_pool2d"),
-    lower=_lower_max_pool2d, vjp=lambda g, op, d: [g.dg_op("max_pool2d_grad", [op.operands[0], d], dict(op.attrs))],
+    lower=_lower_max_pool2d,
+    vjp=lambda g, op, d: [g.dg_op("max_pool2d_grad", [op.operands[0], d], dict(op.attrs))], jvp=_jvp_max_pool2d,
     sample=_sample_pool,
     doc=f"""The largest element of each KH x KW window of x [N, C, H, W] (padding with -inf).
 
@@ -942,7 +997,8 @@ register(OpDef(
 
 register(OpDef(
     name="avg_pool2d", impl=_avg_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("avg_pool2d"),
-    lower=_lower_avg_pool2d, vjp=lambda g, op, d: [g.dg_op("avg_pool2d_grad", [d, op.operands[0]], dict(op.attrs))],
+    lower=_lower_avg_pool2d,
+    vjp=lambda g, op, d: [g.dg_op("avg_pool2d_grad", [d, op.operands[0]], dict(op.attrs))], jvp=linear(0),
     sample=_sample_pool,
     doc=f"""The mean of each KH x KW window of x [N, C, H, W]; padded cells count (zeros) in the divisor.
 
@@ -951,7 +1007,8 @@ register(OpDef(
 
 register(OpDef(
     name="avg_pool2d_grad", impl=_avg_pool2d_grad, nargs=2, attrs=POOL_ATTRS, infer=_like_rule(1, "avg_pool2d_grad"),
-    lower=_lower_avg_pool2d_grad, vjp=_vjp_avg_pool2d_grad, sample=_sample_avg_grad,
+    lower=_lower_avg_pool2d_grad,
+    vjp=_vjp_avg_pool2d_grad, jvp=linear(0), sample=_sample_avg_grad,
     doc=f"""The gradient of avg_pool2d with respect to x, from the output's gradient and x (for its shape
     only): each window's gradient spread evenly over it.
 

@@ -16,6 +16,7 @@ from dg.core.mpi import DTYPES, OPS, world
 from dg.core.types import ShapeError, TensorType, is_float
 
 from .builder import fail_if
+from .jvp_rules import linear
 from .ops_elementwise import map_generic
 from .registry import OpDef, register
 
@@ -128,6 +129,17 @@ def _vjp_allreduce(g, op, d):
     return [g.dg_op("allreduce", [d], {"op": reduce})]
 
 
+def _jvp_allreduce(g, op, ts):
+    """sum and mean are linear: the allreduce of the tangents. max gets none, as its VJP passes
+    none (so that <u, J t> = <J^T u, t>)."""
+    if op.attrs.get("op", "sum") == "max":
+        return None
+    return _linear_in_x(g, op, ts)
+
+
+_linear_in_x = linear(0)
+
+
 register(OpDef(
     name="allreduce", impl=lambda x, op="sum": world().allreduce(np.asarray(x), op), attrs={"op": "str"},
     infer=_collective_rule,
@@ -136,7 +148,7 @@ register(OpDef(
     Its gradient is the allreduce of the cotangent (sum and mean; max passes none).
 
         %y = "dg.allreduce"(%x) {op = "sum"} : (tensor<3xf32>) -> tensor<3xf32>""",
-    lower=_lower_allreduce, vjp=_vjp_allreduce, lower_for={"cuda": _cpu_only},
+    lower=_lower_allreduce, vjp=_vjp_allreduce, jvp=_jvp_allreduce, lower_for={"cuda": _cpu_only},
 ))
 
 
@@ -174,5 +186,5 @@ register(OpDef(
     doc="""x of the process of rank `root`, on every process (`broadcast(x, root)` in dg code).
 
         %y = "dg.broadcast_from"(%x) {root = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>""",
-    lower=_lower_broadcast, vjp=_vjp_broadcast, lower_for={"cuda": _cpu_only},
+    lower=_lower_broadcast, vjp=_vjp_broadcast, jvp=linear(0), lower_for={"cuda": _cpu_only},
 ))

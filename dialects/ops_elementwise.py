@@ -14,6 +14,7 @@ import numpy as np
 from dg.core.types import DTYPES, ShapeError, TensorType, broadcast_shapes, is_float
 
 from .builder import fail_if, stand_in_if
+from .jvp_rules import diagonal
 from .registry import OpDef, example, register
 
 
@@ -224,7 +225,7 @@ def unary(name: str, impl, element, vjp, summary: str, float_only: bool = True, 
     register(OpDef(
         name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same, builtin=builtin,
         lower=lower_elementwise(lambda b, kind, ety, args, op: element(b, kind, ety, args[0])),
-        vjp=lambda g, op, d: [vjp(g, op.operands[0], op.results[0], d)],
+        vjp=lambda g, op, d: [vjp(g, op.operands[0], op.results[0], d)], jvp=diagonal,
         sample=_unary_sample(positive),
         doc=f"{summary}, element by element.\n\n    " + example(name, "tensor<3xf32>", "tensor<3xf32>"),
     ))
@@ -433,7 +434,8 @@ def binary(name: str, impl, element, vjp, summary: str, infer=_bcast, out_dtype_
     out = "tensor<2x4xi1>" if infer is _bcast_bool else "tensor<2x4xf32>"
     register(OpDef(
         name=name, impl=impl, nargs=2, infer=infer, agree=broadcast_groups,
-        lower=lower_elementwise(element, out_dtype_from), vjp=vjp, sample=sample or _bin_sample(),
+        lower=lower_elementwise(element, out_dtype_from), vjp=vjp, jvp=diagonal if vjp else None,
+        sample=sample or _bin_sample(),
         doc=f"{summary}, element by element, the operands broadcast.\n\n    "
             + example(name, "tensor<2x1xf32>, tensor<4xf32>", out),
     ))
@@ -600,6 +602,7 @@ register(OpDef(
     name="where", impl=np.where, nargs=3, infer=_where_rule, agree=broadcast_groups,
     lower=lower_elementwise(lambda b, kind, ety, args, op: b.select(args[0], args[1], args[2], ety)),
     vjp=lambda g, op, d: [None, g.where(op.operands[0], d, g.zeros_like(d)), g.where(op.operands[0], g.zeros_like(d), d)],
+    jvp=diagonal,
     sample=lambda rng: ([rng.standard_normal((3, 1)) > 0,
                          rng.standard_normal((3, 4)).astype(np.float32),
                          rng.standard_normal((4,)).astype(np.float32)], {}),

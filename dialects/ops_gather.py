@@ -18,6 +18,7 @@ from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_int
 from .builder import fail_if, index_in_range, neither, readable
 from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands
 from .ops_shape import _summed_to, reshape_like
+from .jvp_rules import linear
 from .registry import OpDef, register
 
 OUT_OF_BOUNDS = "IndexError: index {0} is out of bounds for axis {axis} with size {1}"
@@ -164,7 +165,7 @@ register(OpDef(
 
         %y = "dg.gather"(%x, %i, %j) {axes = array<i64: 0, 2>, at = 0 : i64} : (tensor<4x3x5xf32>, tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2x3xf32>""",
     lower=_lower_gather,
-    vjp=_vjp_gather,
+    vjp=_vjp_gather, jvp=linear(0),
 ))
 
 
@@ -232,7 +233,7 @@ register(OpDef(
 
         %y = "dg.scatter_add"(%d, %x, %i) {axes = array<i64: 0>, at = 0 : i64} : (tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi64>) -> tensor<4x3xf32>""",
     lower=_lower_scatter_add,
-    vjp=_vjp_scatter_add,
+    vjp=_vjp_scatter_add, jvp=linear(0),
 ))
 
 
@@ -383,5 +384,5 @@ register(OpDef(
 
         %y = "dg.index_put"(%x, %v, %i) {axes = array<i64: 0>, at = 0 : i64} : (tensor<4x3xf32>, tensor<f32>, tensor<2xi64>) -> tensor<4x3xf32>""",
     lower=_lower_index_put,
-    vjp=_vjp_index_put,
+    vjp=_vjp_index_put, jvp=linear(0, 1),
 ))

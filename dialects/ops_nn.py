@@ -16,6 +16,7 @@ from .builder import index_in_range, readable
 from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, map_generic
 from .ops_reduce import _drop_kept, count_of, lse_keep, max_keep, sum_keep
 from .ops_shape import DYN, _shape_from, _sizes_from, _type_shape, truncate_float
+from .jvp_rules import bilinear, reduction
 from .registry import OpDef, register
 
 
@@ -223,7 +224,7 @@ register(OpDef(
         %y = "dg.matmul"(%a, %b) : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>""",
     lower=_lower_matmul,
     agree=_batch_groups,
-    vjp=_vjp_matmul,
+    vjp=_vjp_matmul, jvp=bilinear(0, 1),
 ))
 
 
@@ -259,7 +260,7 @@ register(OpDef(
 
         %y = "dg.outer"(%a, %b) : (tensor<2xf32>, tensor<3xf32>) -> tensor<2x3xf32>""",
     lower=_lower_outer,
-    vjp=_vjp_outer,
+    vjp=_vjp_outer, jvp=bilinear(0, 1),
 ))
 
 
@@ -317,10 +318,18 @@ def _vjp_log_softmax(g, op, d):
     return [g.sub(d, g.mul(g.dg_op("exp", [y]), s))]
 
 
-for _name, _impl, _vjp in [("softmax", _softmax, _vjp_softmax), ("log_softmax", _log_softmax, _vjp_log_softmax)]:
+def _jvp_log_softmax(g, op, ts):
+    y = op.results[0]
+    axis = op.attrs.get("axis", -1) % max(y.tt.rank, 1)
+    return g.sub(ts[0], g.dg_op("sum", [g.mul(g.dg_op("exp", [y]), ts[0])], {"axes": (axis,), "keepdims": True}))
+
+
+# softmax's Jacobian, diag(y) - y y^T, is symmetric: its VJP rule is its JVP rule too.
+for _name, _impl, _vjp, _jvp in [("softmax", _softmax, _vjp_softmax, lambda g, op, ts: _vjp_softmax(g, op, ts[0])[0]),
+                                 ("log_softmax", _log_softmax, _vjp_log_softmax, _jvp_log_softmax)]:
     register(OpDef(
         name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
-        lower=_lower_softmax_family(_name == "log_softmax"), vjp=_vjp,
+        lower=_lower_softmax_family(_name == "log_softmax"), vjp=_vjp, jvp=_jvp,
         sample=lambda rng: ([rng.standard_normal((3, 5)).astype(np.float32)], {"axis": 1}),
         doc=f"""{_name} along `axis`, computed from x - max(x) (no overflow).
 
@@ -394,7 +403,7 @@ register(OpDef(
 
         %y = "dg.cross_entropy"(%x, %t) : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>""",
     lower=_lower_cross_entropy,
-    vjp=_vjp_cross_entropy,
+    vjp=_vjp_cross_entropy, jvp=reduction,
 ))
 
 

@@ -15,6 +15,8 @@ from dg.core.types import DTYPES, ShapeError, TensorType, is_float
 from .builder import fail_if
 from .ops_elementwise import int_predicate, map_generic, out_sizes
 from .ops_shape import squeeze_generic
+from .jvp_rules import linear
+from .jvp_rules import reduction as jvp_reduction
 from .registry import OpDef, example, register
 
 
@@ -254,10 +256,12 @@ def _prod(x, axis, keepdims):
 
 def reduction(name: str, fn, vjp, summary: str, float_only: bool = False, lower=None) -> None:
     """One reduction: NumPy's `fn(x, axis, keepdims)`, its VJP, its lowering (a generic combining
-    with one operation, `_lower_reduce`, unless given)."""
+    with one operation, `_lower_reduce`, unless given). Its JVP: the reduction of the tangent
+    where it is linear (sum, mean), else the slice's gradient dotted with the tangent."""
     register(OpDef(
         name=name, impl=_red(fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"},
-        infer=_rule(float_only=float_only), lower=lower or _lower_reduce(name), vjp=vjp, sample=_sample,
+        infer=_rule(float_only=float_only), lower=lower or _lower_reduce(name), vjp=vjp,
+        jvp=linear(0) if name in ("sum", "mean") else jvp_reduction, sample=_sample,
         doc=f"{summary} over `axes`.\n\n    " + example(name, "tensor<2x3xf32>", "tensor<3xf32>",
                                                         "axes = array<i64: 0>, keepdims = false"),
     ))

@@ -13,6 +13,7 @@ from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int,
 
 from .builder import any_of, cast, fail_if, index_in_range, neither, readable, stand_in_if
 from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
+from .jvp_rules import linear
 from .registry import OpDef, register
 
 DYN = -2
@@ -229,7 +230,7 @@ register(OpDef(
 
         %y = "dg.reshape"(%x, %n) {shape = array<i64: -2, 3>} : (tensor<6xf32>, tensor<i64>) -> tensor<?x3xf32>""",
     lower=_lower_reshape,
-    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1),
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])] + [None] * (len(op.operands) - 1), jvp=linear(0),
 ))
 
 
@@ -268,7 +269,7 @@ register(OpDef(
 
         %y = "dg.transpose"(%x) {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>""",
     lower=_lower_transpose,
-    vjp=_vjp_transpose,
+    vjp=_vjp_transpose, jvp=linear(0),
 ))
 
 
@@ -308,7 +309,7 @@ register(OpDef(
 
         %y = "dg.expand_dims"(%x) {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<1x3xf32>""",
     lower=_lower_expand_dims,
-    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])],
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])], jvp=linear(0),
 ))
 
 
@@ -346,7 +347,7 @@ register(OpDef(
 
         %y = "dg.squeeze"(%x) {axes = array<i64: 0>} : (tensor<1x3xf32>) -> tensor<3xf32>""",
     lower=_lower_squeeze,
-    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])],
+    vjp=lambda g, op, d: [reshape_like(g, d, op.operands[0])], jvp=linear(0),
 ))
 
 
@@ -418,7 +419,7 @@ register(OpDef(
 
         %y = "dg.broadcast_to"(%x, %n) {shape = array<i64: -2, 3>} : (tensor<3xf32>, tensor<i64>) -> tensor<?x3xf32>""",
     lower=_lower_broadcast_to,
-    vjp=lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1),
+    vjp=lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1), jvp=linear(0),
 ))
 
 
@@ -495,7 +496,7 @@ register(OpDef(
 
         %y = "dg.concat"(%a, %b) {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>""",
     lower=_lower_concat,
-    vjp=_vjp_concat,
+    vjp=_vjp_concat, jvp=linear(),
 ))
 
 
@@ -586,7 +587,7 @@ register(OpDef(
 
         %y = "dg.take"(%x, %i) {axis = 0 : i64} : (tensor<4x3xf32>, tensor<5xi64>) -> tensor<5x3xf32>""",
     lower=_lower_take,
-    vjp=_vjp_take,
+    vjp=_vjp_take, jvp=linear(0),
 ))
 
 
@@ -842,7 +843,7 @@ register(OpDef(
 
         %y = "dg.getitem"(%x, %i) {spec = ["i:$", "s:1::"]} : (tensor<4x3xf32>, tensor<i64>) -> tensor<2xf32>""",
     lower=_lower_getitem,
-    vjp=_vjp_getitem,
+    vjp=_vjp_getitem, jvp=linear(0),
 ))
 
 
@@ -939,7 +940,7 @@ register(OpDef(
 
         %y = "dg.setitem"(%x, %v) {spec = ["i:0"]} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>""",
     lower=_lower_setitem,
-    vjp=_vjp_setitem,
+    vjp=_vjp_setitem, jvp=linear(0, 1),
 ))
 
 
@@ -1007,7 +1008,7 @@ register(OpDef(
 
         %y = "dg.full"(%v, %n) {shape = array<i64: -2, 3>} : (tensor<f32>, tensor<i64>) -> tensor<?x3xf32>""",
     lower=_lower_full,
-    vjp=_vjp_full,
+    vjp=_vjp_full, jvp=linear(0),
 ))
 
 
@@ -1211,5 +1212,5 @@ register(OpDef(
 
         %y = "dg.cast"(%x) {dtype = i32} : (tensor<3xf32>) -> tensor<3xi32>""",
     lower=_lower_cast,
-    vjp=_vjp_cast,
+    vjp=_vjp_cast, jvp=linear(0),
 ))

@@ -14,8 +14,8 @@ from dg.dialects import OPS
 from dg.dialects.ops_shape import DYN
 
 from . import ast as A
-from .values import (POISON, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, describe_structure, flatten,
-                     is_tuple, same_structure, unflatten_like)
+from .values import (POISON, CheckpointRef, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, describe_structure,
+                     flatten, is_tuple, same_structure, unflatten_like)
 
 _MISSING = object()
 
@@ -869,7 +869,7 @@ def _function_arg(em, call, name):
     fn = em.expr(call.args[0])
     if isinstance(fn, TypedValue) and fn.poison:
         return None
-    if not isinstance(fn, (FuncRef, GradRef)):
+    if not isinstance(fn, (FuncRef, GradRef, CheckpointRef)):
         em.error(f"the first argument of {name}() must be a dg function", call.args[0].loc)
         return None
     return fn
@@ -921,21 +921,43 @@ def _vjp(em, call, name):
     return (value, Pullback(sym, vals, res_types, proto, groups))
 
 
-def _checkpoint(em, call, name):
-    """checkpoint(f): f, whose forward the reverse sweep recomputes (as it does for every call)."""
+def _jvp(em, call, name):
+    """jvp(f, primals, tangents) -> (f(*primals), tangent of the result): forward mode."""
     fn = _function_arg(em, call, name)
-    if len(call.args) != 1 or call.kwargs:
-        em.error("checkpoint() takes one function", call.loc)
+    if call.kwargs or len(call.args) != 3:
+        em.error("jvp() takes a function, a tuple of primals and a tuple of tangents", call.loc)
         return POISON
-    return fn if fn is not None else POISON
-
-
-def _not_yet(what):
-    def h(em, call, name):
-        em.error(f"{name}() is not available yet: {what}", call.loc)
+    if fn is None:
         return POISON
+    primals, tangents = em.expr(call.args[1]), em.expr(call.args[2])
+    return em.call_jvp(fn, primals, tangents, call.loc)
 
-    return h
+
+def _checkpoint(em, call, name):
+    """checkpoint(f): f, whose forward the reverse sweep recomputes from its arguments (as it does
+    for every call); checkpoint(f, slots=c): besides, every loop in f's gradient keeps at most c
+    snapshots of its carried values and recomputes the rest (lowering/checkpointing.py)."""
+    fn = _function_arg(em, call, name)
+    slots_node = None
+    for k in call.kwargs:
+        if k.name != "slots" or slots_node is not None:
+            em.error("checkpoint() takes a function and slots=", k.loc)
+            return POISON
+        slots_node = k.value
+    if len(call.args) != 1:
+        em.error("checkpoint() takes a function and slots=", call.loc)
+        return POISON
+    if fn is None:
+        return POISON
+    if slots_node is None:
+        return fn
+    slots = static_int(em, em.expr(slots_node), slots_node.loc, "slots")
+    if slots is None:
+        return POISON
+    if slots < 2:
+        em.error(f"checkpoint(): slots must be at least 2, got {slots}", slots_node.loc)
+        return POISON
+    return CheckpointRef(fn, slots - slots % 2)
 
 
 def static_pair(em, v, loc, what):
@@ -1120,7 +1142,7 @@ BUILTINS = {
     "rank": _world("world_rank"), "world_size": _world("world_size"),
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
     "broadcast": _collective("broadcast_from", "root", 0, _root),
-    "jvp": _not_yet("forward-mode autodiff"),
+    "jvp": _jvp,
 }
 for _n, _op in OPS.items():
     if _op.builtin:

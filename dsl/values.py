@@ -77,6 +77,14 @@ class FuncRef:
 
 
 @dataclass(eq=False)
+class CheckpointRef:
+    """checkpoint(f, slots=c): f, whose gradient keeps at most c snapshots per loop (0: f's own)."""
+
+    fn: Any
+    slots: int
+
+
+@dataclass(eq=False)
 class GradRef:
     """grad(f, wrt) or value_and_grad(f, wrt): a function value; f is a FuncRef or a GradRef."""
 

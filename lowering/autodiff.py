@@ -1,7 +1,8 @@
 """Reverse-mode autodiff: a pass on dg IR (`dg opt --passes autodiff`).
 
 Expects: a verified dg module in which gradient requests are function
-declarations carrying `dg.kind` ("grad", "value_and_grad" or "vjp"),
+declarations carrying `dg.kind` ("grad", "value_and_grad", "vjp", "jvp" or
+"checkpoint", which carries `dg.slots` too),
 `dg.of` (the function differentiated) and `dg.wrt` (argument indices);
 the emitter makes these for `grad(f)(...)` and friends, and calls them with
 `func.call`. Guarantees: every such declaration gets a body, and the module
@@ -10,10 +11,12 @@ backends run; no other function changes.
 
 How a function f is differentiated (`f__vjp_<mask>(args, cotangents) ->
 (results, gradients)`):
-- A forward sweep copies f's body. Each `scf.for`/`scf.while` at the level
-  being swept also pushes its loop-carried values to tapes
-  (`dg.tape_alloc`/`dg.tape_push`, one row per iteration; a `while` counts
-  its iterations and its tapes grow by doubling).
+- A forward sweep copies f's body. Each `scf.for` at the level being swept
+  also pushes its loop-carried values to tapes (`dg.tape_alloc`/`dg.tape_push`,
+  one row per iteration). A `scf.while` runs as it is, counting its
+  iterations, then again as an `scf.for` that tapes them (MLIR copies what a
+  while loop carries on every iteration: a tape carried so would cost time
+  and memory quadratic in the trip count).
 - A reverse sweep walks the ops backwards and calls each op's `vjp` facet
   (dg IR builders in its registry entry); the pass sums broadcast axes
   away ("unbroadcasting") and adds up fan-out, once for all ops.
@@ -33,8 +36,14 @@ How a function f is differentiated (`f__vjp_<mask>(args, cotangents) ->
   before it is made.
 - Only active values get adjoints: floats that depend on a differentiated
   argument. Integers, bools and `stop_gradient` results are inactive.
+- Higher orders: a gradient function is dg IR like any other and is
+  differentiated in turn. Its tapes are appended to, a row per iteration, so
+  its loops need no tape of their own for them: the reverse sweep takes the
+  tape's final value, which holds every row (`slot_appends`).
 Every backward op carries the location of the forward op it differentiates, marked as a
 gradient's (`core.locations.backward_loc`).
+Forward mode (`jvp` declarations) is lowering/forward_mode.py, and `checkpoint(f, slots=c)`'s
+loops lowering/checkpointing.py: both are mixed into the `Autodiff` class of this pass.
 """
 from __future__ import annotations
 
@@ -50,6 +59,8 @@ from dg.core.writer import Value, Writer, module_text
 from dg.dialects.dialect import parse
 from dg.dialects.registry import OPS
 
+from .checkpointing import Checkpointing
+from .forward_mode import ForwardMode
 from .irmodel import Block, Func, Op, read_module
 
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
@@ -123,6 +134,30 @@ def passed_on(v: Value, block: Block, exits: set) -> bool:
         elif v in op.operands or (op.regions and v in free_values(op.regions)):
             return False
     return True
+
+
+def _pushed_on(a: Value, block: Block, exit_at: int) -> bool:
+    """Whether `block` uses `a` only as the tape of one dg.tape_push whose result only goes to
+    its terminator's operand `exit_at`."""
+    users = [op for op in block.ops if a in op.operands or (op.regions and a in free_values(op.regions))]
+    if len(users) != 1 or users[0].dg != "tape_push" or users[0].operands[0] is not a or a in users[0].operands[1:]:
+        return False
+    r = users[0].results[0]
+    t = block.ops[-1]
+    return all(u is t for u in (op for op in block.ops if r in op.operands
+                                 or (op.regions and r in free_values(op.regions)))) \
+        and [j for j, o in enumerate(t.operands) if o is r] == [exit_at]
+
+
+def slot_appends(op: Op, i: int) -> bool:
+    """Whether a loop's carried value `i` is a tape the loop only appends to (a gradient's forward
+    loop, differentiated again): one dg.tape_push per iteration, of the row the iteration counts.
+    Its final value holds every row each iteration saw, so it needs no tape of its own."""
+    if op.name == "scf.for":
+        body = op.regions[0]
+        return _pushed_on(body.args[1 + i], body, i)
+    before, after = op.regions
+    return _pushed_on(before.args[i], before, i + 1) and passed_on(after.args[i], after, {i})
 
 
 def slot_passed_on(op: Op, i: int) -> bool:
@@ -201,9 +236,11 @@ def activity(body: Block, seeds: set) -> set:
 
 # ---------------------------------------------------------------- the pass
 class OpView:
-    """What a VJP rule sees: the forward op's values (in the gradient function), types and attributes."""
+    """What a VJP or JVP rule sees: the forward op's name, values (in the function being
+    written), types and attributes."""
 
     def __init__(self, op: Op, env: dict):
+        self.name = op.dg
         self.operands = [env[o] for o in op.operands]
         self.results = [env[r] for r in op.results]
         self.types = [o.tt for o in op.operands]
@@ -305,39 +342,63 @@ class VjpBuilder(Writer):
         return d
 
 
-class Autodiff:
+class Autodiff(ForwardMode, Checkpointing):
+    activity_of = staticmethod(activity)
+    is_float = staticmethod(_float)
+    free_values = staticmethod(free_values)
+    op_view = OpView
+
     def __init__(self, funcs: list[Func]):
         self.funcs = {f.sym: f for f in funcs}
         self.order = [f.sym for f in funcs]
         self.counter = itertools.count()
-        self.vjps: dict = {}  # (symbol, mask) -> gradient function name
+        self.vjps: dict = {}  # (symbol, mask) or ("jvp", symbol, mask) -> gradient function name
         self.texts: dict = {}  # symbol -> function text, for every function written
         self.defining: set = set()
         self.placeholders: set = set()  # results of dg.undef: the slot of a value not given yet
         self.untaped_slots: dict = {}  # loop op -> untaped(op)
+        self.appended_slots: dict = {}  # loop op -> the untaped slots that are tapes it appends to
+        self.tapes: set = set()  # results of dg.tape_alloc
         self.note_placeholders(funcs)
+        self.checkpoints = {f.sym: (_str(f.attrs["dg.of"]).lstrip("@"), int(f.attrs["dg.slots"].split(":")[0]))
+                            for f in funcs if _str(f.attrs.get("dg.kind", "")) == "checkpoint"}
 
     def note_placeholders(self, funcs) -> None:
+        """The placeholders and tapes in `funcs`, whose loop slots `untaped` looks for."""
         for f in funcs:
             if f.body is not None:
-                self.placeholders.update(r for op in _walk_ops(f.body) if op.dg == "undef" for r in op.results)
+                for op in _walk_ops(f.body):
+                    if op.dg in ("undef", "tape_alloc"):
+                        (self.placeholders if op.dg == "undef" else self.tapes).update(op.results)
 
     def untaped(self, op: Op) -> set:
         """The positions of a loop's carried values that need no tape: an early return's slot,
         which starts as a placeholder (dg.undef) and which the body only hands on (or replaces
         as it returns; a loop inside may hand it on in turn). Until the loop's last step it holds
         the placeholder, which the reverse sweep uses in its place; a tape would see it change
-        size when the value comes (a returned value whose size no parameter gives). Worked out
-        once per loop (the reverse sweep records a loop again for each step around it)."""
+        size when the value comes (a returned value whose size no parameter gives). And a tape
+        the loop appends to (`slot_appends`): the reverse sweep uses its final value, which
+        holds every row an iteration reads. Taping it would keep a copy per iteration, and see it
+        change size as it grows. Worked out once per loop (the reverse sweep records a loop again
+        for each step around it)."""
         skip = self.untaped_slots.get(op)
         if skip is None:
             inits = op.operands[3:] if op.name == "scf.for" else op.operands
-            skip = self.untaped_slots[op] = {i for i, o in enumerate(inits)
-                                             if o in self.placeholders and slot_passed_on(op, i)}
-            for i in skip:  # a loop inside gets the slot as its placeholder in turn
+            appended = self.appended_slots[op] = {i for i, o in enumerate(inits)
+                                                  if o in self.tapes and slot_appends(op, i)}
+            skip = self.untaped_slots[op] = appended | {i for i, o in enumerate(inits)
+                                                        if o in self.placeholders and slot_passed_on(op, i)}
+            for i in skip - appended:  # a loop inside gets the slot as its placeholder in turn
                 for r in op.regions:
                     self.placeholders.add(r.args[1 + i if op.name == "scf.for" else i])
         return skip
+
+    def untaped_value(self, op: Op, i: int, env: dict) -> Value:
+        """What the reverse sweep takes for a loop's untaped slot i in every iteration: the tape's
+        final value, or the placeholder."""
+        if i in self.appended_slots[op]:
+            return env[op.results[i]]
+        return env[(op.operands[3:] if op.name == "scf.for" else op.operands)[i]]
 
     @staticmethod
     def by_slot(skip: set, n: int, tapes: list) -> list:
@@ -406,9 +467,20 @@ class Autodiff:
             self.define(of)
         w, _, args = self.start(f)
         w.loc = f.loc
+        if kind == "checkpoint":  # outside gradients, the function itself
+            w.op("func.return", w.op("func.call", args, list(target.result_types), {"callee": f"@{of}"}), [])
+            self.texts[sym] = self.function_text(sym, args, f.result_types, f.loc, w)
+            return
         n = len(target.args)
         primals = args[:n]
         float_results = [i for i, t in enumerate(target.result_types) if _float(Value(t))]
+        if kind == "jvp":
+            core = self.jvp_function(of, tuple(wrt))
+            out_types = list(target.result_types) + [target.result_types[i] for i in float_results]
+            outs = w.op("func.call", args, out_types, {"callee": f"@{core}"})
+            w.op("func.return", outs, [])
+            self.texts[sym] = self.function_text(sym, args, f.result_types, f.loc, w)
+            return
         if kind == "vjp":
             cts = args[n:]
         else:
@@ -425,11 +497,16 @@ class Autodiff:
         self.texts[sym] = self.function_text(sym, args, f.result_types, f.loc, w)
 
     # ------------------------------------------------------------ gradient functions
-    def vjp_function(self, sym: str, mask: tuple) -> str:
-        key = (sym, mask)
-        if key in self.vjps:
-            return self.vjps[key]
-        name = f"{sym}__vjp_{'_'.join(map(str, mask)) if mask else 'none'}"
+    def checkpointed(self, sym: str):
+        """(the function, its slot count) when `sym` is a `checkpoint(f, slots=c)` declaration."""
+        return self.checkpoints.get(sym)
+
+    def derived(self, key, sym: str, tag: str, mask: tuple, what: str) -> tuple:
+        """(name, function) for a function derived from `sym` (`sym__TAG_<mask>`, with `_ck<c>` when
+        its loops are checkpointed), named before it is made (so that recursion finds it); `sym`
+        defined and read back first when it is a declaration (a gradient differentiated again)."""
+        name = f"{sym}__{tag}_{'_'.join(map(str, mask)) if mask else 'none'}"
+        name += f"_ck{self.slots}" if self.slots and tag == "vjp" else ""
         while name in self.funcs or name in self.texts:
             name += "_"
         self.vjps[key] = name
@@ -439,8 +516,22 @@ class Autodiff:
             f = self.funcs[sym] = self.reread(sym)
         for i in mask:
             if not _float(f.args[i]):
-                raise DgTypeError(f"cannot differentiate with respect to argument {i} of '{sym}': "
-                                  f"it is {f.args[i].type}, not a float", loc_of(f.location))
+                raise DgTypeError(f"cannot {what} argument {i} of '{sym}': it is {f.args[i].type}, not a float",
+                                  loc_of(f.location))
+        return name, f
+
+    def vjp_function(self, sym: str, mask: tuple) -> str:
+        ck = self.checkpointed(sym)
+        if ck is not None:  # the function's gradient, its loops checkpointed
+            saved, self.slots = self.slots, ck[1] or self.slots
+            try:
+                return self.vjp_function(ck[0], mask)
+            finally:
+                self.slots = saved
+        key = (sym, mask, self.slots)
+        if key in self.vjps:
+            return self.vjps[key]
+        name, f = self.derived(key, sym, "vjp", mask, "differentiate with respect to")
         w, env, args = self.start(f)
         ret = f.body.ops[-1]
         float_results = [i for i, o in enumerate(ret.operands) if _float(o)]
@@ -491,9 +582,9 @@ class Autodiff:
             if op.dg in EFFECTS and not effects:
                 continue
             if op.name == "scf.for" and record:
-                info[op] = self.forward_for(op, env, w)
+                info[op] = (self.forward_for_checkpointed if self.slots else self.forward_for)(op, env, w)
             elif op.name == "scf.while" and record:
-                info[op] = self.forward_while(op, env, w)
+                info[op] = (self.forward_while_checkpointed if self.slots else self.forward_while)(op, env, w)
             elif op.regions:
                 self.copy_region_op(op, env, w, effects)
             else:
@@ -570,45 +661,48 @@ class Autodiff:
         pushed = [w.dg_op("tape_push", [t, n, self.tape_value(w, res[i])]) for t, i in zip(res[m:], taped)]
         return {"tapes": self.by_slot(skip, m, pushed), "n": n, "lb": lb, "st": st}
 
-    def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
-        inits = [env[o] for o in op.operands]
+    def count_while(self, op: Op, env: dict, w: VjpBuilder) -> Value:
+        """The loop copied, counting how many times its condition is evaluated (the result)."""
         before, after = op.regions
-        skip = self.untaped(op)
-        taped = [i for i in range(len(inits)) if i not in skip]
-        tapes = [w.dg_op("tape_alloc", [self.tape_value(w, inits[i]), self.index(w, 16)]) for i in taped]
-        k0 = self.index(w, 0)
         cond_t = before.ops[-1]
 
         def write_before(w2):
             carried = [w2.value(a.type, "a") for a in before.args]
-            tin = [w2.value(t.type, "tape") for t in tapes]
             k = w2.value("index", "k")
-            w2.block_header(carried + tin + [k])
+            w2.block_header(carried + [k])
             env.update(zip(before.args, carried))
-            tout = [w2.dg_op("tape_push", [t, k, self.tape_value(w2, carried[i])]) for t, i in zip(tin, taped)]
             k1 = self.arith(w2, "addi", k, self.index(w2, 1))
             self.forward(before, env, w2, record=False, effects=True)
             w2.loc = cond_t.loc
-            w2.op("scf.condition", [env[o] for o in cond_t.operands] + tout + [k1], [])
+            w2.op("scf.condition", [env[o] for o in cond_t.operands] + [k1], [])
 
         def write_after(w2):
             carried = [w2.value(a.type, "a") for a in after.args]
-            tin = [w2.value(t.type, "tape") for t in tapes]
             k = w2.value("index", "k")
-            w2.block_header(carried + tin + [k])
+            w2.block_header(carried + [k])
             env.update(zip(after.args, carried))
             self.forward(after, env, w2, record=False, effects=True)
             t = after.ops[-1]
             w2.loc = t.loc
-            w2.op("scf.yield", [env[o] for o in t.operands] + tin + [k], [])
+            w2.op("scf.yield", [env[o] for o in t.operands] + [k], [])
 
         w.loc = op.loc
-        res = w.op("scf.while", inits + tapes + [k0],
-                   [r.type for r in op.results] + [t.type for t in tapes] + ["index"],
-                   regions=[write_before, write_after])
-        m = len(op.results)
-        env.update(zip(op.results, res[:m]))
-        return {"tapes": self.by_slot(skip, len(inits), res[m:-1]), "total": res[-1]}
+        res = w.op("scf.while", [env[o] for o in op.operands] + [self.index(w, 0)],
+                   [r.type for r in op.results] + ["index"], regions=[write_before, write_after])
+        env.update(zip(op.results, res[:-1]))
+        return res[-1]
+
+    def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
+        """A `while` loop of the forward sweep: run once as it is, counting its iterations n, then
+        again as an scf.for of n iterations that tapes its carried values (n + 1 rows). An scf.while
+        copies every tensor it carries on each iteration (MLIR's bufferization), so a tape carried
+        by it would cost time and memory quadratic in n; the second run costs one forward."""
+        total = self.count_while(op, env, w)
+        skip = self.untaped(op)
+        xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]
+        n = self.arith(w, "subi", total, self.index(w, 1))
+        tapes, _ = self.replay_loop(w, op, env, xs, self.index(w, 0), n, True)
+        return {"tapes": tapes, "total": total}
 
     # ------------------------------------------------------------ reverse sweep
     def reverse(self, block: Block, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
@@ -718,14 +812,41 @@ class Autodiff:
         for v, d in zip(inits, d_res):
             self.accumulate(w, adj, v, d, env[v])
 
-    def reuse_taped(self, w: VjpBuilder, body: Block, y: list, tapes: list, nxt: Value, env: dict) -> None:
+    def reuse_taped(self, w: VjpBuilder, op: Op, body: Block, y: list, tapes: list, nxt: Value, env: dict,
+                    outer: dict) -> None:
         """Inside a reverse loop step: the values the body yields are the next iteration's carried
         values, which the tape holds (row `nxt`). The reverse reads them from there, so that the
-        recomputed ops that made them (a step's matmuls, say) are left unused and are removed."""
+        recomputed ops that made them (a step's matmuls, say) are left unused and are removed.
+        A tape the loop appends to is its final value (`outer` maps the loop's results)."""
         made = {r for o in body.ops for r in o.results}
-        for v, t in zip(y, tapes):
+        for i, (v, t) in enumerate(zip(y, tapes)):
             if v in made and t is not None:
                 env[v] = self.read_tape(w, t, nxt, v)
+            elif v in made and i in self.appended_slots[op]:
+                env[v] = outer[op.results[i]]
+
+    def for_step(self, op: Op, env: dict, tapes: list, base: Value | None, carried: list):
+        """One iteration of a `for` loop's reverse, as `countdown` writes it: the carried values
+        read from row k of `tapes` (None at an untaped slot), the body recomputed and reversed.
+        The iteration is base + k of the loop (k itself without a base)."""
+        body = op.regions[0]
+        lb, st = env[op.operands[0]], env[op.operands[2]]
+
+        def step(w2, k, d_in, inner):
+            inner_env = dict(env)
+            g = k if base is None else self.arith(w2, "addi", base, k)
+            inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", g, st))
+            for i, (a, t) in enumerate(zip(body.args[1:], tapes)):
+                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else self.untaped_value(op, i, env)
+            info2 = self.forward(body, inner_env, w2, record=True, effects=False)
+            y = body.ops[-1].operands
+            self.reuse_taped(w2, op, body, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env, env)
+            for i, d in zip(carried, d_in):
+                self.accumulate(w2, inner, y[i], d, inner_env[y[i]])
+            self.reverse(body, inner_env, inner, w2, info2)
+            return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
+                    for i, d in zip(carried, d_in)]
+        return step
 
     def reverse_for(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
         body = op.regions[0]
@@ -733,60 +854,32 @@ class Autodiff:
         free = self.free_active([body])
         d_init = [adj[op.results[i]] if op.results[i] in adj else w.zeros_like(env[op.results[i]]) for i in carried]
         f_init = [adj[v] if v in adj else w.zeros_like(env[v]) for v in free]
-        lb, st, tapes = info["lb"], info["st"], info["tapes"]
-
-        def step(w2, k, d_in, inner):
-            inner_env = dict(env)
-            inner_env[body.args[0]] = self.arith(w2, "addi", lb, self.arith(w2, "muli", k, st))
-            for a, t, init in zip(body.args[1:], tapes, op.operands[3:]):
-                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else env[init]
-            info2 = self.forward(body, inner_env, w2, record=True, effects=False)
-            y = body.ops[-1].operands
-            self.reuse_taped(w2, body, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env)
-            for i, d in zip(carried, d_in):
-                self.accumulate(w2, inner, y[i], d, inner_env[y[i]])
-            self.reverse(body, inner_env, inner, w2, info2)
-            return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
-                    for i, d in zip(carried, d_in)]
-
-        d_res, f_res = self.countdown(w, backward_loc(op.loc), info["n"], self.index(w, 1), d_init, free, f_init, step)
+        loc = backward_loc(op.loc)
+        if "snaps" in info:
+            d_res, f_res = self.reverse_segments(w, op, env, info, d_init, free, f_init, loc,
+                                                 lambda tapes, base: self.for_step(op, env, tapes, base, carried))
+        else:
+            d_res, f_res = self.countdown(w, loc, info["n"], self.index(w, 1), d_init, free, f_init,
+                                          self.for_step(op, env, info["tapes"], None, carried))
         self.settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
 
-    def reverse_while(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
+    def while_step(self, op: Op, env: dict, tapes: list, carried_b: list, carried_a: list):
+        """One iteration of a `while` loop's reverse, as `countdown` writes it: the carried values
+        read from row k of `tapes` (None at an untaped slot), the condition's region and the
+        body recomputed, then both reversed."""
         before, after = op.regions
         cond = before.ops[-1].operands[1:]
-        tapes, total = info["tapes"], info["total"]
-        carried_b = [i for i, a in enumerate(before.args) if a in self.active]
-        carried_a = [i for i, a in enumerate(after.args) if a in self.active]
-        free = self.free_active([before, after])
-        one = self.index(w, 1)
-        last = self.arith(w, "subi", total, one)
-
-        # The final evaluation of the condition (the one that ended the loop).
-        env1 = dict(env)
-        for a, t, r in zip(before.args, tapes, op.results):  # (an untaped slot: its final value)
-            env1[a] = self.read_tape(w, t, last, a) if t is not None else env[r]
-        info_b = self.forward(before, env1, w, record=True, effects=False)
-        inner = {v: adj[v] for v in free if v in adj}
-        for j, r in enumerate(op.results):
-            if r in adj:
-                self.accumulate(w, inner, cond[j], adj[r], env1[cond[j]])
-        self.reverse(before, env1, inner, w, info_b)
-        w.loc = backward_loc(op.loc)
-        d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
-                  for i in carried_b]
-        f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
 
         def step(w2, k, d_in, inner2):
             inner_env = dict(env)
-            for a, t, init in zip(before.args, tapes, op.operands):  # (an untaped slot: its placeholder)
-                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else env[init]
+            for i, (a, t) in enumerate(zip(before.args, tapes)):
+                inner_env[a] = self.read_tape(w2, t, k, a) if t is not None else self.untaped_value(op, i, env)
             info_b2 = self.forward(before, inner_env, w2, record=True, effects=False)
             for a, c in zip(after.args, cond):
                 inner_env[a] = inner_env[c]
             info_a2 = self.forward(after, inner_env, w2, record=True, effects=False)
             y = after.ops[-1].operands
-            self.reuse_taped(w2, after, y, tapes, self.arith(w2, "addi", k, one), inner_env)
+            self.reuse_taped(w2, op, after, y, tapes, self.arith(w2, "addi", k, self.index(w2, 1)), inner_env, env)
             for i, d in zip(carried_b, d_in):
                 self.accumulate(w2, inner2, y[i], d, inner_env[y[i]])
             self.reverse(after, inner_env, inner2, w2, info_a2)
@@ -796,8 +889,46 @@ class Autodiff:
             self.reverse(before, inner_env, inner2, w2, info_b2)
             return [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
                     for i, d in zip(carried_b, d_in)]
+        return step
 
-        d_res, f_res = self.countdown(w, backward_loc(op.loc), last, one, d_init, free, f_init, step)
+    def reverse_while(self, op: Op, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:
+        before, after = op.regions
+        cond = before.ops[-1].operands[1:]
+        carried_b = [i for i, a in enumerate(before.args) if a in self.active]
+        carried_a = [i for i, a in enumerate(after.args) if a in self.active]
+        free = self.free_active([before, after])
+        one = self.index(w, 1)
+        last = self.arith(w, "subi", info["total"], one)
+
+        # The final evaluation of the condition (the one that ended the loop): its carried values
+        # are the tape's last row, or kept apart by a checkpointed loop. An untaped slot: its
+        # final value.
+        env1 = dict(env)
+        final = info.get("last")
+        for i, (a, r) in enumerate(zip(before.args, op.results)):
+            if final is not None:
+                env1[a] = final[i] if final[i] is not None else env[r]
+            else:
+                t = info["tapes"][i]
+                env1[a] = self.read_tape(w, t, last, a) if t is not None else env[r]
+        info_b = self.forward(before, env1, w, record=True, effects=False)
+        inner = {v: adj[v] for v in free if v in adj}
+        for j, r in enumerate(op.results):
+            if r in adj:
+                self.accumulate(w, inner, cond[j], adj[r], env1[cond[j]])
+        self.reverse(before, env1, inner, w, info_b)
+        loc = backward_loc(op.loc)
+        w.loc = loc
+        d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
+                  for i in carried_b]
+        f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
+        if "snaps" in info:
+            d_res, f_res = self.reverse_segments(
+                w, op, env, dict(info, n=last), d_init, free, f_init, loc,
+                lambda tapes, base: self.while_step(op, env, tapes, carried_b, carried_a))
+        else:
+            d_res, f_res = self.countdown(w, loc, last, one, d_init, free, f_init,
+                                          self.while_step(op, env, info["tapes"], carried_b, carried_a))
         self.settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res, env)
 
 

@@ -8,6 +8,8 @@ Expects: a module at the `grad` stage (dg ops, gradients made). Guarantees:
 - `shadow_taps`: after each dg op that makes tensors, a `dg.tap` of each result, numbered in
   the table the module's `dg.taps` attribute holds ([place, op name, in a gradient] per tap):
   shadow mode compares what the interpreter and compiled code show at each.
+- `residual_taps`: taps on what the gradient functions keep for their reverse sweeps (values and
+  tapes) and on loop bodies, whose table `dg.saved_residuals` reads after an interpreter run.
 Constants and the effects and bookkeeping ops (print, assert, tapes) are left alone. Normal
 runs never see these ops: the runtime applies the passes only when asked.
 """
@@ -59,3 +61,69 @@ def shadow_taps(m) -> None:
                 _after(op, "dg.tap", r, {"id": ir.IntegerAttr.get(i64, len(taps))})
                 taps.append([loc_row(loc_of(op.location)), op.name[3:], in_gradient(op.location)])
         set_table(m, "dg.taps", taps)
+
+
+def _first_made(block):
+    """The first dg op of a block that makes a tensor (tapes aside: the gradient's bookkeeping)."""
+    for op in block.operations:
+        op = op.operation
+        if op.name.startswith("dg.") and op.name not in _LEFT_ALONE and not op.name.startswith("dg.tape_") and any(
+                isinstance(r.type, ir.RankedTensorType) for r in op.results):
+            return op
+    return None
+
+
+def residual_taps(m) -> list:
+    """Taps for `dg.saved_residuals`, in each gradient function (`*__vjp_*`): one on each value of
+    the forward sweep that the reverse sweep reads, one on each tape (`dg.tape_alloc`), and one on
+    every copy of each loop body's first op, to count the iterations the forward sweep runs (its
+    first copy of the loop) and those the gradient runs again. Returns the taps' table:
+    [place, kind ("value", "tape", "snapshots", "step"), op, flag]: for a tape, whether it is made
+    inside the reverse sweep's loops (one at a time); for a step, whether it is the forward's."""
+    rows = []
+    with m.context:
+        i64 = ir.IntegerType.get_signless(64)
+
+        def tap(op, value, row):
+            _after(op, "dg.tap", value, {"id": ir.IntegerAttr.get(i64, len(rows))})
+            rows.append(row)
+
+        for fn in list(m.body.operations):
+            fn = fn.operation
+            if fn.name != "func.func" or "__vjp_" not in fn.attributes["sym_name"].value or not fn.regions[0].blocks:
+                continue
+            body = fn.regions[0].blocks[0]
+            top = [op.operation for op in body.operations]
+            start = next((i for i, op in enumerate(top) if in_gradient(op.location)), len(top))
+            reverse_ops = set(top[start:])
+            steps, firsts, places = {}, set(), set()  # a loop body's first op (name, location) -> the loop's place
+            for op in list(operations_under(body)):  # the first loop of each place: the forward's own
+                place = loc_row(loc_of(op.location))
+                if op.name in ("scf.for", "scf.while") and not in_gradient(op.location) and str(place) not in places:
+                    places.add(str(place))
+                    first = _first_made(op.regions[-1].blocks[0])  # a `while`: its body, after the condition
+                    if first is not None:
+                        steps[(first.name, str(first.location))] = place
+                        firsts.add(first)
+            for op in top[:start]:
+                if not op.name.startswith("dg.") or op.name in _LEFT_ALONE or op.name.startswith("dg.tape_"):
+                    continue
+                for r in op.results:
+                    if isinstance(r.type, ir.RankedTensorType) and any(
+                            _top_level(u.owner) in reverse_ops for u in r.uses):
+                        tap(op, r, [loc_row(loc_of(op.location)), "value", op.name[3:], False])
+            for op in list(operations_under(body)):
+                if op.name == "dg.tape_alloc":
+                    fixed = getattr(op.operands[1].owner, "name", "") == "arith.constant"
+                    tap(op, op.results[0], [loc_row(loc_of(op.location)), "snapshots" if fixed else "tape", "",
+                                            _top_level(op) != op])
+                elif (op.name, str(op.location)) in steps and op.results:
+                    tap(op, op.results[0], [steps[(op.name, str(op.location))], "step", op.name[3:], op in firsts])
+    return rows
+
+
+def _top_level(op):
+    """The op of its function's body that holds `op` (op itself at the top level)."""
+    while op.parent is not None and op.parent.name != "func.func":
+        op = op.parent
+    return op.operation

@@ -1,4 +1,4 @@
-"""`dg.grad`, `dg.value_and_grad` and `dg.vjp` on loaded dg functions.
+"""`dg.grad`, `dg.value_and_grad`, `dg.vjp` and `dg.jvp` on loaded dg functions.
 
 Expects: a `DgFunction` (from `dg.load`, `dg.loads` or `@dg.function`) or
 another gradient function. Guarantees: the result is callable like the
@@ -19,12 +19,13 @@ from dg.dsl.parser import parse
 
 from . import html
 from .program import DgFunction
+from .residuals import measure
 
 _names = itertools.count()
 
 
 def _root(fn):
-    while isinstance(fn, GradFunction):
+    while isinstance(fn, _Derived):
         fn = fn.base
     if not isinstance(fn, DgFunction):
         raise DgError(f"dg.grad needs a dg function (from dg.load or @dg.function), got {type(fn).__name__}")
@@ -56,25 +57,23 @@ def _params(root):
     return ", ".join(out), ", ".join(p.name for p in root.fd.params)
 
 
-class GradFunction:
-    """grad(f, wrt) or value_and_grad(f, wrt) of a dg function, callable from Python."""
-    def __init__(self, kind: str, base, wrt=0):
-        _check_wrt(wrt)
-        self.kind = kind
-        self.base = base
-        self.wrt = wrt
-        self.root = _root(base)
-        self.__name__ = f"{kind}({getattr(base, '__name__', 'f')})"
-        self._wrapped = None
+def _expr(fn) -> str:
+    """The dg expression of a function value: its name, or grad(...) / checkpoint(...) of one."""
+    return fn.expr() if isinstance(fn, _Derived) else _root(fn).name
+
+
+class _Derived:
+    """A function value made from a dg function (`grad(f)`, `checkpoint(f)`), callable from
+    Python: it runs a small dg function whose body is the language's own expression."""
+    kind = ""
 
     def expr(self) -> str:
-        inner = self.base.expr() if isinstance(self.base, GradFunction) else self.root.name
-        return f"{self.kind}({inner}, wrt={self.wrt!r})"
+        raise NotImplementedError
 
     def _fn(self):
-        """The dg function that runs this gradient: one per expression and differentiated function,
-        so that `dg.value_and_grad(m.loss)(...)` written in a training loop compiles once, not
-        once per step."""
+        """The dg function that runs it: one per expression and differentiated function, so that
+        `dg.value_and_grad(m.loss)(...)` written in a training loop compiles once, not once per
+        step."""
         if self._wrapped is None:
             made = self.root.gradients
             expr = self.expr()
@@ -92,10 +91,44 @@ class GradFunction:
     def ir(self, stage: str = "dg", args=None) -> str:
         return self._fn().ir(stage, args)
 
+
+class GradFunction(_Derived):
+    """grad(f, wrt) or value_and_grad(f, wrt) of a dg function, callable from Python."""
+    def __init__(self, kind: str, base, wrt=0):
+        _check_wrt(wrt)
+        self.kind = kind
+        self.base = base
+        self.wrt = wrt
+        self.root = _root(base)
+        self.__name__ = f"{kind}({getattr(base, '__name__', 'f')})"
+        self._wrapped = None
+
+    def expr(self) -> str:
+        return f"{self.kind}({_expr(self.base)}, wrt={self.wrt!r})"
+
     def _repr_html_(self) -> str:
         """The differentiated function's declaration; specializations once the gradient has run."""
         runs = self._wrapped or self.root.gradients.get(self.expr())
         return html.function_html({**html.declared(self.root, self.expr(), "dg gradient"), **html.specialized(runs)})
+
+
+class CheckpointFunction(_Derived):
+    """checkpoint(f, slots=c) of a dg function, callable from Python like f and usable wherever f is
+    (dg.grad, dg.value_and_grad, dg.vjp, dg.jvp): its gradients recompute f's forward from its
+    arguments, and with `slots`, every loop in them keeps at most that many snapshots."""
+    kind = "checkpoint"
+
+    def __init__(self, base, slots=None):
+        if slots is not None and (not isinstance(slots, int) or isinstance(slots, bool) or slots < 2):
+            raise DgError(f"dg.checkpoint: slots must be an int of at least 2, got {slots!r}")
+        self.base = base
+        self.slots = slots
+        self.root = _root(base)
+        self.__name__ = f"checkpoint({getattr(base, '__name__', 'f')})"
+        self._wrapped = None
+
+    def expr(self) -> str:
+        return f"checkpoint({_expr(self.base)}" + (f", slots={self.slots})" if self.slots else ")")
 
 
 @user_facing
@@ -106,7 +139,7 @@ def vjp(fn, *primals):
         raise DgError("dg.vjp of a gradient function is not supported; use dg.grad for higher orders")
     value = fn(*primals)
     params, names = _params(root)
-    w = _wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({root.name}, {names})[1](__dg_ct)")
+    w = _wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({_expr(fn)}, {names})[1](__dg_ct)")
 
     def like(c, v):
         """A Python number as a cotangent takes the result's dtype (as a weak literal would)."""
@@ -121,3 +154,46 @@ def vjp(fn, *primals):
         return w(*primals, like(ct, value))
 
     return value, pullback
+
+
+@user_facing
+def jvp(fn, primals, tangents):
+    """(fn(*primals), the tangent of its result): forward mode, along `tangents` (one per primal,
+    each of its primal's structure). `fn` may be a gradient function: `jvp(grad(f), (x,), (v,))`
+    is a Hessian-vector product."""
+    root = _root(fn)
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise DgError("dg.jvp takes a function, a tuple of primals and a tuple of tangents")
+    if len(primals) != len(tangents):
+        raise DgError(f"dg.jvp: {len(primals)} primals but {len(tangents)} tangents")
+    n = len(root.fd.params)
+    if len(primals) != n:
+        raise DgError(f"dg.jvp: {root.name}() takes {n} arguments; {len(primals)} primals given")
+    expr = _expr(fn)
+    key = f"jvp({expr})"
+    if key not in root.gradients:
+        names = [p.name for p in root.fd.params]
+        ts = [f"__dg_t{i}" for i in range(n)]
+        root.gradients[key] = _wrapped(root, "jvp", ", ".join(names + ts),
+                                       f"return jvp({expr}, ({', '.join(names)},), ({', '.join(ts)},))")
+
+    def like(t, p):
+        """A Python number as a tangent takes its primal's dtype (as a weak literal would)."""
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and isinstance(p, (np.ndarray, np.generic)):
+            return np.asarray(t, dtype=p.dtype)
+        return t
+
+    return root.gradients[key](*primals, *(like(t, p) for t, p in zip(tangents, primals)))
+
+
+def saved_residuals(fn, wrt=0):
+    """What the reverse sweep of `fn`'s gradient keeps, measured on the arguments the result is
+    called with (runtime/residuals.py): `saved_residuals(m.loss, wrt=0)(params, x, y)`."""
+    _check_wrt(wrt)
+    _root(fn)
+
+    @user_facing
+    def measured(*args, **kwargs):
+        return measure(GradFunction("grad", fn, wrt)._fn(), args, kwargs)
+
+    return measured

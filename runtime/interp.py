@@ -410,6 +410,8 @@ _ARITH = {
     "arith.ceildivsi": "-(-{0} // {1})",
     "arith.divsi": "_divsi({0}, {1})",
     "arith.maxsi": "max({0}, {1})",
+    "arith.minsi": "min({0}, {1})",
+    "arith.remsi": "({0} - {1} * _divsi({0}, {1}))",
     "arith.index_cast": "int({0})",
     "arith.select": "({1} if {0} else {2})",
     "arith.andi": "({0} and {1})",

@@ -6,8 +6,8 @@ from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .. import ast as A
 from ..builtins import METHODS, call_builtin, call_method
-from ..values import (POISON, FuncRef, GradRef, ModuleRef, Pullback, Static, TypedValue, describe_structure, flatten,
-                      is_tuple, leaf_paths, map_leaves, same_structure, unflatten_like)
+from ..values import (POISON, CheckpointRef, FuncRef, GradRef, ModuleRef, Pullback, Static, TypedValue,
+                      describe_structure, flatten, is_tuple, leaf_paths, map_leaves, same_structure, unflatten_like)
 from .core import all_values
 from .types import annotation_tree
 
@@ -73,7 +73,7 @@ class Calls:
             return POISON
         if isinstance(target, tuple) and len(target) == 2 and target[0] == "builtin":
             return call_builtin(self, target[1], e)
-        if isinstance(target, (FuncRef, GradRef, Pullback)):
+        if isinstance(target, (FuncRef, GradRef, CheckpointRef, Pullback)):
             args = [self.expr(a) for a in e.args]
             kwargs = {k.name: (self.expr(k.value), k.loc) for k in e.kwargs}
             if isinstance(target, Pullback):
@@ -104,6 +104,13 @@ class Calls:
         """(symbol, argument values, result types, result structure) of a call, or None after an error."""
         if isinstance(ref, GradRef):
             return self.resolve_grad(ref, args, kwargs, loc)
+        if isinstance(ref, CheckpointRef):
+            base = self.resolve_call(ref.fn, args, kwargs, loc)
+            if base is None:
+                return None
+            sym, vals, res_types, proto, groups = base
+            dsym = self.mod.grad_decl("checkpoint", sym, (), [v.type for v in vals], res_types, loc, slots=ref.slots)
+            return dsym, vals, res_types, proto, groups
         return self.resolve_user(ref, args, kwargs, loc)
 
     def resolve_grad(self, ref: GradRef, args, kwargs, loc):
@@ -173,6 +180,46 @@ class Calls:
             own = iter(flat[start:])
             out.append(unflatten_like(tree, [self.weak(0) if _static(x) else next(own) for x in flatten(tree)]))
         return tuple(out)
+
+    def call_jvp(self, fn, primals, tangents, loc):
+        """jvp(f, primals, tangents) -> (f(*primals), the tangent of the result): forward mode.
+        `tangents` has the structure of `primals`; the tangents of integer and bool leaves are
+        not used, and the result's integer leaves get zero tangents."""
+        if not is_tuple(primals) or not is_tuple(tangents):
+            return self.error("jvp() takes a function, a tuple of primals and a tuple of tangents", loc)
+        if not same_structure(primals, tangents):
+            return self.error(f"the tangents must have the structure of the primals "
+                              f"({describe_structure(primals)}); they are {describe_structure(tangents)}", loc)
+        r = self.resolve_call(fn, list(primals), {}, loc)
+        if r is None:
+            return POISON
+        sym, vals, res_types, proto, groups = r
+        leaves = []  # (primal leaf, tangent leaf), as the values are laid out
+        for (_, tree), t in zip(groups, tangents):
+            t = self.as_value(t, loc)
+            leaves += [(p, q) for p, q in zip(flatten(tree), flatten(t)) if not _static(p)]
+        wrt = [i for i, v in enumerate(vals) if is_float(v.dtype)]
+        t_vals = []
+        for i in wrt:
+            c = leaves[i][1]
+            if not isinstance(c, TypedValue) or c.poison:
+                return self.error("a tangent must be a tensor", loc) if not isinstance(c, TypedValue) else POISON
+            c = self.coerce(c, vals[i].type, loc, "the tangent")
+            if c.poison:
+                return POISON
+            t_vals.append(self.conform(c, vals[i].type, loc))
+        floats = [t for t in res_types if is_float(t.dtype)]
+        out_types = list(res_types) + floats
+        dsym = self.mod.grad_decl("jvp", sym, tuple(wrt), [v.type for v in vals] + [vals[i].type for i in wrt],
+                                  out_types, loc)
+        outs = self.emit_call(dsym, list(vals) + t_vals, out_types, tuple(TypedValue(None, t) for t in out_types), loc)
+        n = len(res_types)
+        made = iter(outs[n:])
+        tans = [next(made) if is_float(t.dtype) else self.op("zeros_like", [v], loc=loc)
+                for t, v in zip(res_types, outs[:n])]
+        if proto is None:
+            return self.error("jvp() needs a function that returns a value", loc)
+        return (unflatten_like(proto, list(outs[:n])), unflatten_like(proto, tans))
 
     def resolve_user(self, ref: FuncRef, args, kwargs, loc):
         """(symbol, flat argument values, result types, result structure, groups): `groups` has, per

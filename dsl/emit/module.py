@@ -49,7 +49,7 @@ class ModuleEmitter:
         self.stack: list = []  # keys of the specializations being emitted, outermost first
         self.tainted: set = set()
         self.quiet = 0  # >0 while probing the loop bodies of the function being emitted: errors are not kept
-        self.grad_decls: dict = {}  # (kind, of, wrt) -> (symbol, declaration text)
+        self.grad_decls: dict = {}  # (kind, of, wrt, slots) -> (symbol, declaration text)
 
     # ------------------------------------------------------------ errors
     def error(self, msg: str, loc: Loc, cls=DgTypeError):
@@ -165,15 +165,18 @@ class ModuleEmitter:
         body = "\n".join([d for _, d in self.grad_decls.values()] + [s.text for s in self.order])
         return "module {\n" + body + "\n}\n"
 
-    def grad_decl(self, kind: str, of: str, wrt: tuple, param_types: list, result_types: list, loc) -> str:
-        """The declaration the autodiff pass defines: kind ("grad", "value_and_grad", "vjp") of `of`."""
-        key = (kind, of, wrt)
+    def grad_decl(self, kind: str, of: str, wrt: tuple, param_types: list, result_types: list, loc,
+                  slots: int | None = None) -> str:
+        """The declaration the autodiff pass defines: kind ("grad", "value_and_grad", "vjp", "jvp",
+        "checkpoint" with its `slots`) of `of`."""
+        key = (kind, of, wrt, slots)
         if key not in self.grad_decls:
-            sym = self.symbol_for(f"{of}__{kind}" + "".join(f"_{i}" for i in wrt))
+            sym = self.symbol_for(f"{of}__{kind}" + "".join(f"_{i}" for i in wrt) + (f"_{slots}" if slots else ""))
             ins = ", ".join(t.mlir() for t in param_types)
             outs = ", ".join(t.mlir() for t in result_types)
             attrs = (f'dg.kind = "{kind}", dg.of = "{of}", '
-                     f'dg.wrt = array<i64{": " + ", ".join(map(str, wrt)) if wrt else ""}>')
+                     f'dg.wrt = array<i64{": " + ", ".join(map(str, wrt)) if wrt else ""}>'
+                     + (f", dg.slots = {slots} : i64" if slots is not None else ""))
             self.grad_decls[key] = (sym, f"  func.func private @{sym}({ins}) -> ({outs}) "
                                          f"attributes {{{attrs}}} {loc.mlir() if loc else ''}")
         return self.grad_decls[key][0]

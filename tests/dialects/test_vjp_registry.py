@@ -102,8 +102,11 @@ def _eligible():
 
 
 # ---------------------------------------------------------------- the module
-def vjp_module_text(name, arrays, attrs) -> tuple:
-    """`@f` (the op alone) and `@f_vjp` (its vjp declaration); returns (text, float operand indices)."""
+def one_op_module_text(name, arrays, attrs, kind: str = "vjp") -> tuple:
+    """`@f` (the op alone) and `@f_<kind>`, its "vjp" declaration (operands and the result's
+    cotangent in, gradients of the float operands out) or its "jvp" declaration (operands and
+    the float operands' tangents in, the result and its tangent out); returns (text, float
+    operand indices)."""
     op = OPS[name]
     types = [_type_of(a) for a in arrays]
     rt = op.infer(types, **attrs)
@@ -112,15 +115,20 @@ def vjp_module_text(name, arrays, attrs) -> tuple:
     operands = ", ".join(f"%a{i}" for i in range(len(types)))
     attr = ", ".join(f"{k} = {attr_text(op.attrs[k], v)}" for k, v in attrs.items())
     wrt = [i for i, a in enumerate(arrays) if _is_float(a)]
-    grads = ", ".join(types[i].mlir() for i in wrt)
+    floats = ", ".join(types[i].mlir() for i in wrt)
+    sig = f"({ins}, {rt.mlir()}) -> ({floats})" if kind == "vjp" else f"({ins}, {floats}) -> ({rt.mlir()}, {rt.mlir()})"
     text = f"""
 func.func @f({params}) -> {rt.mlir()} {{
   %r = "dg.{name}"({operands}) {{{attr}}} : ({ins}) -> {rt.mlir()}
   return %r : {rt.mlir()}
 }}
-func.func private @f_vjp({ins}, {rt.mlir()}) -> ({grads}) attributes {{dg.kind = "vjp", dg.of = "f", dg.wrt = array<i64: {", ".join(map(str, wrt))}>}}
+func.func private @f_{kind}{sig} attributes {{dg.kind = "{kind}", dg.of = "f", dg.wrt = array<i64: {", ".join(map(str, wrt))}>}}
 """
     return text, wrt
+
+
+def vjp_module_text(name, arrays, attrs) -> tuple:
+    return one_op_module_text(name, arrays, attrs, "vjp")
 
 
 def _differentiated(name, arrays, attrs):

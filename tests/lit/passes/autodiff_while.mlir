@@ -1,28 +1,38 @@
 // RUN: %dg opt %s --passes autodiff | %filecheck %s
 
-// scf.while: the forward counts the condition evaluations and tapes the
-// carried values on each (the tape starts at 16 rows and grows); the reverse
-// is an scf.for over the iterations counting down, reading each row back. The
+// scf.while: the forward runs the loop as it is, counting the condition
+// evaluations; then runs it again as an scf.for of that many iterations less
+// one, taping the carried values (n + 1 rows, the last one after the loop).
+// A tape carried by the scf.while itself would be copied on every iteration
+// (MLIR bufferizes a while loop's carried tensors so). The reverse is an
+// scf.for over the iterations counting down, reading each row back. The
 // adjoint of x (free in the body) is carried through the reverse loop.
 // CHECK-LABEL: func.func @f__vjp_0(%arg0: tensor<3xf64>, %arg1: tensor<f64>) -> (tensor<f64>, tensor<3xf64>)
 // CHECK: %[[S0:.*]] = "dg.sum"
-// CHECK: %[[TAPE0:.*]] = "dg.tape_alloc"(%[[S0]], %{{.*}}) : (tensor<f64>, index) -> tensor<?xf64>
-// CHECK: %[[W:.*]]:3 = scf.while (%[[S:[a-z0-9_]+]] = %[[S0]], %[[TAPE:[a-z0-9_]+]] = %[[TAPE0]], %[[CNT:[a-z0-9_]+]] = %{{.*}}) : (tensor<f64>, tensor<?xf64>, index) -> (tensor<f64>, tensor<?xf64>, index) {
-// CHECK: %[[PUSHED:.*]] = "dg.tape_push"(%[[TAPE]], %[[CNT]], %[[S]])
+// CHECK: %[[W:.*]]:2 = scf.while (%[[S:[a-z0-9_]+]] = %[[S0]], %[[CNT:[a-z0-9_]+]] = %{{.*}}) : (tensor<f64>, index) -> (tensor<f64>, index) {
 // CHECK: %[[NEXT:.*]] = arith.addi %[[CNT]], %{{.*}} : index
 // CHECK: "dg.lt"(%[[S]],
-// CHECK: scf.condition(%{{.*}}) %[[S]], %[[PUSHED]], %[[NEXT]] : tensor<f64>, tensor<?xf64>, index
+// CHECK: scf.condition(%{{.*}}) %[[S]], %[[NEXT]] : tensor<f64>, index
 // CHECK: } do {
 // CHECK: "dg.sin"(%arg0)
 // CHECK: scf.yield
 // CHECK: }
 // Body iterations: one less than the condition evaluations.
-// CHECK: %[[ITERS:.*]] = arith.subi %[[W]]#2, %[[ONE:[a-z0-9_]+]] : index
+// CHECK: %[[N:.*]] = arith.subi %[[W]]#1, %{{.*}} : index
+// CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %{{.*}} : index
+// CHECK: %[[TAPE0:.*]] = "dg.tape_alloc"(%[[S0]], %[[ROWS]]) : (tensor<f64>, index) -> tensor<?xf64>
+// CHECK: %[[TAPED:.*]]:2 = scf.for %[[G:[a-z0-9_]+]] = %{{.*}} to %[[N]] step %{{.*}} iter_args(%[[X:[a-z0-9_]+]] = %[[S0]], %[[T:[a-z0-9_]+]] = %[[TAPE0]]) -> (tensor<f64>, tensor<?xf64>) {
+// CHECK: %[[PUSHED:.*]] = "dg.tape_push"(%[[T]], %[[G]], %[[X]])
+// CHECK: "dg.mul"(%[[X]],
+// CHECK: scf.yield %{{.*}}, %[[PUSHED]] : tensor<f64>, tensor<?xf64>
+// CHECK: }
+// CHECK: %[[TAPE:.*]] = "dg.tape_push"(%[[TAPED]]#1, %[[N]], %[[TAPED]]#0)
+// CHECK: %[[ITERS:.*]] = arith.subi %[[W]]#1, %[[ONE:[a-z0-9_]+]] : index
 // CHECK: %[[Z:.*]] = "dg.zeros_like"(%arg0)
 // CHECK: %[[REV:.*]]:2 = scf.for %[[J:[a-z0-9_]+]] = %{{.*}} to %[[ITERS]] step %[[ONE]] iter_args(%[[DS:[a-z0-9_]+]] = %arg1, %[[DX:[a-z0-9_]+]] = %[[Z]]) -> (tensor<f64>, tensor<3xf64>) {
 // CHECK: %[[LAST:.*]] = arith.subi %[[ITERS]], %[[ONE]] : index
 // CHECK: %[[ROW:.*]] = arith.subi %[[LAST]], %[[J]] : index
-// CHECK: %[[SR:.*]] = "dg.tape_read"(%[[W]]#1, %[[ROW]]) : (tensor<?xf64>, index) -> tensor<f64>
+// CHECK: %[[SR:.*]] = "dg.tape_read"(%[[TAPE]], %[[ROW]]) : (tensor<?xf64>, index) -> tensor<f64>
 // CHECK: %[[K:.*]] = "dg.constant"() {value = dense<1.700000e+00> : tensor<f64>}
 // CHECK: "dg.mul"(%[[SR]], %[[K]])
 // CHECK: "dg.cos"(%arg0)

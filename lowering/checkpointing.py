@@ -1,0 +1,224 @@
+"""Checkpointed loops: the reverse sweep of `checkpoint(f, slots=c)` (part of the autodiff pass).
+
+Expects: the `Autodiff` object of lowering/autodiff.py (this class is one of
+its bases), whose `slots` is c (an even count, at least 2) while it writes
+the gradient of a checkpointed function and of the functions it calls.
+Guarantees: every loop there keeps at most c snapshots of its carried
+values in its forward sweep, and the gradient is the one the taped loop
+gives (the same ops, in the same order, recomputed).
+
+The schedule (periodic thinning, online: no trip count needed):
+- Forward: the loop keeps its carried values at every s-th iteration
+  (s = 1 at first) as rows of a snapshot tape of c rows. When the c rows
+  are full, every other one is dropped (`dg.getitem` with step 2, then
+  `dg.concat`) and s doubles. So the snapshots are always iterations 0, s,
+  2s, ..., and between c/2 and c of them are kept.
+- Reverse, segment by segment from the last: the segment's snapshot is
+  run forward again over its (now known) length L <= s, keeping c
+  snapshots the same way (stride s2 <= 2L/c); then each piece of s2
+  iterations, from the last, is run forward once more with every
+  iteration taped, and reversed as an unchecked loop is.
+- Cost: each iteration's body runs three more times forward than without
+  checkpointing (two replays, and the recomputation every reverse step
+  makes), against a tape of n rows: 2c snapshots and at most 4n/c^2 rows.
+All of it is dg ops (`tape_alloc`, `tape_push`, `tape_read`, `getitem`,
+`concat`, `scf.if`, `scf.for`, index arithmetic), so `.ir("grad")` shows
+it and both modes run it.
+"""
+from __future__ import annotations
+
+from dg.core.writer import Value
+
+from .irmodel import Op
+
+
+class Checkpointing:
+    """Mixed into `Autodiff`: loops whose reverse keeps at most `slots` snapshots."""
+
+    slots = 0  # 0: loops are taped in full
+
+    # ------------------------------------------------------------ index helpers
+    def _cond(self, w, name: str, a: Value, b: Value) -> Value:
+        """An i1 comparing two indices (`eq`, `lt`, ...), made with dg ops the interpreter runs."""
+        c = w.dg_op(name, [w.dg_op("from_index", [a]), w.dg_op("from_index", [b])])
+        return w.dg_op("to_i1", [c])
+
+    def _min(self, w, a: Value, b: Value) -> Value:
+        return w.op("arith.minsi", [a, b], ["index"])[0]
+
+    def _rem(self, w, a: Value, b: Value) -> Value:
+        return w.op("arith.remsi", [a, b], ["index"])[0]
+
+    # ------------------------------------------------------------ the snapshot tape
+    def new_snapshots(self, w, values: list) -> list:
+        cap = self.index(w, self.slots)
+        return [w.dg_op("tape_alloc", [self.tape_value(w, v), cap]) for v in values]
+
+    def snapshot(self, w, snaps: list, m: Value, s: Value, k: Value, values: list) -> tuple:
+        """At iteration k: keep `values` as snapshot m when k is a multiple of the stride s, after
+        dropping every other snapshot and doubling s when all slots are full. -> (snaps, m, s)."""
+        if not snaps:
+            return snaps, m, s
+        zero, one = self.index(w, 0), self.index(w, 1)
+        types = [t.type for t in snaps] + ["index", "index"]
+        store = self._cond(w, "eq", self._rem(w, k, s), zero)
+
+        def keep(w2):
+            full = self._cond(w2, "eq", m, self.index(w2, self.slots))
+
+            def thin(w3):
+                halves = [w3.dg_op("getitem", [t], {"spec": ("s:::2",)}) for t in snaps]
+                kept = [w3.dg_op("concat", [h, h], {"axis": 0}) for h in halves]
+                w3.op("scf.yield", kept + [self.index(w3, self.slots // 2), self.arith(w3, "addi", s, s)], [])
+
+            r = w2.op("scf.if", [full], types, regions=[thin, lambda w3: w3.op("scf.yield", snaps + [m, s], [])])
+            pushed = [w2.dg_op("tape_push", [t, r[-2], self.tape_value(w2, v)]) for t, v in zip(r[:-2], values)]
+            w2.op("scf.yield", pushed + [self.arith(w2, "addi", r[-2], one), r[-1]], [])
+
+        r = w.op("scf.if", [store], types, regions=[keep, lambda w2: w2.op("scf.yield", snaps + [m, s], [])])
+        return r[:-2], r[-2], r[-1]
+
+    # ------------------------------------------------------------ forward sweeps
+    def forward_for_checkpointed(self, op: Op, env: dict, w) -> dict:
+        lb, ub, st = (env[o] for o in op.operands[:3])
+        inits = [env[o] for o in op.operands[3:]]
+        zero, one = self.index(w, 0), self.index(w, 1)
+        n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
+        skip = self.untaped(op)
+        taped = [i for i in range(len(inits)) if i not in skip]
+        snaps = self.new_snapshots(w, [inits[i] for i in taped])
+        body = op.regions[0]
+
+        def write(w2):
+            iv = w2.value("index", "iv")
+            carried = [w2.value(a.type, "a") for a in body.args[1:]]
+            tin = [w2.value(t.type, "snap") for t in snaps]
+            m, s = w2.value("index", "m"), w2.value("index", "s")
+            w2.block_header([iv] + carried + tin + [m, s])
+            env[body.args[0]] = iv
+            env.update(zip(body.args[1:], carried))
+            k = self.arith(w2, "divsi", self.arith(w2, "subi", iv, lb), st)
+            tout, m2, s2 = self.snapshot(w2, tin, m, s, k, [carried[i] for i in taped])
+            self.forward(body, env, w2, record=False, effects=True)
+            t = body.ops[-1]
+            w2.loc = t.loc
+            w2.op("scf.yield", [env[o] for o in t.operands] + list(tout) + [m2, s2], [])
+
+        w.loc = op.loc
+        res = w.op("scf.for", [lb, ub, st] + inits + snaps + [zero, one],
+                   [r.type for r in op.results] + [t.type for t in snaps] + ["index", "index"], regions=[write])
+        nres = len(op.results)
+        env.update(zip(op.results, res[:nres]))
+        return {"snaps": self.by_slot(skip, nres, res[nres:-2]), "m": res[-2], "s": res[-1], "n": n}
+
+    def forward_while_checkpointed(self, op: Op, env: dict, w) -> dict:
+        """As `forward_while`: counted first (an scf.while copies what it carries on every
+        iteration, snapshots too), then run again as an scf.for that keeps the snapshots."""
+        total = self.count_while(op, env, w)
+        skip = self.untaped(op)
+        xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]
+        n = self.arith(w, "subi", total, self.index(w, 1))
+        (snaps, m, s), last = self.replay_loop(w, op, env, xs, self.index(w, 0), n, False)
+        return {"snaps": snaps, "m": m, "s": s, "total": total, "last": last}
+
+    # ------------------------------------------------------------ the reverse
+    def replay(self, op: Op, env: dict):
+        """`run(w, xs, g) -> next xs`: one iteration of the loop `op` (its g-th), from its carried
+        values xs (the untaped slots' stand-ins put in), with no effects and nothing taped."""
+        if op.name == "scf.for":
+            body = op.regions[0]
+            lb, st = env[op.operands[0]], env[op.operands[2]]
+
+            def run(w, xs, g):
+                e = dict(env)
+                e[body.args[0]] = self.arith(w, "addi", lb, self.arith(w, "muli", g, st))
+                e.update(zip(body.args[1:], xs))
+                self.forward(body, e, w, record=False, effects=False)
+                return [e[o] for o in body.ops[-1].operands]
+            return run
+        before, after = op.regions
+        cond = before.ops[-1].operands[1:]
+
+        def run(w, xs, g):
+            e = dict(env)
+            e.update(zip(before.args, xs))
+            self.forward(before, e, w, record=False, effects=False)
+            e.update((a, e[c]) for a, c in zip(after.args, cond))
+            self.forward(after, e, w, record=False, effects=False)
+            return [e[o] for o in after.ops[-1].operands]
+        return run
+
+    def replay_loop(self, w, op: Op, env: dict, xs: list, start: Value, length: Value, taped_in_full: bool):
+        """The loop run again from the carried values xs (one per slot, None at the untaped ones)
+        at iteration `start`, for `length` iterations: keeping snapshots (-> (snaps, m, s)) or
+        every iteration's carried values and the last ones (-> tapes of length + 1 rows); and the
+        carried values it ends with (None at the untaped slots)."""
+        run = self.replay(op, env)
+        slots = list(range(len(xs)))
+        taped = [i for i in slots if xs[i] is not None]
+        zero, one = self.index(w, 0), self.index(w, 1)
+        if taped_in_full:
+            rows = self.arith(w, "addi", length, one)
+            tapes = [w.dg_op("tape_alloc", [self.tape_value(w, xs[i]), rows]) for i in taped]
+            extra, extra_init = [t.type for t in tapes], tapes
+        else:
+            tapes = self.new_snapshots(w, [xs[i] for i in taped])
+            extra, extra_init = [t.type for t in tapes] + ["index", "index"], tapes + [zero, one]
+
+        def write(w2):
+            g = w2.value("index", "g")
+            carried = [w2.value(xs[i].type, "a") for i in taped]
+            tin = [w2.value(t, "tape") for t in extra]
+            w2.block_header([g] + carried + tin)
+            if taped_in_full:
+                tout = [w2.dg_op("tape_push", [t, g, self.tape_value(w2, v)]) for t, v in zip(tin, carried)]
+            else:
+                snaps, m2, s2 = self.snapshot(w2, tin[:-2], tin[-2], tin[-1], g, carried)
+                tout = list(snaps) + [m2, s2]
+            full = dict(zip(taped, carried))
+            ys = run(w2, [full[i] if i in full else self.untaped_value(op, i, env) for i in slots],
+                     self.arith(w2, "addi", start, g))
+            w2.op("scf.yield", [ys[i] for i in taped] + tout, [])
+
+        res = w.op("scf.for", [zero, length, one] + [xs[i] for i in taped] + extra_init,
+                   [xs[i].type for i in taped] + extra, regions=[write])
+        out, tapes_out = res[:len(taped)], res[len(taped):]
+        untaped = set(slots) - set(taped)
+        last = self.by_slot(untaped, len(xs), out)
+        if taped_in_full:
+            pushed = [w.dg_op("tape_push", [t, length, self.tape_value(w, v)]) for t, v in zip(tapes_out, out)]
+            return self.by_slot(untaped, len(xs), pushed), last
+        return (self.by_slot(untaped, len(xs), tapes_out[:-2]), tapes_out[-2], tapes_out[-1]), last
+
+    def reverse_segments(self, w, op: Op, env: dict, info: dict, d_init: list, free: list, f_init: list, loc: str,
+                         step_at) -> tuple:
+        """The reverse of a checkpointed loop of info["n"] iterations: segments from the last, each
+        replayed with snapshots, each piece of it replayed taped and reversed by the steps
+        `step_at(tapes, base)` makes. -> (carried adjoints, free adjoints), as `countdown`."""
+        one = self.index(w, 1)
+        n, s = info["n"], info["s"]
+        carried_vals = (op.regions[0].args[1:] if op.name == "scf.for" else op.regions[0].args)
+
+        def rows(w2, tapes, k):
+            return [self.read_tape(w2, t, k, a) if t is not None else None for t, a in zip(tapes, carried_vals)]
+
+        def segment(w2, j, d_in, inner):
+            a = self.arith(w2, "muli", j, s)
+            length = self._min(w2, s, self.arith(w2, "subi", n, a))
+            (snaps2, m2, s2), _ = self.replay_loop(w2, op, env, rows(w2, info["snaps"], j), a, length, False)
+
+            def piece(w3, i, d_in2, inner2):
+                a2 = self.arith(w3, "muli", i, s2)
+                length2 = self._min(w3, s2, self.arith(w3, "subi", length, a2))
+                base = self.arith(w3, "addi", a, a2)
+                tapes, _ = self.replay_loop(w3, op, env, rows(w3, snaps2, i), base, length2, True)
+                d_res, f_res = self.countdown(w3, loc, length2, self.index(w3, 1), d_in2, free,
+                                              [inner2[v] for v in free], step_at(tapes, base))
+                inner2.update(zip(free, f_res))
+                return d_res
+
+            d_res, f_res = self.countdown(w2, loc, m2, self.index(w2, 1), d_in, free, [inner[v] for v in free], piece)
+            inner.update(zip(free, f_res))
+            return d_res
+
+        return self.countdown(w, loc, info["m"], one, d_init, free, f_init, segment)

@@ -1,0 +1,157 @@
+"""checkpoint(f) and checkpoint(f, slots=c): the same gradients as without, to rounding, in every
+mode, through `for`, `while`, `break`, `continue`, early `return`, calls and recursion; and what
+the reverse sweep keeps (`dg.saved_residuals`): c snapshots per loop, whatever its trip count."""
+import numpy as np
+import pytest
+
+import dg
+
+from .util import load_src
+
+SRC = """
+def stepped(x: f64[?], w: f64[?], n: i64) -> f64:
+    y = x
+    i = 0
+    while i < n:
+        y = 0.9 * y + 0.1 * sin(y * w)
+        i = i + 1
+    return sum(y * y)
+
+def skipping(x: f64[?], w: f64[?], n: i64) -> f64:
+    y = x
+    for i in range(n):
+        if i % 3 == 1:
+            continue
+        y = 0.9 * y + 0.1 * cos(y + w * float(i))
+        if sum(y) > 1000.0:
+            break
+    return sum(y * w)
+
+def early(x: f64[?], w: f64[?], n: i64) -> f64:
+    y = x
+    k = 0
+    while True:
+        y = tanh(y * w + 0.1)
+        k = k + 1
+        if k >= n:
+            return sum(y) * 2.0
+        if sum(y) > 1000.0:
+            return 0.0
+
+def inner(y: f64[?], w: f64[?], m: i64) -> f64[?]:
+    for j in range(m):
+        y = y + 0.05 * sin(y * w)
+    return y
+
+def nested(x: f64[?], w: f64[?], n: i64) -> f64:
+    y = x
+    i = 0
+    while i < n:
+        y = inner(y, w, i % 4 + 1)
+        i = i + 1
+    return sum(y)
+
+def recursive(x: f64[?], w: f64[?], n: i64) -> f64:
+    if n == 0:
+        return sum(x * w)
+    y = x
+    for j in range(3):
+        y = 0.8 * y + 0.2 * tanh(y * w)
+    return recursive(y, w, n - 1)
+"""
+
+NAMES = ["stepped", "skipping", "early", "nested", "recursive"]
+
+
+def _grads(m, name, slots, n):
+    call = {
+        None: f"grad({name}, wrt=(0, 1))(x, w, n)",
+        0: f"grad(checkpoint({name}), wrt=(0, 1))(x, w, n)",
+    }.get(slots, f"grad(checkpoint({name}, slots={slots}), wrt=(0, 1))(x, w, n)")
+    return call
+
+
+def _module(mode):
+    extra = []
+    for name in NAMES:
+        for tag, slots in (("plain", None), ("ck", 0), ("ck2", 2), ("ck4", 4), ("ck6", 6)):
+            expr = _grads(None, name, slots, None)
+            extra.append(f"def {name}_{tag}(x: f64[?], w: f64[?], n: i64) -> (f64[?], f64[?]):\n    return {expr}\n")
+    return load_src(SRC + "\n" + "\n".join(extra), mode)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("n", [0, 1, 5, 17, 64])
+def test_checkpointed_gradients_equal_the_taped_ones(mode, name, n):
+    m = _module(mode)
+    rng = np.random.default_rng(n)
+    x, w = rng.standard_normal(6) * 0.5, rng.standard_normal(6)
+    want = getattr(m, f"{name}_plain")(x, w, n)
+    for tag in ("ck", "ck2", "ck4", "ck6"):
+        got = getattr(m, f"{name}_{tag}")(x, w, n)
+        for g, h in zip(got, want):
+            np.testing.assert_allclose(g, h, rtol=1e-13, atol=1e-15, err_msg=f"{name} {tag} n={n}")
+
+
+def test_checkpointed_gradient_matches_differences(mode):
+    m = _module(mode)
+    x, w = np.linspace(-0.5, 0.5, 6), np.linspace(1.0, 2.0, 6)
+    gx, gw = m.stepped_ck4(x, w, 40)
+    e, h = np.eye(6), 1e-6
+    fd = [(m.stepped(x, w + h * e[i], 40) - m.stepped(x, w - h * e[i], 40)) / (2 * h) for i in range(6)]
+    np.testing.assert_allclose(gw, fd, rtol=1e-6)
+
+
+def test_python_checkpoint_is_usable_wherever_the_function_is(mode):
+    m = load_src(SRC, mode)
+    x, w = np.linspace(-0.5, 0.5, 6), np.linspace(1.0, 2.0, 6)
+    f = dg.checkpoint(m.stepped, slots=8)
+    assert f(x, w, 30) == m.stepped(x, w, 30)
+    np.testing.assert_allclose(dg.grad(f, wrt=1)(x, w, 30), dg.grad(m.stepped, wrt=1)(x, w, 30), rtol=1e-13)
+    v, g = dg.value_and_grad(dg.checkpoint(m.skipping), wrt=(0, 1))(x, w, 30)
+    v2, g2 = dg.value_and_grad(m.skipping, wrt=(0, 1))(x, w, 30)
+    assert v == v2 and all(np.allclose(a, b, rtol=1e-13) for a, b in zip(g, g2))
+    value, pullback = dg.vjp(f, x, w, 30)
+    np.testing.assert_allclose(pullback(1.0)[1], dg.grad(m.stepped, wrt=1)(x, w, 30), rtol=1e-13)
+    np.testing.assert_allclose(dg.jvp(f, (x, w, 30), (x, w, 0))[1], dg.jvp(m.stepped, (x, w, 30), (x, w, 0))[1])
+    with pytest.raises(dg.DgError, match="slots must be an int of at least 2"):
+        dg.checkpoint(m.stepped, slots=1)
+
+
+def test_slots_below_two_are_a_located_error(mode):
+    src = "def f(x: f32) -> f32:\n    return x * x\ndef g(x: f32) -> f32:\n    return grad(checkpoint(f, slots=1))(x)\n"
+    with pytest.raises(dg.DgError, match=r"ck_bad\.dg:4:\d+: error: checkpoint\(\): slots must be at least 2"):
+        load_src(src, mode, filename="ck_bad.dg").g(np.float32(1.0))
+
+
+def _kept(r, kind):
+    return [row for row in r if row.kind == kind]
+
+
+@pytest.mark.parametrize("n", [50, 2000])
+def test_a_checkpointed_loop_keeps_its_slots_whatever_its_length(n):
+    m = load_src(SRC, "interp", filename="ck_res.dg")
+    x, w = np.linspace(-0.5, 0.5, 100), np.linspace(1.0, 2.0, 100)
+    plain = dg.saved_residuals(m.stepped, wrt=1)(x, w, n)
+    tape, = _kept(plain, "tape")
+    assert tape.place == "ck_res.dg:5" and tape.rows == n + 1 and tape.iterations == n
+    assert tape.recomputed == 2 * n  # taped by a second run, and recomputed once in the reverse sweep
+    ck = dg.saved_residuals(dg.checkpoint(m.stepped, slots=8), wrt=1)(x, w, n)
+    snaps, = _kept(ck, "snapshots")
+    assert snaps.rows == 8 and snaps.iterations == n and snaps.recomputed == 4 * n
+    assert all(row.rows <= 8 for row in ck if row.kind == "replay snapshots")
+    assert all(row.rows <= 4 * n / 8 ** 2 + 1 for row in ck if row.kind == "replay tape")  # pieces of <= 4n/c^2
+    assert ck.total_bytes < plain.total_bytes if n > 100 else True
+    assert "snapshots" in str(ck) and "ck_res.dg:5" in str(ck) and "total" in str(ck)
+
+
+def test_saved_residuals_lists_values_per_line():
+    m = load_src("""
+def loss(w: f32[?, ?], x: f32[?, ?]) -> f32:
+    h = tanh(x @ w)
+    return sum(h * h)
+""", "interp", filename="res_vals.dg")
+    r = dg.saved_residuals(m.loss, wrt=0)(np.ones((3, 4), np.float32), np.ones((5, 3), np.float32))
+    kept = {(row.place, row.what): row for row in r}
+    assert kept[("res_vals.dg:3", "tanh")].shape == (5, 4) and kept[("res_vals.dg:3", "tanh")].bytes == 80
+    assert r.total_bytes == sum(row.bytes for row in r)
