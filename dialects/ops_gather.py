@@ -16,9 +16,9 @@ import numpy as np
 from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_int
 
 from .builder import fail_if, index_in_range, neither, readable
+from .jvp_rules import linear
 from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands
 from .ops_shape import _summed_to, reshape_like
-from .jvp_rules import linear
 from .registry import OpDef, register
 
 OUT_OF_BOUNDS = "IndexError: index {0} is out of bounds for axis {axis} with size {1}"

@@ -13,10 +13,10 @@ import numpy as np
 from dg.core.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
 
 from .builder import index_in_range, readable
+from .jvp_rules import bilinear, reduction
 from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, map_generic
 from .ops_reduce import _drop_kept, count_of, lse_keep, max_keep, sum_keep
 from .ops_shape import DYN, _shape_from, _sizes_from, _type_shape, truncate_float
-from .jvp_rules import bilinear, reduction
 from .registry import OpDef, register
 
 

@@ -13,10 +13,10 @@ import numpy as np
 from dg.core.types import DTYPES, ShapeError, TensorType, is_float
 
 from .builder import fail_if
-from .ops_elementwise import int_predicate, map_generic, out_sizes
-from .ops_shape import squeeze_generic
 from .jvp_rules import linear
 from .jvp_rules import reduction as jvp_reduction
+from .ops_elementwise import int_predicate, map_generic, out_sizes
+from .ops_shape import squeeze_generic
 from .registry import OpDef, example, register
 
 

@@ -12,8 +12,8 @@ from dg.core.errors import DgError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int, np_dtype
 
 from .builder import any_of, cast, fail_if, index_in_range, neither, readable, stand_in_if
-from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
 from .jvp_rules import linear
+from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
 from .registry import OpDef, register
 
 DYN = -2

@@ -17,7 +17,9 @@ places, the host calls, the allocation sites) travel in the module as `dg.*` att
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import time
 
 from dg.core.errors import DgError
 from dg.core.mlir import ir, passmanager
@@ -35,26 +37,15 @@ from . import (
     gemm_updates,
     gpu,
     gpu_matmul,
+    inlining,
     instrument,
     parallel,
     reductions,
     stoppable,
     to_linalg,
 )
+from .inlining import SIMPLIFY  # (what inline-and-simplify runs)
 
-# Canonicalization leaves out one MLIR pattern, ForOpTensorCastFolder: it moves a cast to a more
-# static type from a loop's initial value into the loop, which then claims that every iteration
-# yields that static shape. A loop that starts from an empty placeholder and yields an argument
-# (an early `return a` inside a loop) came out as an empty result. A pattern's name is the one
-# LLVM's getTypeName gives it, which differs between GCC and Clang builds: both are listed (MLIR
-# ignores a name it does not know; tests check that the pattern stays off).
-CANONICALIZE = ('canonicalize{disable-patterns="(anonymous namespace)::ForOpTensorCastFolder",'
-                '{anonymous}::ForOpTensorCastFolder}')
-# Inlining, so that fusion and dead-code removal see a step and its gradient functions as one
-# body. The inliner simplifies nothing itself (its default pipeline would be the full
-# canonicalize). No cse: it would merge the zero-filled outputs of different matmuls into one
-# buffer that bufferization then copies for each of them (LLVM's GVN removes what cse would).
-SIMPLIFY = f'builtin.module(inline{{default-pipeline=""}}, {CANONICALIZE})'
 BUFFERIZE = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops),"
@@ -104,7 +95,7 @@ PASSES = {
     "autodiff": autodiff.run,
     "to-linalg": to_linalg.run,
     "only-entry": cpu.only_entry,
-    "inline-and-simplify": _mlir(SIMPLIFY),
+    "inline-and-simplify": inlining.inline_and_simplify,
     "share-argument-dims": _share_argument_dims,
     "fold-full-slices": fold_sizes.fold_full_slices,
     "bufferize": _bufferize,
@@ -162,7 +153,7 @@ def passes_to(stage: str) -> list[str]:
 def identity() -> str:
     """What compiled CPU code depends on besides its IR and dg's sources: the passes and their
     MLIR pipelines, the BLAS found (part of the disk cache's key)."""
-    return "\0".join(passes_to("llvm") + [SIMPLIFY, BUFFERIZE, BUFFERIZE_DEEP, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES, blas.identity()])
+    return "\0".join(passes_to("llvm") + [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES, blas.identity()])
 
 
 def split_top_level(text: str) -> list[str]:
@@ -188,6 +179,27 @@ def _options(spec: str) -> tuple[str, dict]:
     return name.strip(), options
 
 
+_TIMERS: list = []  # the dicts pass_times() gives out, open now
+
+
+@contextlib.contextmanager
+def pass_times():
+    """A dict that collects, while the block runs, the seconds each pass takes (name -> seconds,
+    added up over the modules compiled; a run of MLIR's own passes under their names joined by
+    commas) and those LLVM's code generation takes ("LLVM"): benchmarks/compile.py reads it."""
+    times: dict = {}
+    _TIMERS.append(times)
+    try:
+        yield times
+    finally:
+        _TIMERS.remove(times)
+
+
+def note_time(name: str, seconds: float) -> None:
+    for times in _TIMERS:
+        times[name] = times.get(name, 0.0) + seconds
+
+
 def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
     """Run dg's passes and MLIR's (consecutive MLIR passes in one pass manager) on a module, the
     passes a list of names or one comma-separated text; `options` (those not None) go to the dg
@@ -205,10 +217,12 @@ def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
                     pm = passmanager.PassManager.parse(text)
                 except Exception as e:
                     raise DgError(f"unknown pass in '{text}': {e}") from e
+                t0 = time.perf_counter()
                 try:
                     pm.run(m.operation)
                 except Exception as e:
                     raise RuntimeError(f"the pass pipeline '{text}' failed: {e}") from e
+                note_time(text[len("builtin.module("):-1], time.perf_counter() - t0)
         return m
 
     for spec in names:
@@ -220,6 +234,7 @@ def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
         module = flush(module)
         takes = inspect.signature(fn).parameters
         wanted = dict(given, **{k: v for k, v in options.items() if v is not None and k in takes})
+        t0 = time.perf_counter()
         with module.context:
             try:
                 out = fn(module, **wanted)
@@ -227,6 +242,7 @@ def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
                 raise
             except Exception as e:
                 raise RuntimeError(f"the pass '{name}' failed: {e}") from e
+        note_time(name, time.perf_counter() - t0)
         if isinstance(out, ir.Module):
             module = out
     return flush(module)

@@ -9,7 +9,7 @@ declaration, the autodiff pass, either mode) and the same argument checks.
 """
 from __future__ import annotations
 
-import itertools
+import hashlib
 
 import numpy as np
 
@@ -20,8 +20,6 @@ from dg.dsl.parser import parse
 from . import html
 from .program import DgFunction
 from .residuals import measure
-
-_names = itertools.count()
 
 
 def _root(fn):
@@ -41,7 +39,9 @@ def _check_wrt(wrt):
 
 def _wrapped(root, name_hint: str, params_text: str, body: str):
     """A dg function made from source text in the differentiated function's source, with its parameter types."""
-    name = f"__dg_{name_hint}_{next(_names)}"
+    # Named after what it is (not a counter), so that a module loaded again finds its compiled
+    # code in the disk cache.
+    name = f"__dg_{name_hint}_{hashlib.sha1((params_text + body).encode()).hexdigest()[:12]}"
     text = f"def {name}({params_text}):\n    {body}\n"
     fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
     for p, q in zip(fd.params, root.fd.params):

@@ -294,6 +294,7 @@ def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict,
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
     engine.raw_lookup("_mlir_ciface_" + LINKED + next(iter(sigs)))  # code generation happens on the first lookup
     t2 = time.perf_counter()
+    pipeline.note_time("LLVM", t2 - t1)
     meta["seconds"] = {"passes": t1 - t0, "llvm": t2 - t1}
     meta["opt_level"] = level
     fd, path = tempfile.mkstemp(suffix=".o")

@@ -28,3 +28,26 @@ def test_cpu_benchmark_runs(tmp_path):
     assert r["reduce_gb_per_s"]["total"]["dg_compiled"] > 0 and r["reduce_gb_per_s"]["colsum"]["dg_compiled"] > 0
     assert r["mlp_step_per_s"]["dg_compiled"] > 0 and r["compile"]["cold_s"] > 0
     assert out.read_text().startswith("{")
+
+
+def test_compile_benchmark_runs(tmp_path):
+    out = tmp_path / "compile.json"
+    r = _load("compile").main(["--quick", "--families", "straight,order", "--json", str(out)])
+    fam = r["families"]["straight"]
+    assert set(fam["members"]) == {"100", "200"} and fam["per_op_max_over_min"] >= 1
+    row = fam["members"]["200"]
+    assert row["grad_ops"] > row["dg_ops"] > 0 and row["cold_s"] > 0 and row["cached_s"] > 0
+    assert set(row["stages_s"]) == {"emission", "autodiff", "inlining", "mlir_passes", "llvm"}
+    assert row["stages_s"]["llvm"] > 0 and row["stages_s"]["autodiff"] > 0
+    assert r["families"]["order"]["members"]["2"]["jax_first_call_s"] is None  # JAX has no reverse-mode while
+    assert out.read_text().startswith("{")
+
+
+def test_checkpoint_benchmark_runs(tmp_path):
+    out = tmp_path / "checkpoint.json"
+    r = _load("checkpoint").main(["--n", "60", "--small", "30", "--repeats", "1", "--json", str(out)])
+    long = r["long"]
+    assert long["dg_checkpointed"]["seconds"] > 0 and long["dg_checkpointed"]["peak_rss_mb"] > 0
+    assert long["grad_over_forward"] > 0
+    assert r["small"]["dg_taped"]["seconds"] > 0 and "dg_checkpointed_over_its_forward" in r["ratios"]
+    assert out.read_text().startswith("{")

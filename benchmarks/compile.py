@@ -1,0 +1,371 @@
+"""Compile time: how long a first call waits, per stage, as programs grow; JAX jit's alongside.
+
+Generated families (each member a gradient, so that autodiff is in the measure):
+  depth     a chain of d functions, each calling the next twice in a loop (d = 1 ... 16)
+  order     grad applied k times to a 6-line `while` loop (k = 1 ... 4)
+  nesting   n nested `for` loops around one update (n = 1 ... 6)
+  straight  a straight-line body of m element-wise ops (m = 100 ... 3,200)
+  layers    the loss gradient of samples/gpt.dg's transformer with L layers (L = 1 ... 8)
+Named programs: the MLP training step of benchmarks/cpu.py, the 2-layer GPT loss gradient, a
+Tree-LSTM's gradient (a recursion over a tree given as arrays).
+
+For each: the first call in a fresh module with an empty disk cache ("cold"), split into
+emission, autodiff (with the verifier), inlining, the other MLIR passes and LLVM
+(`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
+disk cache ("cached"); the size of the program (dg ops emitted, and after autodiff); and the
+cold time per emitted op. JAX: the first call of `jax.jit` of the same computation, where JAX
+can express it (its `while_loop` has no reverse mode: the `order` family has no JAX figure;
+loops are `fori_loop`s, the tree is unrolled by tracing).
+`python benchmarks/compile.py [--quick] [--families depth,order] [--json out.json]`
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import dg
+from dg.lowering import pipeline
+from dg.runtime import modes
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "samples"))
+SIZE = 64  # the vectors of the generated families
+
+
+@contextlib.contextmanager
+def cache_dir(path: str):
+    old = os.environ.get("DG_CACHE_DIR")
+    os.environ["DG_CACHE_DIR"] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("DG_CACHE_DIR", None)
+        else:
+            os.environ["DG_CACHE_DIR"] = old
+
+
+def _stages(times: dict, emission: float) -> dict:
+    autodiff = times.get("autodiff", 0.0) + times.get("verify", 0.0)
+    inlining = times.get("inline-and-simplify", 0.0)
+    llvm = times.get("LLVM", 0.0)
+    mlir = sum(v for k, v in times.items() if k not in ("autodiff", "verify", "inline-and-simplify", "LLVM"))
+    return {"emission": emission, "autodiff": autodiff, "inlining": inlining, "mlir_passes": mlir, "llvm": llvm}
+
+
+def measure_dg(load, name: str, args) -> dict:
+    """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time)."""
+    with tempfile.TemporaryDirectory() as d, cache_dir(d):
+        fn = getattr(load(), name)
+        with pipeline.pass_times() as times:
+            t0 = time.perf_counter()
+            comp, _ = fn.specialize(args, run=False)
+            t1 = time.perf_counter()
+            fn(*args)
+            cold = time.perf_counter() - t0
+        ops = comp.ir_text.count('"dg.')
+        grad_ops = modes.grad_text(comp).count('"dg.')
+        fn2 = getattr(load(), name)
+        t = time.perf_counter()
+        fn2(*args)
+        cached = time.perf_counter() - t
+    return {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "dg_ops": ops,
+            "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1)}
+
+
+def measure_jax(make):
+    """The first call of jax.jit of the function `make()` returns, on its arguments; None without JAX."""
+    try:
+        import jax
+    except ImportError:
+        return None
+    fn, args = make(jax)
+    f = jax.jit(fn)
+    t = time.perf_counter()
+    jax.block_until_ready(f(*args))
+    return time.perf_counter() - t
+
+
+# ---------------------------------------------------------------- the families
+def _vec(seed=0):
+    return np.random.default_rng(seed).standard_normal(SIZE).astype(np.float32) * 0.5
+
+
+def depth_program(d: int):
+    lines = ["def f0(x: f32[?], w: f32[?]) -> f32[?]:\n    return tanh(x * w + 0.1)\n"]
+    for k in range(1, d + 1):
+        lines.append(f"def f{k}(x: f32[?], w: f32[?]) -> f32[?]:\n    y = x\n    for i in range(2):\n"
+                     f"        y = f{k - 1}(y, w) * 0.5 + y\n    return y\n")
+    lines.append(f"def loss(x: f32[?], w: f32[?]) -> f32:\n    return sum(f{d}(x, w) * f{d}(x, w))\n")
+    lines.append("def g(x: f32[?], w: f32[?]) -> f32[?]:\n    return grad(loss, wrt=1)(x, w)\n")
+    src = "\n".join(lines)
+
+    def jax_version(jax):
+        jnp = jax.numpy
+
+        def f(k, x, w):
+            if k == 0:
+                return jnp.tanh(x * w + 0.1)
+            return jax.lax.fori_loop(0, 2, lambda i, y: f(k - 1, y, w) * 0.5 + y, x)
+        return jax.grad(lambda x, w: jnp.sum(f(d, x, w) ** 2), argnums=1), (_vec(), _vec(1))
+    return src, "g", (_vec(), _vec(1)), jax_version
+
+
+def order_program(k: int):
+    src = ("def f(x: f64) -> f64:\n    y = x\n    i = 0\n    while i < 5:\n"
+           "        y = y * 0.9 + sin(y) * 0.1\n        i = i + 1\n    return y\n")
+    for j in range(1, k + 1):
+        src += f"\ndef d{j}(x: f64) -> f64:\n    return grad({'f' if j == 1 else f'd{j - 1}'})(x)\n"
+    return src, f"d{k}", (0.3,), None
+
+
+def nesting_program(n: int):
+    body, ind = [], "    "
+    for j in range(n):
+        body.append(f"{ind}for i{j} in range(2):")
+        ind += "    "
+    body.append(f"{ind}y = tanh(y * w) + 0.5 * y")
+    src = ("def f(x: f32[?], w: f32[?]) -> f32:\n    y = x\n" + "\n".join(body) + "\n    return sum(y)\n\n"
+           "def g(x: f32[?], w: f32[?]) -> f32[?]:\n    return grad(f, wrt=1)(x, w)\n")
+
+    def jax_version(jax):
+        jnp = jax.numpy
+
+        def nest(j, y, w):
+            if j == n:
+                return jnp.tanh(y * w) + 0.5 * y
+            return jax.lax.fori_loop(0, 2, lambda i, y: nest(j + 1, y, w), y)
+        return jax.grad(lambda x, w: jnp.sum(nest(0, x, w)), argnums=1), (_vec(), _vec(1))
+    return src, "g", (_vec(), _vec(1)), jax_version
+
+
+def straight_program(m: int):
+    steps = m // 3  # each line: a mul, an add and a tanh
+    body = "".join(f"    y = tanh(y * w + {0.001 * (i % 7):.3f})\n" for i in range(steps))
+    src = ("def f(x: f32[?], w: f32[?]) -> f32:\n    y = x\n" + body + "    return sum(y)\n\n"
+           "def g(x: f32[?], w: f32[?]) -> f32[?]:\n    return grad(f, wrt=1)(x, w)\n")
+
+    def jax_version(jax):
+        jnp = jax.numpy
+
+        def f(x, w):
+            y = x
+            for i in range(steps):
+                y = jnp.tanh(y * w + 0.001 * (i % 7))
+            return jnp.sum(y)
+        return jax.grad(f, argnums=1), (_vec(), _vec(1))
+    return src, "g", (_vec(), _vec(1)), jax_version
+
+
+def gpt_setup(layers: int, vocab=16, context=16, batch=4):
+    import gpt
+
+    params = gpt.init_params(vocab, context, 64, layers)
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, vocab, (batch, context)).astype(np.int64)
+    tgt = rng.integers(0, vocab, (batch, context)).astype(np.int64)
+    return params, idx, tgt
+
+
+def jax_gpt(jax, params, idx, tgt, n_head=4):
+    jnp = jax.numpy
+
+    def ln(x, g, b):
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+
+    def attn(x, b):
+        bsz, t, c = x.shape
+        heads = lambda z: z.reshape(bsz, t, n_head, c // n_head).transpose(0, 2, 1, 3)  # noqa: E731
+        q, k, v = heads(x @ b["wq"]), heads(x @ b["wk"]), heads(x @ b["wv"])
+        att = q @ k.transpose(0, 1, 3, 2) / jnp.sqrt(c // n_head)
+        att = jnp.where(jnp.tril(jnp.ones((t, t), bool)), att, -1e30)
+        y = jax.nn.softmax(att, -1) @ v
+        return y.transpose(0, 2, 1, 3).reshape(bsz, t, c) @ b["wo"]
+
+    def loss(p, idx, tgt):
+        x = p["wte"][idx] + p["wpe"][:idx.shape[1]]
+        for b in p["blocks"]:
+            x = x + attn(ln(x, b["ln1_g"], b["ln1_b"]), b)
+            h = ln(x, b["ln2_g"], b["ln2_b"])
+            x = x + jax.nn.gelu(h @ b["w1"] + b["b1"], approximate=False) @ b["w2"] + b["b2"]
+        lg = ln(x, p["lnf_g"], p["lnf_b"]) @ p["wte"].T
+        lg = lg.reshape(-1, lg.shape[-1])
+        return -jnp.mean(jax.nn.log_softmax(lg)[jnp.arange(lg.shape[0]), tgt.reshape(-1)])
+    return jax.grad(loss), (params, idx, tgt)
+
+
+GPT_GRAD = "\ndef loss_grad(p, idx: i64[B, T], targets: i64[B, T]):\n    return grad(loss)(p, idx, targets)\n"
+
+
+def layers_measure(layers: int) -> dict:
+    src = (ROOT / "samples" / "gpt.dg").read_text() + GPT_GRAD
+    params, idx, tgt = gpt_setup(layers)
+    out = measure_dg(lambda: dg.loads(src, mode="compiled", filename=str(ROOT / "samples" / "gpt_grad.dg")),
+                     "loss_grad", (params, idx, tgt))
+    out["jax_first_call_s"] = measure_jax(lambda jax: jax_gpt(jax, params, idx, tgt))
+    return out
+
+
+TREE_SRC = """
+def leaf(p, x: f32[D]):
+    i = sigmoid(x @ p["wi"] + p["bi"])
+    o = sigmoid(x @ p["wo"] + p["bo"])
+    u = tanh(x @ p["wu"] + p["bu"])
+    c = i * u
+    return o * tanh(c), c
+
+def node(p, words: f32[N, D], left: i64[N], right: i64[N], k: i64):
+    if left[k] < 0:
+        return leaf(p, words[k])
+    hl, cl = node(p, words, left, right, left[k])
+    hr, cr = node(p, words, left, right, right[k])
+    h = hl + hr
+    i = sigmoid(h @ p["ui"] + p["bi"])
+    fl = sigmoid(hl @ p["uf"] + p["bf"])
+    fr = sigmoid(hr @ p["uf"] + p["bf"])
+    o = sigmoid(h @ p["uo"] + p["bo"])
+    u = tanh(h @ p["uu"] + p["bu"])
+    c = i * u + fl * cl + fr * cr
+    return o * tanh(c), c
+
+def tree_loss(p, words: f32[N, D], left: i64[N], right: i64[N]) -> f32:
+    h, c = node(p, words, left, right, 0)
+    return sum(h * h)
+
+def tree_grad(p, words: f32[N, D], left: i64[N], right: i64[N]):
+    return grad(tree_loss)(p, words, left, right)
+"""
+
+
+def tree_setup(depth=3, d=16, h=16):
+    rng = np.random.default_rng(0)
+    n = 2 ** (depth + 1) - 1  # a complete binary tree, node k's children 2k+1 and 2k+2
+    left = np.array([2 * k + 1 if 2 * k + 1 < n else -1 for k in range(n)], np.int64)
+    right = np.array([2 * k + 2 if 2 * k + 2 < n else -1 for k in range(n)], np.int64)
+    w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    p = {"wi": w(d, h), "wo": w(d, h), "wu": w(d, h), "ui": w(h, h), "uf": w(h, h), "uo": w(h, h), "uu": w(h, h),
+         "bi": w(h), "bo": w(h), "bu": w(h), "bf": w(h)}
+    return p, w(n, d), left, right
+
+
+def jax_tree(jax, p, words, left, right):
+    jnp = jax.numpy
+    sg = jax.nn.sigmoid
+
+    def node(p, words, k):
+        if left[k] < 0:
+            x = words[k]
+            c = sg(x @ p["wi"] + p["bi"]) * jnp.tanh(x @ p["wu"] + p["bu"])
+            return sg(x @ p["wo"] + p["bo"]) * jnp.tanh(c), c
+        (hl, cl), (hr, cr) = node(p, words, int(left[k])), node(p, words, int(right[k]))
+        hh = hl + hr
+        c = (sg(hh @ p["ui"] + p["bi"]) * jnp.tanh(hh @ p["uu"] + p["bu"]) + sg(hl @ p["uf"] + p["bf"]) * cl
+             + sg(hr @ p["uf"] + p["bf"]) * cr)
+        return sg(hh @ p["uo"] + p["bo"]) * jnp.tanh(c), c
+    return jax.grad(lambda p, words: jnp.sum(node(p, words, 0)[0] ** 2)), (p, words)
+
+
+def mlp_measure() -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import cpu
+
+    rng = np.random.default_rng(0)
+    params = cpu.mlp_params(rng)
+    x = rng.standard_normal((64, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 64).astype(np.int64)
+    out = measure_dg(lambda: dg.loads(cpu.SRC, mode="compiled", filename="bench.dg"), "mlp_step",
+                     (*params, x, y, np.float32(0.01)))
+
+    def jax_step(jax):
+        jnp = jax.numpy
+
+        def loss(ps, x, y):
+            w1, b1, w2, b2, w3, b3 = ps
+            h = jnp.tanh(jnp.tanh(x @ w1 + b1) @ w2 + b2)
+            lg = h @ w3 + b3
+            return -jnp.mean(jax.nn.log_softmax(lg)[jnp.arange(lg.shape[0]), y])
+
+        def step(ps, x, y, lr):
+            l, g = jax.value_and_grad(loss)(ps, x, y)
+            return l, [p - lr * d for p, d in zip(ps, g)]
+        return step, (params, x, y, np.float32(0.01))
+    out["jax_first_call_s"] = measure_jax(jax_step)
+    return out
+
+
+FAMILIES = {
+    "depth": ([1, 2, 4, 8, 16], depth_program),
+    "order": ([1, 2, 3, 4], order_program),
+    "nesting": ([1, 2, 3, 4, 5, 6], nesting_program),
+    "straight": ([100, 200, 400, 800, 1600, 3200], straight_program),
+    "layers": ([1, 2, 4, 8], None),
+}
+QUICK = {"depth": [1, 2], "order": [1, 2], "nesting": [1, 2], "straight": [100, 200], "layers": [1]}
+
+
+def run_family(name: str, sizes) -> dict:
+    rows = {}
+    for n in sizes:
+        if name == "layers":
+            r = layers_measure(n)
+        else:
+            src, fname, args, jax_version = FAMILIES[name][1](n)
+            r = measure_dg(lambda: dg.loads(src, mode="compiled", filename=f"{name}_{n}.dg"), fname, args)
+            r["jax_first_call_s"] = measure_jax(jax_version) if jax_version else None
+        rows[str(n)] = r
+        j = r["jax_first_call_s"]
+        print(f"  {name}={n:<5} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  ops {r['dg_ops']:6d} "
+              f"(grad {r['grad_ops']:6d})  {r['cold_ms_per_op']:6.2f} ms/op  "
+              + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
+              + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
+    per_op = [r["cold_ms_per_op"] for r in rows.values()]
+    return {"members": rows, "per_op_max_over_min": max(per_op) / min(per_op)}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the two smallest members of each family, no named programs")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    out: dict = {"families": {}, "programs": {}}
+    for name in args.families.split(","):
+        print(f"{name}:")
+        out["families"][name] = run_family(name, QUICK[name] if args.quick else FAMILIES[name][0])
+        print(f"  cold time per op, largest over smallest member: {out['families'][name]['per_op_max_over_min']:.2f}")
+    if not args.quick:
+        print("named programs:")
+        p, words, left, right = tree_setup()
+        progs = {
+            "mlp_step": mlp_measure,
+            "gpt2_loss_grad": lambda: layers_measure(2),
+            "tree_lstm_grad": lambda: dict(
+                measure_dg(lambda: dg.loads(TREE_SRC, mode="compiled", filename="tree.dg"), "tree_grad",
+                           (p, words, left, right)),
+                jax_first_call_s=measure_jax(lambda jax: jax_tree(jax, p, words, left, right))),
+        }
+        for name, run in progs.items():
+            r = out["programs"][name] = run()
+            j = r["jax_first_call_s"]
+            print(f"  {name:15s} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
+                  + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
+                  + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
+    out["median_cached_s"] = statistics.median(
+        r["cached_s"] for f in out["families"].values() for r in f["members"].values())
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Compile sizes grow like the program (issue: compile time linear in what it compiles): over the
+generated families of benchmarks/compile.py, the dg IR after autodiff and the LLVM module grow
+linearly, where a function called from several places and larger than inlining.INLINE_LIMIT is
+called, not copied. Sizes, not times: times are the benchmark's."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import dg
+from dg.lowering import inlining
+from dg.runtime import modes
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
+
+
+@pytest.fixture(scope="module")
+def programs():
+    spec = importlib.util.spec_from_file_location("compile_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sizes(programs, family: str, n: int, llvm: bool = True):
+    src, fname, args, _ = getattr(programs, f"{family}_program")(n)
+    fn = getattr(dg.loads(src, mode="interp", filename=f"growth_{family}_{n}.dg"), fname)
+    comp, _ = fn.specialize(args, run=False)
+    grad_ops = modes.grad_text(comp).count('"dg.')
+    return grad_ops, (len(fn.ir("llvm", args=args).splitlines()) if llvm else None)
+
+
+def test_a_straight_line_body_compiles_to_sizes_in_proportion(programs):
+    (g1, l1), (g2, l2), (g4, l4) = (_sizes(programs, "straight", m) for m in (30, 60, 120))
+    for small, big in ((g1, g2), (g2, g4)):
+        assert 1.8 <= big / small <= 2.2, (g1, g2, g4)
+    for small, big in ((l1, l2), (l2, l4)):
+        assert 1.6 <= big / small <= 2.2, (l1, l2, l4)
+
+
+def test_gradients_of_a_call_chain_grow_by_the_same_amount_per_function(programs):
+    """Each function of the chain adds its forward and its reverse function: a constant amount of
+    dg IR per level, however deep."""
+    g = [_sizes(programs, "depth", d, llvm=False)[0] for d in (2, 4, 8, 16)]
+    steps = [(b - a) / (db - da) for (a, b), (da, db) in zip(zip(g, g[1:]), ((2, 4), (4, 8), (8, 16)))]
+    assert max(steps) == min(steps), g
+
+
+def test_shared_large_functions_keep_their_calls(monkeypatch, programs):
+    """With the limit low, the chain's forward functions (called from a function and from its
+    reverse) stay functions: the LLVM module then grows by a constant per level."""
+    monkeypatch.setattr(inlining, "INLINE_LIMIT", 50)
+    sizes = [_sizes(programs, "depth", d)[1] for d in (4, 8, 12)]
+    assert abs((sizes[2] - sizes[1]) - (sizes[1] - sizes[0])) <= 0.1 * (sizes[1] - sizes[0]), sizes
