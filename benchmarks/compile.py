@@ -78,7 +78,7 @@ def measure_dg(load, name: str, args) -> dict:
         t = time.perf_counter()
         fn2(*args)
         cached = time.perf_counter() - t
-    return {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "dg_ops": ops,
+    return {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "passes_s": dict(times), "dg_ops": ops,
             "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1)}
 
 

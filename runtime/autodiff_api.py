@@ -65,7 +65,13 @@ def _expr(fn) -> str:
 class _Derived:
     """A function value made from a dg function (`grad(f)`, `checkpoint(f)`), callable from
     Python: it runs a small dg function whose body is the language's own expression."""
-    kind = ""
+
+    def __init__(self, kind: str, base):
+        self.kind = kind
+        self.base = base
+        self.root = _root(base)
+        self.__name__ = f"{kind}({getattr(base, '__name__', 'f')})"
+        self._wrapped = None
 
     def expr(self) -> str:
         raise NotImplementedError
@@ -96,12 +102,8 @@ class GradFunction(_Derived):
     """grad(f, wrt) or value_and_grad(f, wrt) of a dg function, callable from Python."""
     def __init__(self, kind: str, base, wrt=0):
         _check_wrt(wrt)
-        self.kind = kind
-        self.base = base
+        super().__init__(kind, base)
         self.wrt = wrt
-        self.root = _root(base)
-        self.__name__ = f"{kind}({getattr(base, '__name__', 'f')})"
-        self._wrapped = None
 
     def expr(self) -> str:
         return f"{self.kind}({_expr(self.base)}, wrt={self.wrt!r})"
@@ -116,16 +118,11 @@ class CheckpointFunction(_Derived):
     """checkpoint(f, slots=c) of a dg function, callable from Python like f and usable wherever f is
     (dg.grad, dg.value_and_grad, dg.vjp, dg.jvp): its gradients recompute f's forward from its
     arguments, and with `slots`, every loop in them keeps at most that many snapshots."""
-    kind = "checkpoint"
-
     def __init__(self, base, slots=None):
         if slots is not None and (not isinstance(slots, int) or isinstance(slots, bool) or slots < 2):
             raise DgError(f"dg.checkpoint: slots must be an int of at least 2, got {slots!r}")
-        self.base = base
+        super().__init__("checkpoint", base)
         self.slots = slots
-        self.root = _root(base)
-        self.__name__ = f"checkpoint({getattr(base, '__name__', 'f')})"
-        self._wrapped = None
 
     def expr(self) -> str:
         return f"checkpoint({_expr(self.base)}" + (f", slots={self.slots})" if self.slots else ")")

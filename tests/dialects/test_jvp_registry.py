@@ -10,10 +10,9 @@ import pytest
 
 from dg.dialects import OPS
 from dg.dialects.dialect import parse
-from dg.lowering.autodiff import differentiate
 from dg.runtime import interp
 
-from .test_vjp_registry import EPS, PIECEWISE_CONSTANT, _as_tuple, _differentiated, _sample, one_op_module_text
+from .test_vjp_registry import EPS, PIECEWISE_CONSTANT, _as_tuple, _differentiated, _sample, translated
 
 RTOL = 1e-5
 
@@ -26,8 +25,7 @@ def _eligible():
 
 
 def _pushed(name, arrays, attrs):
-    text, wrt = one_op_module_text(name, arrays, attrs, "jvp")
-    return differentiate(parse(text, f"<jvp:{name}>")), wrt
+    return _differentiated(name, arrays, attrs, "jvp")
 
 
 def test_every_differentiable_op_has_a_jvp_rule():
@@ -37,10 +35,7 @@ def test_every_differentiable_op_has_a_jvp_rule():
 
 @pytest.mark.parametrize("name", _eligible())
 def test_jvp_matches_central_differences_and_the_vjp(name):
-    arrays, attrs = _sample(name)
-    out, wrt = _pushed(name, arrays, attrs)
-    tr = interp.Translation(parse(out, f"<jvp:{name}:out>"))
-    f = lambda xs: np.asarray(interp.run(tr, "f", xs), dtype=np.float64)  # noqa: E731
+    arrays, attrs, tr, f, wrt = translated(name, "jvp")
     rng = np.random.default_rng(3)
     vs = {i: rng.standard_normal(arrays[i].shape) for i in wrt}
     y, jv = _as_tuple(interp.run(tr, "f_jvp", arrays + [vs[i] for i in wrt]))

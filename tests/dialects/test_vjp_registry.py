@@ -127,14 +127,21 @@ func.func private @f_{kind}{sig} attributes {{dg.kind = "{kind}", dg.of = "f", d
     return text, wrt
 
 
-def vjp_module_text(name, arrays, attrs) -> tuple:
-    return one_op_module_text(name, arrays, attrs, "vjp")
 
-
-def _differentiated(name, arrays, attrs):
-    text, wrt = vjp_module_text(name, arrays, attrs)
-    out = differentiate(parse(text, f"<vjp:{name}>"))
+def _differentiated(name, arrays, attrs, kind: str = "vjp"):
+    text, wrt = one_op_module_text(name, arrays, attrs, kind)
+    out = differentiate(parse(text, f"<{kind}:{name}>"))
     return out, wrt
+
+
+def translated(name: str, kind: str = "vjp"):
+    """The op's sample, its module with the `kind` declaration made (interpreter), the forward as a
+    float64 function of the operands, the float operands: (arrays, attrs, translation, f, wrt)."""
+    arrays, attrs = _sample(name)
+    out, wrt = _differentiated(name, arrays, attrs, kind)
+    tr = interp.Translation(parse(out, f"<{kind}:{name}:out>"))
+    f = lambda xs: np.asarray(interp.run(tr, "f", xs), dtype=np.float64)  # noqa: E731
+    return arrays, attrs, tr, f, wrt
 
 
 def _as_tuple(r):
@@ -143,10 +150,7 @@ def _as_tuple(r):
 
 @pytest.mark.parametrize("name", _eligible())
 def test_vjp_matches_central_differences(name):
-    arrays, attrs = _sample(name)
-    out, wrt = _differentiated(name, arrays, attrs)
-    tr = interp.Translation(parse(out, f"<vjp:{name}:out>"))
-    f = lambda xs: np.asarray(interp.run(tr, "f", xs), dtype=np.float64)  # noqa: E731
+    arrays, attrs, tr, f, wrt = translated(name)
 
     y = f(arrays)
     rng = np.random.default_rng(42)
