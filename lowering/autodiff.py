@@ -584,7 +584,7 @@ class Autodiff(ForwardMode, Checkpointing):
             if op.name == "scf.for" and record:
                 info[op] = (self.forward_for_checkpointed if self.slots else self.forward_for)(op, env, w)
             elif op.name == "scf.while" and record:
-                info[op] = (self.forward_while_checkpointed if self.slots else self.forward_while)(op, env, w)
+                info[op] = self.forward_while(op, env, w)
             elif op.regions:
                 self.copy_region_op(op, env, w, effects)
             else:
@@ -628,11 +628,14 @@ class Autodiff(ForwardMode, Checkpointing):
     def arith(self, w: VjpBuilder, name: str, a: Value, b: Value) -> Value:
         return w.op(f"arith.{name}", [a, b], ["index"])[0]
 
+    def trip_count(self, w: VjpBuilder, lb: Value, ub: Value, st: Value) -> Value:
+        """How many iterations an scf.for from lb to ub by st runs (0 when ub <= lb)."""
+        return self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), self.index(w, 0))
+
     def forward_for(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         lb, ub, st = (env[o] for o in op.operands[:3])
         inits = [env[o] for o in op.operands[3:]]
-        zero = self.index(w, 0)
-        n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
+        n = self.trip_count(w, lb, ub, st)
         rows = self.arith(w, "addi", n, self.index(w, 1))  # one row per iteration, then the final values
         skip = self.untaped(op)
         taped = [i for i in range(len(inits)) if i not in skip]
@@ -694,15 +697,20 @@ class Autodiff(ForwardMode, Checkpointing):
 
     def forward_while(self, op: Op, env: dict, w: VjpBuilder) -> dict:
         """A `while` loop of the forward sweep: run once as it is, counting its iterations n, then
-        again as an scf.for of n iterations that tapes its carried values (n + 1 rows). An scf.while
-        copies every tensor it carries on each iteration (MLIR's bufferization), so a tape carried
-        by it would cost time and memory quadratic in n; the second run costs one forward."""
+        again as an scf.for of n iterations that tapes its carried values (n + 1 rows) or, in a
+        checkpointed gradient, keeps their snapshots. An scf.while copies every tensor it carries
+        on each iteration (MLIR's bufferization), so a tape carried by it would cost time and
+        memory quadratic in n (snapshots, c states per iteration); the second run costs one
+        forward."""
         total = self.count_while(op, env, w)
         skip = self.untaped(op)
         xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]
         n = self.arith(w, "subi", total, self.index(w, 1))
-        tapes, _ = self.replay_loop(w, op, env, xs, self.index(w, 0), n, True)
-        return {"tapes": tapes, "total": total}
+        kept, last = self.replay_loop(w, op, env, xs, self.index(w, 0), n, not self.slots)
+        if not self.slots:
+            return {"tapes": kept, "total": total}
+        snaps, m, s = kept
+        return {"snaps": snaps, "m": m, "s": s, "total": total, "last": last}
 
     # ------------------------------------------------------------ reverse sweep
     def reverse(self, block: Block, env: dict, adj: dict, w: VjpBuilder, info: dict) -> None:

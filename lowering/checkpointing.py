@@ -43,12 +43,6 @@ class Checkpointing:
         c = w.dg_op(name, [w.dg_op("from_index", [a]), w.dg_op("from_index", [b])])
         return w.dg_op("to_i1", [c])
 
-    def _min(self, w, a: Value, b: Value) -> Value:
-        return w.op("arith.minsi", [a, b], ["index"])[0]
-
-    def _rem(self, w, a: Value, b: Value) -> Value:
-        return w.op("arith.remsi", [a, b], ["index"])[0]
-
     # ------------------------------------------------------------ the snapshot tape
     def new_snapshots(self, w, values: list) -> list:
         cap = self.index(w, self.slots)
@@ -61,7 +55,7 @@ class Checkpointing:
             return snaps, m, s
         zero, one = self.index(w, 0), self.index(w, 1)
         types = [t.type for t in snaps] + ["index", "index"]
-        store = self._cond(w, "eq", self._rem(w, k, s), zero)
+        store = self._cond(w, "eq", self.arith(w, "remsi", k, s), zero)
 
         def keep(w2):
             full = self._cond(w2, "eq", m, self.index(w2, self.slots))
@@ -83,7 +77,7 @@ class Checkpointing:
         lb, ub, st = (env[o] for o in op.operands[:3])
         inits = [env[o] for o in op.operands[3:]]
         zero, one = self.index(w, 0), self.index(w, 1)
-        n = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "subi", ub, lb), st), zero)
+        n = self.trip_count(w, lb, ub, st)
         skip = self.untaped(op)
         taped = [i for i in range(len(inits)) if i not in skip]
         snaps = self.new_snapshots(w, [inits[i] for i in taped])
@@ -110,16 +104,6 @@ class Checkpointing:
         nres = len(op.results)
         env.update(zip(op.results, res[:nres]))
         return {"snaps": self.by_slot(skip, nres, res[nres:-2]), "m": res[-2], "s": res[-1], "n": n}
-
-    def forward_while_checkpointed(self, op: Op, env: dict, w) -> dict:
-        """As `forward_while`: counted first (an scf.while copies what it carries on every
-        iteration, snapshots too), then run again as an scf.for that keeps the snapshots."""
-        total = self.count_while(op, env, w)
-        skip = self.untaped(op)
-        xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]
-        n = self.arith(w, "subi", total, self.index(w, 1))
-        (snaps, m, s), last = self.replay_loop(w, op, env, xs, self.index(w, 0), n, False)
-        return {"snaps": snaps, "m": m, "s": s, "total": total, "last": last}
 
     # ------------------------------------------------------------ the reverse
     def replay(self, op: Op, env: dict):
@@ -204,12 +188,12 @@ class Checkpointing:
 
         def segment(w2, j, d_in, inner):
             a = self.arith(w2, "muli", j, s)
-            length = self._min(w2, s, self.arith(w2, "subi", n, a))
+            length = self.arith(w2, "minsi", s, self.arith(w2, "subi", n, a))
             (snaps2, m2, s2), _ = self.replay_loop(w2, op, env, rows(w2, info["snaps"], j), a, length, False)
 
             def piece(w3, i, d_in2, inner2):
                 a2 = self.arith(w3, "muli", i, s2)
-                length2 = self._min(w3, s2, self.arith(w3, "subi", length, a2))
+                length2 = self.arith(w3, "minsi", s2, self.arith(w3, "subi", length, a2))
                 base = self.arith(w3, "addi", a, a2)
                 tapes, _ = self.replay_loop(w3, op, env, rows(w3, snaps2, i), base, length2, True)
                 d_res, f_res = self.countdown(w3, loc, length2, self.index(w3, 1), d_in2, free,

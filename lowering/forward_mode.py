@@ -147,46 +147,29 @@ class ForwardMode:
 
     def push_if(self, op: Op, env: dict, tan: dict, w) -> None:
         act = [i for i, r in enumerate(op.results) if r in self.fwd_active]
-
-        def branch(b: Block):
-            def write(w2):
-                self.push_block(b, env, tan, w2)
-                t = b.ops[-1]
-                w2.loc = t.loc
-                w2.op("scf.yield", [env[o] for o in t.operands] +
-                      [self.tangent_of(w2, t.operands[i], env, tan) for i in act], [])
-            return write
-
-        w.loc = op.loc
-        res = w.op("scf.if", [env[op.operands[0]]], [r.type for r in op.results] + [op.results[i].type for i in act],
-                   op.attrs, regions=[branch(b) for b in op.regions])
-        m = len(op.results)
-        env.update(zip(op.results, res[:m]))
-        tan.update((op.results[i], t) for i, t in zip(act, res[m:]))
+        self.pushed_op(op, env, tan, w, [], act, [self.pushed_region(b, [], act, 0, env, tan) for b in op.regions])
 
     def push_for(self, op: Op, env: dict, tan: dict, w) -> None:
         body = op.regions[0]
-        inits = op.operands[3:]
         act = [i for i, a in enumerate(body.args[1:]) if a in self.fwd_active]
-        t_inits = [self.tangent_of(w, inits[i], env, tan) for i in act]
+        t_inits = [self.tangent_of(w, op.operands[3 + i], env, tan) for i in act]
+        self.pushed_op(op, env, tan, w, t_inits, act,
+                       [self.pushed_region(body, [1 + i for i in act], act, 0, env, tan)])  # (body.args[0]: the iv)
 
-        def write(w2):
-            iv = w2.value("index", "iv")
-            carried = [w2.value(a.type, "a") for a in body.args[1:]]
-            t_in = [w2.value(body.args[1 + i].type, "t") for i in act]
-            w2.block_header([iv] + carried + t_in)
-            env[body.args[0]] = iv
-            env.update(zip(body.args[1:], carried))
-            tan.update((body.args[1 + i], t) for i, t in zip(act, t_in))
-            self.push_block(body, env, tan, w2)
-            t = body.ops[-1]
-            w2.loc = t.loc
-            w2.op("scf.yield", [env[o] for o in t.operands] +
-                  [self.tangent_of(w2, t.operands[i], env, tan) for i in act], [])
+    def push_while(self, op: Op, env: dict, tan: dict, w) -> None:
+        before, after = op.regions
+        act_b = [i for i, a in enumerate(before.args) if a in self.fwd_active]
+        act_a = [i for i, a in enumerate(after.args) if a in self.fwd_active]
+        t_inits = [self.tangent_of(w, op.operands[i], env, tan) for i in act_b]
+        self.pushed_op(op, env, tan, w, t_inits, act_a, [self.pushed_region(before, act_b, act_a, 1, env, tan),
+                                                         self.pushed_region(after, act_a, act_b, 0, env, tan)])
 
+    def pushed_op(self, op: Op, env: dict, tan: dict, w, t_inits: list, act: list, regions: list) -> None:
+        """The region op written again: its operands, then `t_inits` (tangents of carried values);
+        its results, then the tangents of the results at `act`."""
         w.loc = op.loc
-        res = w.op("scf.for", [env[o] for o in op.operands] + t_inits,
-                   [r.type for r in op.results] + [op.results[i].type for i in act], op.attrs, regions=[write])
+        res = w.op(op.name, [env[o] for o in op.operands] + t_inits,
+                   [r.type for r in op.results] + [op.results[i].type for i in act], op.attrs, regions=regions)
         m = len(op.results)
         env.update(zip(op.results, res[:m]))
         tan.update((op.results[i], t) for i, t in zip(act, res[m:]))
@@ -198,7 +181,8 @@ class ForwardMode:
         def write(w2):
             carried = [w2.value(a.type, "a") for a in b.args]
             t_in = [w2.value(b.args[i].type, "t") for i in args_active]
-            w2.block_header(carried + t_in)
+            if carried or t_in:  # (an scf.if's branches take none)
+                w2.block_header(carried + t_in)
             env.update(zip(b.args, carried))
             tan.update((b.args[i], t) for i, t in zip(args_active, t_in))
             self.push_block(b, env, tan, w2)
@@ -208,17 +192,3 @@ class ForwardMode:
             w2.op(t.name, [env[o] for o in t.operands] + [self.tangent_of(w2, outs[i], env, tan) for i in out_active],
                   [])
         return write
-
-    def push_while(self, op: Op, env: dict, tan: dict, w) -> None:
-        before, after = op.regions
-        act_b = [i for i, a in enumerate(before.args) if a in self.fwd_active]
-        act_a = [i for i, a in enumerate(after.args) if a in self.fwd_active]
-        t_inits = [self.tangent_of(w, op.operands[i], env, tan) for i in act_b]
-        w.loc = op.loc
-        res = w.op("scf.while", [env[o] for o in op.operands] + t_inits,
-                   [r.type for r in op.results] + [op.results[i].type for i in act_a], op.attrs,
-                   regions=[self.pushed_region(before, act_b, act_a, 1, env, tan),
-                            self.pushed_region(after, act_a, act_b, 0, env, tan)])
-        m = len(op.results)
-        env.update(zip(op.results, res[:m]))
-        tan.update((op.results[i], t) for i, t in zip(act_a, res[m:]))

@@ -23,13 +23,20 @@ from dg.core.types import is_float, parse_mlir_type
 _LEFT_ALONE = ("dg.constant", "dg.tap", "dg.check_finite", "dg.print", "dg.breakpoint", "dg.assert", "dg.check")
 
 
+def _watched(op) -> list:
+    """The tensor results of a dg op that makes values worth watching ([] for the others:
+    constants, effects, the instruments themselves and the tapes, the gradients' bookkeeping)."""
+    if not op.name.startswith("dg.") or op.name in _LEFT_ALONE or op.name.startswith("dg.tape_"):
+        return []
+    return [r for r in op.results if isinstance(r.type, ir.RankedTensorType)]
+
+
 def _instrumented(m):
     """The module's dg ops that make values worth watching, with their tensor results."""
     for op in list(operations_under(m.body)):
-        if op.name.startswith("dg.") and op.name not in _LEFT_ALONE and not op.name.startswith("dg.tape_"):
-            results = [r for r in op.results if isinstance(r.type, ir.RankedTensorType)]
-            if results:
-                yield op, results
+        results = _watched(op)
+        if results:
+            yield op, results
 
 
 def _after(op, name: str, value, attributes: dict) -> None:
@@ -64,11 +71,10 @@ def shadow_taps(m) -> None:
 
 
 def _first_made(block):
-    """The first dg op of a block that makes a tensor (tapes aside: the gradient's bookkeeping)."""
+    """The first dg op of a block that makes a value worth watching."""
     for op in block.operations:
         op = op.operation
-        if op.name.startswith("dg.") and op.name not in _LEFT_ALONE and not op.name.startswith("dg.tape_") and any(
-                isinstance(r.type, ir.RankedTensorType) for r in op.results):
+        if _watched(op):
             return op
     return None
 
@@ -106,11 +112,8 @@ def residual_taps(m) -> list:
                         steps[(first.name, str(first.location))] = place
                         firsts.add(first)
             for op in top[:start]:
-                if not op.name.startswith("dg.") or op.name in _LEFT_ALONE or op.name.startswith("dg.tape_"):
-                    continue
-                for r in op.results:
-                    if isinstance(r.type, ir.RankedTensorType) and any(
-                            _top_level(u.owner) in reverse_ops for u in r.uses):
+                for r in _watched(op):
+                    if any(_top_level(u.owner) in reverse_ops for u in r.uses):
                         tap(op, r, [loc_row(loc_of(op.location)), "value", op.name[3:], False])
             for op in list(operations_under(body)):
                 if op.name == "dg.tape_alloc":

@@ -148,6 +148,22 @@ class Calls:
         dsym = self.mod.grad_decl(ref.kind, sym, tuple(flat_wrt), [v.type for v in vals], out_types, loc)
         return dsym, vals, out_types, proto, groups
 
+    def linear_inputs(self, given: list, types: list, loc, what: str):
+        """Cotangents or tangents as values of the types they go with (a number takes its type, as
+        a weak literal does); None after an error (reported)."""
+        out = []
+        for c, t in zip(given, types):
+            if not isinstance(c, TypedValue):
+                self.error(f"a {what} must be a tensor", loc)
+                return None
+            if c.poison:
+                return None
+            c = self.coerce(c, t, loc, f"the {what}")
+            if c.poison:
+                return None
+            out.append(self.conform(c, t, loc))
+        return out
+
     def call_pullback(self, pb: Pullback, args, kwargs, loc):
         if kwargs or len(args) != 1:
             return self.error("a vjp pullback takes one argument: the cotangent of the function's result", loc)
@@ -159,15 +175,9 @@ class Calls:
         if len(cts) != len(pb.result_types):
             return self.error(f"the cotangent has {len(cts)} parts; the function returns {len(pb.result_types)}", loc)
         floats = [i for i, t in enumerate(pb.result_types) if is_float(t.dtype)]
-        ct_vals = []
-        for i in floats:
-            c = cts[i]
-            if not isinstance(c, TypedValue) or c.poison:
-                return self.error("a cotangent must be a tensor", loc) if not isinstance(c, TypedValue) else POISON
-            c = self.coerce(c, pb.result_types[i], loc, "the cotangent")
-            if c.poison:
-                return POISON
-            ct_vals.append(self.conform(c, pb.result_types[i], loc))
+        ct_vals = self.linear_inputs([cts[i] for i in floats], [pb.result_types[i] for i in floats], loc, "cotangent")
+        if ct_vals is None:
+            return POISON
         wrt = tuple(i for i, v in enumerate(pb.vals) if is_float(v.dtype))
         types = [pb.vals[i].type for i in wrt]
         dsym = self.mod.grad_decl("vjp", pb.symbol, wrt, [v.type for v in pb.vals] +
@@ -199,15 +209,9 @@ class Calls:
             t = self.as_value(t, loc)
             leaves += [(p, q) for p, q in zip(flatten(tree), flatten(t)) if not _static(p)]
         wrt = [i for i, v in enumerate(vals) if is_float(v.dtype)]
-        t_vals = []
-        for i in wrt:
-            c = leaves[i][1]
-            if not isinstance(c, TypedValue) or c.poison:
-                return self.error("a tangent must be a tensor", loc) if not isinstance(c, TypedValue) else POISON
-            c = self.coerce(c, vals[i].type, loc, "the tangent")
-            if c.poison:
-                return POISON
-            t_vals.append(self.conform(c, vals[i].type, loc))
+        t_vals = self.linear_inputs([leaves[i][1] for i in wrt], [vals[i].type for i in wrt], loc, "tangent")
+        if t_vals is None:
+            return POISON
         floats = [t for t in res_types if is_float(t.dtype)]
         out_types = list(res_types) + floats
         dsym = self.mod.grad_decl("jvp", sym, tuple(wrt), [v.type for v in vals] + [vals[i].type for i in wrt],

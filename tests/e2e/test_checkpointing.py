@@ -63,19 +63,17 @@ def recursive(x: f64[?], w: f64[?], n: i64) -> f64:
 NAMES = ["stepped", "skipping", "early", "nested", "recursive"]
 
 
-def _grads(m, name, slots, n):
-    call = {
-        None: f"grad({name}, wrt=(0, 1))(x, w, n)",
-        0: f"grad(checkpoint({name}), wrt=(0, 1))(x, w, n)",
-    }.get(slots, f"grad(checkpoint({name}, slots={slots}), wrt=(0, 1))(x, w, n)")
-    return call
+def _gradient(name, slots):
+    """grad of `name` (slots None), of checkpoint(name) (0), of checkpoint(name, slots=slots)."""
+    fn = name if slots is None else f"checkpoint({name}{f', slots={slots}' if slots else ''})"
+    return f"grad({fn}, wrt=(0, 1))(x, w, n)"
 
 
 def _module(mode):
     extra = []
     for name in NAMES:
         for tag, slots in (("plain", None), ("ck", 0), ("ck2", 2), ("ck4", 4), ("ck6", 6)):
-            expr = _grads(None, name, slots, None)
+            expr = _gradient(name, slots)
             extra.append(f"def {name}_{tag}(x: f64[?], w: f64[?], n: i64) -> (f64[?], f64[?]):\n    return {expr}\n")
     return load_src(SRC + "\n" + "\n".join(extra), mode)
 
