@@ -702,6 +702,8 @@ class Autodiff(ForwardMode, Checkpointing):
         on each iteration (MLIR's bufferization), so a tape carried by it would cost time and
         memory quadratic in n (snapshots, c states per iteration); the second run costs one
         forward."""
+        if self.slots and self.chunkable(op):
+            return self.forward_while_checkpointed(op, env, w)
         total = self.count_while(op, env, w)
         skip = self.untaped(op)
         xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]

@@ -12,12 +12,15 @@ The schedule (periodic thinning, online: no trip count needed):
   (s = 1 at first) as rows of a snapshot tape of c rows. When the c rows
   are full, every other one is dropped (`dg.getitem` with step 2, then
   `dg.concat`) and s doubles. So the snapshots are always iterations 0, s,
-  2s, ..., and between c/2 and c of them are kept.
+  2s, ..., and between c/2 and c of them are kept. A `while` loop runs in
+  chunks of s iterations (an scf.while over scf.for chunks), a snapshot
+  taken as each chunk starts: no trip count, and one run.
 - Reverse, segment by segment from the last: the segment's snapshot is
   run forward again over its (now known) length L <= s, keeping c
   snapshots the same way (stride s2 <= 2L/c); then each piece of s2
   iterations, from the last, is run forward once more with every
-  iteration taped, and reversed as an unchecked loop is.
+  iteration taped (into one tape made for the longest piece, reused by
+  every piece), and reversed as an unchecked loop is.
 - Cost: each iteration's body runs three more times forward than without
   checkpointing (two replays, and the recomputation every reverse step
   makes), against a tape of n rows: 2c snapshots and at most 4n/c^2 rows.
@@ -30,6 +33,8 @@ from __future__ import annotations
 from dg.core.writer import Value
 
 from .irmodel import Op
+
+CHUNKED_BODY = "dg.loop_body"  # marks the scf.if that runs a chunked loop's body (for saved_residuals' counts)
 
 
 class Checkpointing:
@@ -105,6 +110,89 @@ class Checkpointing:
         env.update(zip(op.results, res[:nres]))
         return {"snaps": self.by_slot(skip, nres, res[nres:-2]), "m": res[-2], "s": res[-1], "n": n}
 
+    @staticmethod
+    def chunkable(op: Op) -> bool:
+        """Whether a `while` loop's condition hands on its carried values' types unchanged (dg's
+        loops do), so that it can run in chunks carrying them."""
+        before = op.regions[0]
+        return [a.type for a in before.args] == [o.type for o in before.ops[-1].operands[1:]]
+
+    def forward_while_checkpointed(self, op: Op, env: dict, w) -> dict:
+        """A `while` loop of a checkpointed forward sweep, run once: as an scf.while over chunks,
+        each an scf.for of s iterations (the stride) that stops doing anything once the condition
+        fails. A snapshot is taken as each chunk starts (iteration k, a multiple of s), so the
+        snapshots travel through the scf.while, which copies what it carries on each of its
+        iterations, only once per chunk: c + (c/2) log2(n/c) times in all, not n times. The last
+        chunk may start just as the loop ends; its snapshot starts an empty segment."""
+        before, after = op.regions
+        cond_t = before.ops[-1]
+        inits = [env[o] for o in op.operands]
+        skip = self.untaped(op)
+        taped = [i for i in range(len(inits)) if i not in skip]
+        snaps = self.new_snapshots(w, [inits[i] for i in taped])
+        zero, one = self.index(w, 0), self.index(w, 1)
+        live = w.op("arith.constant", [], ["i1"], {"value": "1 : i1"})[0]
+        types = [v.type for v in inits]
+        outer_t = types + [t.type for t in snaps] + ["index", "index", "index", "i1"]
+
+        def pass_on(w2):
+            args = [w2.value(t, "a") for t in outer_t]
+            w2.block_header(args)
+            w2.op("scf.condition", [args[-1]] + args, [])
+
+        def step(w3, carried, k):
+            """One iteration, when the loop is still running: the condition, then the body if it holds."""
+            e = env
+            e.update(zip(before.args, carried))
+            self.forward(before, e, w3, record=False, effects=True)
+            w3.loc = cond_t.loc
+
+            def run_body(w4):
+                e.update(zip(after.args, [e[o] for o in cond_t.operands[1:]]))
+                self.forward(after, e, w4, record=False, effects=True)
+                t = after.ops[-1]
+                w4.loc = t.loc
+                w4.op("scf.yield", [e[o] for o in t.operands] + [self.arith(w4, "addi", k, one), live], [])
+
+            def stop(w4):
+                no = w4.op("arith.constant", [], ["i1"], {"value": "0 : i1"})[0]
+                w4.op("scf.yield", carried + [k, no], [])
+
+            r = w3.op("scf.if", [e[cond_t.operands[0]]], types + ["index", "i1"], {CHUNKED_BODY: "unit"},
+                      regions=[run_body, stop])
+            w3.op("scf.yield", list(r), [])
+
+        def chunk(w2):
+            args = [w2.value(t, "a") for t in outer_t]
+            w2.block_header(args)
+            n_c = len(types)
+            carried, tin = args[:n_c], args[n_c:-4]
+            m, s, k = args[-4:-1]
+            tout, m2, s2 = self.snapshot(w2, tin, m, s, k, [carried[i] for i in taped])
+
+            def iteration(w3):
+                g = w3.value("index", "g")
+                xs = [w3.value(t, "a") for t in types]
+                k3, running = w3.value("index", "k"), w3.value("i1", "live")
+                w3.block_header([g] + xs + [k3, running])
+                r = w3.op("scf.if", [running], types + ["index", "i1"],
+                          regions=[lambda w4: step(w4, xs, k3), lambda w4: w4.op("scf.yield", xs + [k3, running], [])])
+                w3.op("scf.yield", list(r), [])
+
+            w2.loc = op.loc
+            r = w2.op("scf.for", [zero, s2, one] + carried + [k, live], types + ["index", "i1"], regions=[iteration])
+            w2.op("scf.yield", list(r[:-2]) + list(tout) + [m2, s2, r[-2], r[-1]], [])
+
+        w.loc = op.loc
+        res = w.op("scf.while", inits + snaps + [zero, one, zero, live], outer_t, regions=[pass_on, chunk])
+        final = list(res[:len(types)])
+        env.update(zip(before.args, final))  # the condition once more, for the loop's results
+        self.forward(before, env, w, record=False, effects=False)
+        env.update(zip(op.results, [env[o] for o in cond_t.operands[1:]]))
+        n = res[-2]
+        return {"snaps": self.by_slot(skip, len(types), res[len(types):-4]), "m": res[-4], "s": res[-3],
+                "total": self.arith(w, "addi", n, one), "last": final}
+
     # ------------------------------------------------------------ the reverse
     def replay(self, op: Op, env: dict):
         """`run(w, xs, g) -> next xs`: one iteration of the loop `op` (its g-th), from its carried
@@ -132,18 +220,21 @@ class Checkpointing:
             return [e[o] for o in after.ops[-1].operands]
         return run
 
-    def replay_loop(self, w, op: Op, env: dict, xs: list, start: Value, length: Value, taped_in_full: bool):
+    def replay_loop(self, w, op: Op, env: dict, xs: list, start: Value, length: Value, taped_in_full: bool,
+                    into: list | None = None):
         """The loop run again from the carried values xs (one per slot, None at the untaped ones)
         at iteration `start`, for `length` iterations: keeping snapshots (-> (snaps, m, s)) or
-        every iteration's carried values and the last ones (-> tapes of length + 1 rows); and the
-        carried values it ends with (None at the untaped slots)."""
+        every iteration's carried values and the last ones (-> tapes of length + 1 rows, written
+        over the tapes `into` when given, one per taped slot); and the carried values it ends with
+        (None at the untaped slots)."""
         run = self.replay(op, env)
         slots = list(range(len(xs)))
         taped = [i for i in slots if xs[i] is not None]
         zero, one = self.index(w, 0), self.index(w, 1)
         if taped_in_full:
             rows = self.arith(w, "addi", length, one)
-            tapes = [w.dg_op("tape_alloc", [self.tape_value(w, xs[i]), rows]) for i in taped]
+            tapes = into if into is not None else [w.dg_op("tape_alloc", [self.tape_value(w, xs[i]), rows])
+                                                    for i in taped]
             extra, extra_init = [t.type for t in tapes], tapes
         else:
             tapes = self.new_snapshots(w, [xs[i] for i in taped])
@@ -178,10 +269,23 @@ class Checkpointing:
                          step_at) -> tuple:
         """The reverse of a checkpointed loop of info["n"] iterations: segments from the last, each
         replayed with snapshots, each piece of it replayed taped and reversed by the steps
-        `step_at(tapes, base)` makes. -> (carried adjoints, free adjoints), as `countdown`."""
+        `step_at(tapes, base)` makes. -> (carried adjoints, free adjoints), as `countdown`.
+
+        The pieces are taped into one tape per carried value, made once here with room for the
+        longest piece (a segment's stride s2 < 2s/c) and carried through both reverse loops: a
+        tape made for each piece would be fresh memory each time (a piece of a long loop over a
+        large state is hundreds of megabytes, which malloc maps and unmaps), and the page faults
+        of touching it cost more than a forward run of the piece."""
         one = self.index(w, 1)
         n, s = info["n"], info["s"]
         carried_vals = (op.regions[0].args[1:] if op.name == "scf.for" else op.regions[0].args)
+        inits = op.operands[3:] if op.name == "scf.for" else op.operands
+        longest = self.arith(w, "maxsi", self.arith(w, "ceildivsi", self.arith(w, "addi", s, s),
+                                                    self.index(w, self.slots)), one)
+        cap = self.arith(w, "addi", longest, one)
+        held = [w.dg_op("tape_alloc", [self.tape_value(w, env[v]), cap])
+                for v, t in zip(inits, info["snaps"]) if t is not None]
+        nd = len(d_init)
 
         def rows(w2, tapes, k):
             return [self.read_tape(w2, t, k, a) if t is not None else None for t, a in zip(tapes, carried_vals)]
@@ -195,14 +299,15 @@ class Checkpointing:
                 a2 = self.arith(w3, "muli", i, s2)
                 length2 = self.arith(w3, "minsi", s2, self.arith(w3, "subi", length, a2))
                 base = self.arith(w3, "addi", a, a2)
-                tapes, _ = self.replay_loop(w3, op, env, rows(w3, snaps2, i), base, length2, True)
-                d_res, f_res = self.countdown(w3, loc, length2, self.index(w3, 1), d_in2, free,
+                tapes, _ = self.replay_loop(w3, op, env, rows(w3, snaps2, i), base, length2, True, into=d_in2[nd:])
+                d_res, f_res = self.countdown(w3, loc, length2, self.index(w3, 1), d_in2[:nd], free,
                                               [inner2[v] for v in free], step_at(tapes, base))
                 inner2.update(zip(free, f_res))
-                return d_res
+                return d_res + [t for t in tapes if t is not None]
 
             d_res, f_res = self.countdown(w2, loc, m2, self.index(w2, 1), d_in, free, [inner[v] for v in free], piece)
             inner.update(zip(free, f_res))
             return d_res
 
-        return self.countdown(w, loc, info["m"], one, d_init, free, f_init, segment)
+        d_res, f_res = self.countdown(w, loc, info["m"], one, d_init + held, free, f_init, segment)
+        return d_res[:nd], f_res

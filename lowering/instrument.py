@@ -20,6 +20,8 @@ from dg.core.locations import in_gradient, loc_of, loc_row
 from dg.core.mlir import ir, operations_under
 from dg.core.types import is_float, parse_mlir_type
 
+from .checkpointing import CHUNKED_BODY
+
 _LEFT_ALONE = ("dg.constant", "dg.tap", "dg.check_finite", "dg.print", "dg.breakpoint", "dg.assert", "dg.check")
 
 
@@ -70,6 +72,15 @@ def shadow_taps(m) -> None:
         set_table(m, "dg.taps", taps)
 
 
+def _body_block(loop):
+    """The block holding a forward loop's body: a `while` loop's after its condition, or in a
+    chunked loop (lowering/checkpointing.py), the branch its mark names."""
+    for op in operations_under(loop.regions[-1].blocks[0]):
+        if CHUNKED_BODY in op.attributes:
+            return op.regions[0].blocks[0]
+    return loop.regions[-1].blocks[0]
+
+
 def _first_made(block):
     """The first dg op of a block that makes a value worth watching."""
     for op in block.operations:
@@ -107,7 +118,7 @@ def residual_taps(m) -> list:
                 place = loc_row(loc_of(op.location))
                 if op.name in ("scf.for", "scf.while") and not in_gradient(op.location) and str(place) not in places:
                     places.add(str(place))
-                    first = _first_made(op.regions[-1].blocks[0])  # a `while`: its body, after the condition
+                    first = _first_made(_body_block(op))
                     if first is not None:
                         steps[(first.name, str(first.location))] = place
                         firsts.add(first)

@@ -208,7 +208,9 @@ class Translation:
             self.loops -= 1
         elif name == "arith.constant":
             attr = op.attributes["value"]
-            if isinstance(attr, ir.IntegerAttr):
+            if isinstance(attr, ir.BoolAttr):
+                val = repr(ir.BoolAttr(attr).value)
+            elif isinstance(attr, ir.IntegerAttr):
                 val = repr(attr.value)
             elif isinstance(attr, ir.FloatAttr):
                 val = repr(attr.value)

@@ -136,7 +136,9 @@ def test_a_checkpointed_loop_keeps_its_slots_whatever_its_length(n):
     assert tape.recomputed == 2 * n  # taped by a second run, and recomputed once in the reverse sweep
     ck = dg.saved_residuals(dg.checkpoint(m.stepped, slots=8), wrt=1)(x, w, n)
     snaps, = _kept(ck, "snapshots")
-    assert snaps.rows == 8 and snaps.iterations == n and snaps.recomputed == 4 * n
+    # run once in chunks keeping snapshots; the reverse replays each segment, then each piece taped,
+    # and recomputes each iteration in its step
+    assert snaps.rows == 8 and snaps.iterations == n and snaps.recomputed == 3 * n
     assert all(row.rows <= 8 for row in ck if row.kind == "replay snapshots")
     assert all(row.rows <= 4 * n / 8 ** 2 + 1 for row in ck if row.kind == "replay tape")  # pieces of <= 4n/c^2
     assert ck.total_bytes < plain.total_bytes if n > 100 else True

@@ -23,36 +23,48 @@
 // CHECK: "dg.tape_push"(%[[THIN]]#0, %[[THIN]]#1, %[[X]])
 // CHECK: "dg.sin"(%[[X]])
 // CHECK: scf.yield
+// The pieces' tape: made once, with room for the longest piece (2s/4 iterations and the
+// final values), and carried through the reverse loops.
+// CHECK: arith.ceildivsi %{{.*}}, %{{.*}} : index
+// CHECK: %[[PIECES:.*]] = "dg.tape_alloc"(%arg0,
 // The reverse: segments from the last snapshot, of min(s, n - j*s) iterations.
-// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[FWD]]#2 step
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[FWD]]#2 step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %[[HELD:.*]] = %[[PIECES]])
 // CHECK: arith.minsi %[[FWD]]#3,
 // CHECK: "dg.tape_read"(%[[FWD]]#1,
 // CHECK: "dg.tape_alloc"(%{{.*}}, %{{.*}})
 // CHECK: scf.for {{.*}} -> (tensor<?xf64>, tensor<?x?xf64>, index, index) {
 // CHECK: "dg.getitem"({{.*}}) {spec = ["s:::2"]}
 // CHECK: "dg.sin"
-// Each piece: run taped in full (n + 1 rows), then the countdown reverse.
-// CHECK: scf.for
+// Each piece: run taped in full (n + 1 rows) into the pieces' tape, then the countdown reverse.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %[[HELD2:.*]] = %[[HELD]])
 // CHECK: "dg.tape_read"
-// CHECK: "dg.tape_alloc"
-// CHECK: scf.for {{.*}} -> (tensor<?xf64>, tensor<?x?xf64>) {
-// CHECK: "dg.tape_push"
+// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}, %[[T2:.*]] = %[[HELD2]]) -> (tensor<?xf64>, tensor<?x?xf64>) {
+// CHECK: "dg.tape_push"(%[[T2]],
 // CHECK: "dg.sin"
 // CHECK: scf.for
 // CHECK: "dg.tape_read"
 // CHECK: "dg.cos"
 
-// A `while` loop: counted first (an scf.while copies what it carries on every
-// iteration), then run as an scf.for that keeps the snapshots, the same way.
+// A `while` loop: run once, as an scf.while over chunks of s iterations (an scf.while
+// copies what it carries on every iteration, so the snapshots travel through it once
+// per chunk), each an scf.for that stops doing anything once the condition fails.
+// A snapshot is taken as each chunk starts.
 // CHECK-LABEL: func.func @until__vjp_0_ck4(
-// CHECK: %[[CNT:.*]]:2 = scf.while
-// CHECK: scf.condition
+// CHECK: %[[SN:.*]] = "dg.tape_alloc"(%arg0, %{{.*}})
+// CHECK: %[[LIVE:.*]] = arith.constant true
+// CHECK: %[[CH:.*]]:6 = scf.while ({{.*}}%[[GOING:.*]] = %[[LIVE]]) : (tensor<?xf64>, tensor<?x?xf64>, index, index, index, i1)
+// CHECK: scf.condition(%[[GOING]])
 // CHECK: } do {
-// CHECK: %[[N:.*]] = arith.subi %[[CNT]]#1,
-// CHECK: "dg.tape_alloc"(%arg0, %{{.*}})
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step
+// CHECK: %[[KEPT:.*]]:3 = scf.if
 // CHECK: "dg.getitem"({{.*}}) {spec = ["s:::2"]}
 // CHECK: "dg.concat"
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[KEPT]]#2 step %{{.*}} iter_args({{.*}}) -> (tensor<?xf64>, index, i1) {
+// CHECK: "dg.lt"
+// CHECK: scf.if %{{.*}} -> (tensor<?xf64>, index, i1) {
+// CHECK: "dg.mul"
+// CHECK: } {dg.loop_body}
+// The reverse goes over the m snapshots the chunks kept, for the n iterations they counted.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[CH]]#2 step
 module {
   func.func private @loop__checkpoint_4(tensor<?xf64>, tensor<i64>) -> tensor<f64> attributes {dg.kind = "checkpoint", dg.of = "loop", dg.slots = 4 : i64, dg.wrt = array<i64>}
   func.func private @loop__checkpoint_4__grad_0(tensor<?xf64>, tensor<i64>) -> tensor<?xf64> attributes {dg.kind = "grad", dg.of = "loop__checkpoint_4", dg.wrt = array<i64: 0>}
