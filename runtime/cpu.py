@@ -48,6 +48,7 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
 
 _SIZES_AND_STRIDES: dict = {}
+_SMALL_RESULT = 16 << 10  # bytes: results up to this size are copied out (see _adopter)
 
 # mallopt(3) parameters (glibc's malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -165,14 +166,41 @@ def _memref_copy(item, src, dst):
             np.copyto(_view(dst.contents, item), _view(src.contents, item))
             return
         except KeyboardInterrupt as e:
-            if getattr(_Runtime.local, "host_error", None) is None:
+            if _Runtime.local.host_error is None:
                 _Runtime.local.host_error = e
+
+
+def _stack_budget() -> int:
+    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has
+    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set). Worked out once
+    per thread: a thread's stack does not change size."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    limit = soft if 0 < soft < (1 << 40) else 0
+    if threading.current_thread() is threading.main_thread():
+        size = limit or 8 << 20
+    else:
+        size = threading.stack_size() or limit or 2 << 20
+    return min(size, 64 << 20) // 2
+
+
+class _ThreadState(threading.local):
+    """What each thread keeps for its calls: the programs being called (innermost last), the stack
+    budget (worked out once per thread: a thread's stack does not change size) and an exception a
+    callback raised while compiled frames were in the way."""
+
+    host_error = None
+
+    def __init__(self):
+        self.stack: list = []
+        self.budget = _stack_budget()
 
 
 class _Runtime:
     """The symbols compiled code calls back into; each call goes to the program being run."""
 
-    local = threading.local()
+    local = _ThreadState()
     symbols: dict = {}  # name -> address, complete once set
     keep: list = []
     lock = threading.Lock()
@@ -360,7 +388,7 @@ class CpuProgram:
         interpreter stops at the failure). An exception here (pdb quit, Ctrl-C) cannot pass
         through the compiled frames: it is kept, the call winds down, and `call` raises it."""
         state = self._state
-        if (state is not None and state[0]) or getattr(_Runtime.local, "host_error", None) is not None:
+        if (state is not None and state[0]) or _Runtime.local.host_error is not None:
             return
         kind, *payload = self.host_calls[hid]
         try:
@@ -389,35 +417,35 @@ class CpuProgram:
         return e
 
     def call(self, symbol: str, arrays: list):
-        e = self._function(symbol)
+        e = self._entry.get(symbol) or self._function(symbol)
         try:  # (another thread may take the last spare between a test and a pop)
             bufs = e.pool.pop()
         except IndexError:
             bufs = e.buffers()
         descs, res, argv = bufs
-        keep, words, inputs = [], [], set()
-        for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
-            try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
-                p = ctypes.addressof(ctypes.c_char.from_buffer(a))
-                if a.dtype != dt:
-                    raise TypeError
-            except (TypeError, ValueError, AttributeError):
-                try:
-                    a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-                except MemoryError:
-                    e.pool.append(bufs)
-                    raise ArgumentTooLarge(i, np.shape(a), dt) from None
-                p = _address(a)
-            keep.append(a)
-            inputs.add(p)
-            words += (p, p, 0)
-            words += _sizes_and_strides(a.shape)
-        e.in_struct.pack_into(descs, 0, *words)
+        keep = arrays
+        inputs = e.pack(arrays, descs)  # arrays that need nothing done: their addresses
+        if inputs is None:
+            keep, words, inputs = [], [], set()
+            for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
+                try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
+                    p = ctypes.addressof(ctypes.c_char.from_buffer(a))
+                    if a.dtype != dt:
+                        raise TypeError
+                except (TypeError, ValueError, AttributeError):
+                    try:
+                        a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+                    except MemoryError:
+                        e.pool.append(bufs)
+                        raise ArgumentTooLarge(i, np.shape(a), dt) from None
+                    p = _address(a)
+                keep.append(a)
+                inputs.add(p)
+                words += (p, p, 0)
+                words += _sizes_and_strides(a.shape)
+            e.in_struct.pack_into(descs, 0, *words)
         local = _Runtime.local
-        try:
-            stack, budget = local.stack, local.budget
-        except AttributeError:
-            stack, budget = local.stack, local.budget = [], _stack_budget()
+        stack, budget = local.stack, local.budget
         # One call of a program at a time: its shared state (core.abi.STATE: the first failed
         # check, the stack in use) belongs to that call. A call made from a callback inside it
         # (a breakpoint) nests: it saves the outer call's state and puts it back.
@@ -440,14 +468,14 @@ class CpuProgram:
                     if saved is not None:
                         state[:] = saved
         # (after a failed allocation the results were never written; what the call had allocated is lost)
-        out = None if no_memory else _adopt(e.out_struct.unpack_from(res), e.results, inputs)
+        out = None if no_memory else e.adopt(e.out_struct.unpack_from(res), inputs)
         e.pool.append(bufs)
         if self._interrupted.value and not stack:  # (the loops ended early: the results are not all there)
             raise KeyboardInterrupt
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  self.alloc_sites[no_memory - 1])
-        error = getattr(local, "host_error", None)
+        error = local.host_error
         if error is not None:
             local.host_error = None
             raise error
@@ -474,21 +502,6 @@ def _call_stack(frames: list) -> list:
     ring = MAX_FRAMES - INNER_FRAMES
     outer = [slots[INNER_FRAMES + (k - INNER_FRAMES) % ring] for k in range(n - ring, n)]
     return list(slots[:INNER_FRAMES]) + [-(n - MAX_FRAMES)] + outer
-
-
-def _stack_budget() -> int:
-    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has
-    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set). Worked out once
-    per thread: a thread's stack does not change size."""
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
-    limit = soft if 0 < soft < (1 << 40) else 0
-    if threading.current_thread() is threading.main_thread():
-        size = limit or 8 << 20
-    else:
-        size = threading.stack_size() or limit or 2 << 20
-    return min(size, 64 << 20) // 2
 
 
 def _address(a: np.ndarray) -> int:
@@ -521,6 +534,9 @@ class _Entry:
         self.in_struct = struct.Struct(f"<{self.in_words}q")
         self.out_struct = struct.Struct(f"<{self.out_words}q")
         self.pool: list = []
+        self.pack = _packer(dtypes, ranks, self.in_struct)
+        self.adopt = _adopter(self.results)
+
 
     def buffers(self) -> tuple:
         """(argument descriptors, results struct, the entry's argument pointers: the results
@@ -530,3 +546,73 @@ class _Entry:
         base = ctypes.addressof(descs)
         pointers = ([ctypes.addressof(res)] if self.results else []) + [base + o for o in self.offsets]
         return descs, res, (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+
+
+def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
+    """`pack(arrays, descs)`: the arguments' memref descriptors written into `descs`, and their
+    data addresses returned, when every array is of its dtype, C-contiguous, writable and not
+    empty (what the buffer protocol gives without a copy); else None, with nothing written, for
+    the general path. Written out for this signature (one line per argument, sizes and strides
+    as expressions of the shape): the cheapest Python a call can make."""
+    if any(r > 8 for r in ranks):
+        return lambda arrays, descs: None
+    names = [f"a{i}" for i in range(len(ranks))]
+    if not names:
+        return lambda arrays, descs: ()
+    lines = ["def pack(arrays, descs):", "    try:", f"        {''.join(n + ', ' for n in names)}= arrays"]
+    lines += [f"        p{i} = addressof(from_buffer({n}))" for i, n in enumerate(names)]
+    lines += ["    except (TypeError, ValueError, AttributeError):", "        return None"]
+    words = []
+    for i, (n, r) in enumerate(zip(names, ranks)):
+        lines.append(f"    if {n}.dtype is not d{i} and {n}.dtype != d{i}:")
+        lines.append("        return None")
+        if r:
+            lines.append(f"    s{i} = {n}.shape")
+        sizes = [f"s{i}[{k}]" for k in range(r)]
+        strides = ["*".join(sizes[k + 1:]) or "1" for k in range(r)]
+        words += [f"p{i}", f"p{i}", "0"] + sizes + strides
+    lines.append(f"    pack_into(descs, 0, {', '.join(words)})")
+    lines.append(f"    return ({''.join(f'p{i}, ' for i in range(len(ranks)))})")
+    scope = {"addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
+             "pack_into": in_struct.pack_into, **{f"d{i}": d for i, d in enumerate(dtypes)}}
+    exec(compile("\n".join(lines), f"<dg argument packing {len(ranks)}>", "exec"), scope)
+    return scope["pack"]
+
+
+def _adopter(outs: list):
+    """`adopt(words, inputs)`: `_adopt` for this result layout, written out for the usual case (every
+    result a dense buffer of its own, of rank 1 or more, that the call allocated), the general
+    `_adopt` otherwise. A large buffer becomes its array's memory; a small one (at most
+    `_SMALL_RESULT` bytes) is copied into a NumPy array and freed at once, which costs half as
+    much as an array on foreign memory (made, and later freed, through Python)."""
+    if not outs or any(not rank or rank > 8 for _, rank, _ in outs):
+        return lambda words, inputs: _adopt(words, outs, inputs)
+    lines, made, tests, allocs = ["def adopt(words, inputs):"], [], [], []
+    for i, (off, rank, dtype) in enumerate(outs):
+        sizes = [f"n{i}_{k}" for k in range(rank)]
+        strides = [f"t{i}_{k}" for k in range(rank)]
+        lines.append(f"    q{i}, b{i}, o{i}, {', '.join(sizes + strides)} = words[{off}:{off + 3 + 2 * rank}]")
+        dense = ["*".join(sizes[k + 1:]) or "1" for k in range(rank)]
+        tests += [f"q{i}", f"q{i} not in inputs"] + [f"q{i} != {q}" for q in allocs] + sizes
+        tests += [f"{t} == {d}" for t, d in zip(strides, dense)]
+        allocs.append(f"q{i}")
+    lines.append(f"    if not ({' and '.join(tests)}):")
+    lines.append("        return general(words, outs, inputs)")
+    for i, (off, rank, dtype) in enumerate(outs):
+        shape = f"({''.join(f'n{i}_{k}, ' for k in range(rank))})"
+        item = dtype.itemsize
+        view = "" if np.dtype(dtype.str) == dtype else f".view(d{i})"
+        lines += [f"    nb{i} = {'*'.join([f'n{i}_{k}' for k in range(rank)] + [str(item)])}",
+                  f"    if nb{i} <= SMALL:",
+                  f"        r{i} = empty({shape}, d{i})",
+                  f"        memmove(addressof(from_buffer(r{i})), b{i} + o{i} * {item}, nb{i})",
+                  f"        free(q{i})",
+                  "    else:",
+                  f"        r{i} = asarray(Memory(b{i} + o{i} * {item}, {shape}, '{dtype.str}', None, q{i})){view}"]
+        made.append(f"r{i}")
+    lines.append(f"    return [{', '.join(made)}]")
+    scope = {"asarray": np.asarray, "Memory": _Memory, "general": _adopt, "outs": outs, "empty": np.empty,
+             "memmove": ctypes.memmove, "addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
+             "free": _libc.free, "SMALL": _SMALL_RESULT, **{f"d{i}": d for i, (_, _, d) in enumerate(outs)}}
+    exec(compile("\n".join(lines), f"<dg result adoption {len(outs)}>", "exec"), scope)
+    return scope["adopt"]

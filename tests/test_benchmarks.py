@@ -51,3 +51,11 @@ def test_checkpoint_benchmark_runs(tmp_path):
     assert long["grad_over_forward"] > 0
     assert r["small"]["dg_taped"]["seconds"] > 0 and "dg_checkpointed_over_its_forward" in r["ratios"]
     assert out.read_text().startswith("{")
+
+
+def test_calls_benchmark_runs(tmp_path):
+    out = tmp_path / "calls.json"
+    r = _load("calls").main(["--calls", "50", "--repeats", "1", "--json", str(out)])
+    assert {"dg_one_array", "dg_scalar", "dg_nine_arrays", "numpy_one_array"} <= set(r["overhead_us"])
+    assert all(v > 0 for v in r["overhead_us"].values()) and len(r["products_ms"]) == 4
+    assert "dg_one_array_over_numpy_ufunc" in r["ratios"] and out.read_text().startswith("{")
