@@ -561,11 +561,10 @@ def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
         return lambda arrays, descs: ()
     lines = ["def pack(arrays, descs):", "    try:", f"        {''.join(n + ', ' for n in names)}= arrays"]
     lines += [f"        p{i} = addressof(from_buffer({n}))" for i, n in enumerate(names)]
+    lines += [f"        if {n}.dtype is not d{i} and {n}.dtype != d{i}:\n            return None" for i, n in enumerate(names)]
     lines += ["    except (TypeError, ValueError, AttributeError):", "        return None"]
     words = []
     for i, (n, r) in enumerate(zip(names, ranks)):
-        lines.append(f"    if {n}.dtype is not d{i} and {n}.dtype != d{i}:")
-        lines.append("        return None")
         if r:
             lines.append(f"    s{i} = {n}.shape")
         sizes = [f"s{i}[{k}]" for k in range(r)]

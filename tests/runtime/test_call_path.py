@@ -77,6 +77,7 @@ def test_arguments_the_written_out_packing_declines_take_the_general_path(m):
     assert pack([base], descs) == (base.ctypes.data,)
     assert pack([base[::2]], descs) is None  # not contiguous
     assert pack([base.astype(np.float64)], descs) is None  # another dtype
+    assert pack([bytearray(32)], descs) is None  # a writable buffer that is no array
     frozen = base.copy()
     frozen.setflags(write=False)
     assert pack([frozen], descs) is None  # read-only: the buffer protocol asks for writable memory
