@@ -18,11 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import dg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu import _peers  # noqa: E402  (the peers as the CPU benchmark imports them)
 
 SRC = """
 def one_array(x: f32[?]) -> f32[?]:
@@ -65,21 +70,6 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def peers() -> dict:
-    out = {}
-    try:
-        import torch
-        out["torch"] = torch
-    except ImportError:
-        pass
-    try:
-        import jax
-        out["jax"] = jax
-    except ImportError:
-        pass
-    return out
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20000)
@@ -95,7 +85,7 @@ def main(argv=None) -> dict:
     r["dg_scalar"] = per_call_us(lambda: m.scalar(x), args.calls, args.repeats)
     r["dg_nine_arrays"] = per_call_us(lambda: m.nine_arrays(*nine), args.calls, args.repeats)
     r["numpy_one_array"] = per_call_us(lambda: np.add(x, 1.0), args.calls, args.repeats)
-    p = peers()
+    p = _peers()
     if "torch" in p:
         tx = p["torch"].from_numpy(x)
         r["torch_eager_one_array"] = per_call_us(lambda: tx + 1.0, args.calls, args.repeats)

@@ -600,11 +600,13 @@ def _adopter(outs: list):
     for i, (off, rank, dtype) in enumerate(outs):
         shape = f"({''.join(f'n{i}_{k}, ' for k in range(rank))})"
         item = dtype.itemsize
-        view = "" if np.dtype(dtype.str) == dtype else f".view(d{i})"
+        raw = np.dtype(dtype.str) != dtype  # bf16: NumPy knows it as raw bytes ('<V2'), which is what buffers take
+        view = f".view(d{i})" if raw else ""
         lines += [f"    nb{i} = {'*'.join([f'n{i}_{k}' for k in range(rank)] + [str(item)])}",
                   f"    if nb{i} <= SMALL:",
-                  f"        r{i} = empty({shape}, d{i})",
+                  f"        r{i} = empty({shape}, '{dtype.str}')",
                   f"        memmove(addressof(from_buffer(r{i})), b{i} + o{i} * {item}, nb{i})",
+                  *([f"        r{i} = r{i}{view}"] if raw else []),
                   f"        free(q{i})",
                   "    else:",
                   f"        r{i} = asarray(Memory(b{i} + o{i} * {item}, {shape}, '{dtype.str}', None, q{i})){view}"]

@@ -90,3 +90,15 @@ def test_scalar_results_and_two_dimensional_arguments(m):
     assert m.first(x) == 5.0 and isinstance(m.first(x), np.float64)
     assert m.first(np.asfortranarray(x)) == 5.0
     assert m.first(x[1:]) == 9.0
+
+
+@pytest.mark.parametrize("n", [4, 10_000])
+def test_bf16_results_small_and_large(n):
+    import ml_dtypes
+
+    m = dg.loads("def half(x: bf16[?]) -> bf16[?]:\n    return x * 0.5\n", mode="compiled", filename="bf.dg")
+    x = np.arange(n).astype(ml_dtypes.bfloat16)
+    r = m.half(x)
+    assert r.dtype == ml_dtypes.bfloat16 and r.shape == (n,) and r.flags.writeable
+    np.testing.assert_array_equal(r.astype(np.float32), (x.astype(np.float32) * 0.5).astype(ml_dtypes.bfloat16)
+                                  .astype(np.float32))
