@@ -13,7 +13,8 @@ For each: the first call in a fresh module with an empty disk cache ("cold"), sp
 emission, autodiff (with the verifier), inlining, the other MLIR passes and LLVM
 (`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
 disk cache ("cached"); the size of the program (dg ops emitted, and after autodiff); and the
-cold time per emitted op. JAX: the first call of `jax.jit` of the same computation, where JAX
+cold time per emitted op. For the named programs, the tiered start too (DG_TIERED=1): how long
+the first call waits while a worker process compiles, and when compiled code takes over. JAX: the first call of `jax.jit` of the same computation, where JAX
 can express it (its `while_loop` has no reverse mode: the `order` family has no JAX figure;
 loops are `fori_loop`s, the tree is unrolled by tracing).
 `python benchmarks/compile.py [--quick] [--families depth,order] [--json out.json]`
@@ -62,8 +63,35 @@ def _stages(times: dict, emission: float) -> dict:
     return {"emission": emission, "autodiff": autodiff, "inlining": inlining, "mlir_passes": mlir, "llvm": llvm}
 
 
-def measure_dg(load, name: str, args) -> dict:
-    """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time)."""
+def measure_tiered(load, name: str, args) -> dict:
+    """With DG_TIERED=1 and an empty disk cache: how long the first call of `load().name(*args)`
+    waits (the interpreter runs it while a worker process compiles), and when compiled code
+    takes over (from the first call's start, calls made meanwhile)."""
+    old = os.environ.get("DG_TIERED")
+    os.environ["DG_TIERED"] = "1"
+    try:
+        with tempfile.TemporaryDirectory() as d, cache_dir(d):
+            fn = getattr(load(), name)
+            t0 = time.perf_counter()
+            fn(*args)
+            first = time.perf_counter() - t0
+            calls = 1
+            while type(fn._last.runner).__name__ == "Tiered" and not fn._last.runner.ready():
+                fn(*args)
+                calls += 1
+            fn(*args)  # (the first compiled call)
+            took_over = time.perf_counter() - t0
+    finally:
+        if old is None:
+            os.environ.pop("DG_TIERED", None)
+        else:
+            os.environ["DG_TIERED"] = old
+    return {"tiered_first_call_s": first, "tiered_compiled_after_s": took_over, "tiered_interpreted_calls": calls}
+
+
+def measure_dg(load, name: str, args, tiered: bool = False) -> dict:
+    """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time); with
+    `tiered`, the tiered start's too (measure_tiered)."""
     with tempfile.TemporaryDirectory() as d, cache_dir(d):
         fn = getattr(load(), name)
         with pipeline.pass_times() as times:
@@ -78,8 +106,9 @@ def measure_dg(load, name: str, args) -> dict:
         t = time.perf_counter()
         fn2(*args)
         cached = time.perf_counter() - t
-    return {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "passes_s": dict(times), "dg_ops": ops,
-            "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1)}
+    out = {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "passes_s": dict(times), "dg_ops": ops,
+           "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1)}
+    return dict(out, **measure_tiered(load, name, args)) if tiered else out
 
 
 def measure_jax(make):
@@ -207,11 +236,11 @@ def jax_gpt(jax, params, idx, tgt, n_head=4):
 GPT_GRAD = "\ndef loss_grad(p, idx: i64[B, T], targets: i64[B, T]):\n    return grad(loss)(p, idx, targets)\n"
 
 
-def layers_measure(layers: int) -> dict:
+def layers_measure(layers: int, tiered: bool = False) -> dict:
     src = (ROOT / "samples" / "gpt.dg").read_text() + GPT_GRAD
     params, idx, tgt = gpt_setup(layers)
     out = measure_dg(lambda: dg.loads(src, mode="compiled", filename=str(ROOT / "samples" / "gpt_grad.dg")),
-                     "loss_grad", (params, idx, tgt))
+                     "loss_grad", (params, idx, tgt), tiered)
     out["jax_first_call_s"] = measure_jax(lambda jax: jax_gpt(jax, params, idx, tgt))
     return out
 
@@ -284,7 +313,7 @@ def mlp_measure() -> dict:
     x = rng.standard_normal((64, 784)).astype(np.float32)
     y = rng.integers(0, 10, 64).astype(np.int64)
     out = measure_dg(lambda: dg.loads(cpu.SRC, mode="compiled", filename="bench.dg"), "mlp_step",
-                     (*params, x, y, np.float32(0.01)))
+                     (*params, x, y, np.float32(0.01)), tiered=True)
 
     def jax_step(jax):
         jnp = jax.numpy
@@ -348,10 +377,10 @@ def main(argv=None) -> dict:
         p, words, left, right = tree_setup()
         progs = {
             "mlp_step": mlp_measure,
-            "gpt2_loss_grad": lambda: layers_measure(2),
+            "gpt2_loss_grad": lambda: layers_measure(2, tiered=True),
             "tree_lstm_grad": lambda: dict(
                 measure_dg(lambda: dg.loads(TREE_SRC, mode="compiled", filename="tree.dg"), "tree_grad",
-                           (p, words, left, right)),
+                           (p, words, left, right), tiered=True),
                 jax_first_call_s=measure_jax(lambda jax: jax_tree(jax, p, words, left, right))),
         }
         for name, run in progs.items():
@@ -360,6 +389,10 @@ def main(argv=None) -> dict:
             print(f"  {name:15s} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
                   + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
                   + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
+            print(f"  {'':15s} tiered (DG_TIERED=1): first call {r['tiered_first_call_s']:.3f} s"
+                  + (f" (dg/jax {r['tiered_first_call_s'] / j:.2f}x)" if j else "")
+                  + f", compiled code from {r['tiered_compiled_after_s']:.3f} s on "
+                  f"({r['tiered_interpreted_calls']} calls interpreted)", flush=True)
     out["median_cached_s"] = statistics.median(
         r["cached_s"] for f in out["families"].values() for r in f["members"].values())
     if args.json:

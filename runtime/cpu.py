@@ -367,14 +367,31 @@ class CpuProgram:
         from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
         there."""
         t0 = time.perf_counter()
-        k = cache.key(text, pipeline.identity() + f"|entry={entry}")
-        hit = cache.load(k)
-        if hit is not None:
-            program = cls(*hit, from_cache=True)
-            compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s")
+        program = cls.cached(text, entry)
+        if program is not None:
             return program
         meta, blob = compile_object(module or parse(text), entry)
-        cache.store(k, meta, blob)
+        return cls.stored(text, entry, meta, blob, t0)
+
+    @staticmethod
+    def cache_key(text: str, entry: str | None) -> str:
+        return cache.key(text, pipeline.identity() + f"|entry={entry}")
+
+    @classmethod
+    def cached(cls, text: str, entry: str | None = None) -> "CpuProgram | None":
+        """The program for this IR from the disk cache, or None."""
+        t0 = time.perf_counter()
+        hit = cache.load(cls.cache_key(text, entry))
+        if hit is None:
+            return None
+        program = cls(*hit, from_cache=True)
+        compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s")
+        return program
+
+    @classmethod
+    def stored(cls, text: str, entry: str | None, meta: dict, blob: bytes, t0: float) -> "CpuProgram":
+        """The program for compiled code (compile_object's), kept in the disk cache."""
+        cache.store(cls.cache_key(text, entry), meta, blob)
         program = cls(meta, blob, from_cache=False)
         took = meta["seconds"]
         compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "

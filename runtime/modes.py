@@ -14,7 +14,7 @@ from dg.dialects.dialect import asm, parse
 from dg.lowering import gpu, instrument, pipeline
 from dg.lowering.autodiff import needs_autodiff
 
-from . import interp
+from . import interp, tiered
 from .cpu import CpuProgram
 from .cuda import require_driver
 from .shadow import Shadow
@@ -67,11 +67,13 @@ def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
         comp.runner = Shadow(instrumented(comp, numerics, taps=True), comp.symbol)
         return
     if mode == "compiled" and device == "cpu":
-        if numerics:
-            m = instrumented(comp, numerics)
-            comp.runner = CpuProgram.build(asm(m), m, comp.symbol)
-        else:
-            comp.runner = CpuProgram.build(grad_text(comp), comp.stages.get("grad"), comp.symbol)
+        m = instrumented(comp, numerics) if numerics else comp.stages.get("grad")
+        text = asm(m) if numerics else grad_text(comp)
+        if tiered.enabled():  # the interpreter runs the first calls while a worker compiles
+            comp.runner = CpuProgram.cached(text, comp.symbol) or \
+                tiered.Tiered(comp, text, comp.symbol, m if m is not None else instrumented(comp, False))
+            return
+        comp.runner = CpuProgram.build(text, m, comp.symbol)
         return
     if mode == "compiled" and device == "cuda":
         require_driver()  # a located reason when there is no GPU, driver or cuda-python
