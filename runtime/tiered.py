@@ -26,14 +26,13 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 
 from dg.dialects.dialect import parse
 
 from . import compile_log, interp
 from .cpu import CpuProgram, compile_object
 
-_WORKERS: "weakref.WeakSet[Tiered]" = weakref.WeakSet()
+_WORKERS: set = set()  # the Tiered runners whose worker may still run (stopped at exit)
 
 
 def enabled() -> bool:
@@ -87,6 +86,7 @@ class Tiered:
         return interp.run(self.interp, symbol, arrays)
 
     def _finish(self) -> CpuProgram:
+        _WORKERS.discard(self)
         meta = blob = None
         if self.worker is not None and self.worker.returncode == 0:
             try:
@@ -112,6 +112,7 @@ class Tiered:
 
     def stop(self) -> None:
         """The worker stopped and its folder removed (at exit, when compiled code is not needed)."""
+        _WORKERS.discard(self)
         if self.worker is not None and self.worker.poll() is None:
             self.worker.kill()
             self.worker.wait()
