@@ -131,7 +131,7 @@ class Checkpointing:
         taped = [i for i in range(len(inits)) if i not in skip]
         snaps = self.new_snapshots(w, [inits[i] for i in taped])
         zero, one = self.index(w, 0), self.index(w, 1)
-        live = w.op("arith.constant", [], ["i1"], {"value": "1 : i1"})[0]
+        live, stopped = (w.op("arith.constant", [], ["i1"], {"value": f"{b} : i1"})[0] for b in (1, 0))
         types = [v.type for v in inits]
         outer_t = types + [t.type for t in snaps] + ["index", "index", "index", "i1"]
 
@@ -155,8 +155,7 @@ class Checkpointing:
                 w4.op("scf.yield", [e[o] for o in t.operands] + [self.arith(w4, "addi", k, one), live], [])
 
             def stop(w4):
-                no = w4.op("arith.constant", [], ["i1"], {"value": "0 : i1"})[0]
-                w4.op("scf.yield", carried + [k, no], [])
+                w4.op("scf.yield", carried + [k, stopped], [])
 
             r = w3.op("scf.if", [e[cond_t.operands[0]]], types + ["index", "i1"], {CHUNKED_BODY: "unit"},
                       regions=[run_body, stop])

@@ -554,7 +554,6 @@ class _Entry:
         self.pack = _packer(dtypes, ranks, self.in_struct)
         self.adopt = _adopter(self.results)
 
-
     def buffers(self) -> tuple:
         """(argument descriptors, results struct, the entry's argument pointers: the results
         struct's, if any, then each argument descriptor's)."""
@@ -563,6 +562,12 @@ class _Entry:
         base = ctypes.addressof(descs)
         pointers = ([ctypes.addressof(res)] if self.results else []) + [base + o for o in self.offsets]
         return descs, res, (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+
+
+def _dense_strides(sizes: list) -> list:
+    """The row-major strides (in elements) of a shape given as expressions, as expressions: what
+    `_sizes_and_strides` computes, for the code `_packer` and `_adopter` write."""
+    return ["*".join(sizes[k + 1:]) or "1" for k in range(len(sizes))]
 
 
 def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
@@ -585,8 +590,7 @@ def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
         if r:
             lines.append(f"    s{i} = {n}.shape")
         sizes = [f"s{i}[{k}]" for k in range(r)]
-        strides = ["*".join(sizes[k + 1:]) or "1" for k in range(r)]
-        words += [f"p{i}", f"p{i}", "0"] + sizes + strides
+        words += [f"p{i}", f"p{i}", "0"] + sizes + _dense_strides(sizes)
     lines.append(f"    pack_into(descs, 0, {', '.join(words)})")
     lines.append(f"    return ({''.join(f'p{i}, ' for i in range(len(ranks)))})")
     scope = {"addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
@@ -608,9 +612,8 @@ def _adopter(outs: list):
         sizes = [f"n{i}_{k}" for k in range(rank)]
         strides = [f"t{i}_{k}" for k in range(rank)]
         lines.append(f"    q{i}, b{i}, o{i}, {', '.join(sizes + strides)} = words[{off}:{off + 3 + 2 * rank}]")
-        dense = ["*".join(sizes[k + 1:]) or "1" for k in range(rank)]
         tests += [f"q{i}", f"q{i} not in inputs"] + [f"q{i} != {q}" for q in allocs] + sizes
-        tests += [f"{t} == {d}" for t, d in zip(strides, dense)]
+        tests += [f"{t} == {d}" for t, d in zip(strides, _dense_strides(sizes))]
         allocs.append(f"q{i}")
     lines.append(f"    if not ({' and '.join(tests)}):")
     lines.append("        return general(words, outs, inputs)")
@@ -618,18 +621,17 @@ def _adopter(outs: list):
         shape = f"({''.join(f'n{i}_{k}, ' for k in range(rank))})"
         item = dtype.itemsize
         raw = np.dtype(dtype.str) != dtype  # bf16: NumPy knows it as raw bytes ('<V2'), which is what buffers take
-        view = f".view(d{i})" if raw else ""
         lines += [f"    nb{i} = {'*'.join([f'n{i}_{k}' for k in range(rank)] + [str(item)])}",
                   f"    if nb{i} <= SMALL:",
                   f"        r{i} = empty({shape}, '{dtype.str}')",
                   f"        memmove(addressof(from_buffer(r{i})), b{i} + o{i} * {item}, nb{i})",
-                  *([f"        r{i} = r{i}{view}"] if raw else []),
+                  *([f"        r{i} = r{i}.view(d{i})"] if raw else []),
                   f"        free(q{i})",
                   "    else:",
-                  f"        r{i} = asarray(Memory(b{i} + o{i} * {item}, {shape}, '{dtype.str}', None, q{i})){view}"]
+                  f"        r{i} = array(b{i} + o{i} * {item}, {shape}, d{i}, owned=q{i})"]
         made.append(f"r{i}")
     lines.append(f"    return [{', '.join(made)}]")
-    scope = {"asarray": np.asarray, "Memory": _Memory, "general": _adopt, "outs": outs, "empty": np.empty,
+    scope = {"array": _array, "general": _adopt, "outs": outs, "empty": np.empty,
              "memmove": ctypes.memmove, "addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
              "free": _libc.free, "SMALL": _SMALL_RESULT, **{f"d{i}": d for i, (_, _, d) in enumerate(outs)}}
     exec(compile("\n".join(lines), f"<dg result adoption {len(outs)}>", "exec"), scope)

@@ -71,7 +71,7 @@ def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
         text = asm(m) if numerics else grad_text(comp)
         if tiered.enabled():  # the interpreter runs the first calls while a worker compiles
             comp.runner = CpuProgram.cached(text, comp.symbol) or \
-                tiered.Tiered(comp, text, comp.symbol, m if m is not None else instrumented(comp, False))
+                tiered.Tiered(comp, text, comp.symbol, m if m is not None else stage_module(comp, "grad"))
             return
         comp.runner = CpuProgram.build(text, m, comp.symbol)
         return

@@ -81,7 +81,7 @@ class Tiered:
         return self.program
 
     def call(self, symbol: str, arrays: list):
-        if self.program is not None or self.ready():
+        if self.ready():
             return self.program.call(symbol, arrays)
         return interp.run(self.interp, symbol, arrays)
 
