@@ -10,6 +10,7 @@ import types
 try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
     from mlir.dialects import arith, func, irdl, scf  # type: ignore
+    from mlir.dialects import gpu as gpu_dialect  # type: ignore
     from mlir.dialects import llvm as llvm_dialect  # type: ignore
     from mlir.dialects.ext import Pure  # type: ignore
     from mlir.execution_engine import ExecutionEngine  # type: ignore
@@ -18,6 +19,7 @@ try:  # pragma: no cover - depends on what is installed
 except ImportError:
     from torch_mlir import ir, passmanager  # type: ignore
     from torch_mlir.dialects import arith, func, irdl, scf  # type: ignore
+    from torch_mlir.dialects import gpu as gpu_dialect  # type: ignore
     from torch_mlir.dialects import llvm as llvm_dialect  # type: ignore
     from torch_mlir.dialects.ext import Pure  # type: ignore
     from torch_mlir.execution_engine import ExecutionEngine  # type: ignore
@@ -139,7 +141,7 @@ def create(name: str, results=(), operands=(), regions: int = 0, **attributes):
                                attributes=attributes)
 
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
            "LLVM_OPTIONS", "set_llvm_options",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
            "static_elements", "user", "create"]

@@ -2,9 +2,11 @@
 
 Expects: a module at the `bufferized` stage (lowering.pipeline).
 Guarantees:
-- the `gpu` stage (`gpu-matmuls`, then `to-kernels`: TO_KERNELS) is the
-  module with its matmuls as shared-memory tiled kernels (`gpu_matmul`) and
-  its other parallel loops tiled, mapped to blocks and threads and outlined
+- the `gpu` stage (`cublas-matmuls`, `gpu-matmuls`, then `to-parallel-loops`,
+  `flatten-parallel-loops` and `to-kernels`: TO_KERNELS) is the module with
+  its matmuls as calls of cuBLAS where the executor has it, else
+  shared-memory tiled kernels (`gpu_matmul`), and its other parallel loops
+  flattened (`gpu_loops`), tiled, mapped to blocks and threads and outlined
   as `gpu.func` kernels (`gpu.module`s) launched by `gpu.launch_func` from
   host code; the sequential control flow (`scf.for`/`while`/`if`, calls)
   stays on the host.
@@ -22,19 +24,26 @@ import os
 import re
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
+
 from dg.core.errors import DgError
 from dg.core.mlir import ir, llvm_dialect, operations_under, passmanager
 
+from . import gpu_loops
+
 ARCHS = ("sm_80", "sm_90")
 DEFAULT_ARCH = "sm_90"
-BLOCK = (16, 16)  # threads per block along the first two parallel dims
+REDUCTION_PARTS = 4096  # the most parts a reduction along a leading axis is split in (one thread each)
 
-# Bufferized IR -> kernels: parallel loops are tiled (fixed-size inner loops with a guard,
-# so block sizes are constants), the outer loops become blocks, the inner ones threads, the
-# innermost (contiguous) dimension on x so that a warp's accesses are coalesced.
+# Bufferized IR -> kernels: linalg ops become loops (TO_PARALLEL_LOOPS), the parallel ones
+# flattened to (rows, WARP-wide columns) (`gpu_loops`); then (TO_KERNELS) they are tiled
+# (fixed-size inner loops with a guard, so block sizes are constants), the outer loops become
+# blocks, the inner ones threads, the columns on x so that a warp's accesses are coalesced.
+TO_PARALLEL_LOOPS = "builtin.module(func.func(convert-linalg-to-parallel-loops))"
+BLOCK = (gpu_loops.ROWS, gpu_loops.WARP)  # threads per block along y and x
 TO_KERNELS = (
     "builtin.module("
-    "func.func(convert-linalg-to-parallel-loops),"
     f"func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={','.join(map(str, BLOCK))} no-min-max-bounds=true}}),"
     "func.func(gpu-map-parallel-loops{mapping-policy=innermost-first}), func.func(convert-parallel-loops-to-gpu),"
     "lower-affine, convert-math-to-funcs, gpu-kernel-outlining, canonicalize, cse)"
@@ -71,7 +80,55 @@ def kernels_llvm(gpu_module) -> str:
                        if not o.name.startswith(("llvm.", "nvvm.", "builtin."))})
         if left:  # translation would crash on these rather than fail
             raise RuntimeError(f"GPU kernels kept ops with no NVVM lowering: {', '.join(left)}\n{dev}")
-        return _device_failures(str(llvm_dialect.translate_module_to_llvmir(dev.operation)))
+        return _device_failures(portable_floats(str(llvm_dialect.translate_module_to_llvmir(dev.operation))))
+
+
+# Float literals as the LLVM of MLIR's bindings prints them (`f0x3F800000`, `-inf`, a shortest
+# decimal such as `1.000100e+00` for a float that is not exactly 1.0001) and as an older LLVM's
+# parser (llvmlite's) reads them: `0x` and the 16 hex digits of the value as a double (for half
+# and bfloat, `0xH`/`0xR` and their own bits). The type is the last floating-point type named
+# before the literal on its line (the operand type of an instruction, or of a constant).
+_FLOAT_TYPES = {"half": (np.float16, 16), "bfloat": (None, 16), "float": (np.float32, 32), "double": (np.float64, 64)}
+_LITERAL = re.compile(r"(?<![\w%@.$])(?:f0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)\b|[-+]?\d+\.\d+(?:[eE][-+]?\d+)?)")
+_TYPE = re.compile(r"\b(half|bfloat|float|double)\b")
+
+
+def portable_floats(text: str) -> str:
+    """The LLVM IR text with its float literals in the form every LLVM reads (see above)."""
+    if not _LITERAL.search(text):
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith(("define", "declare", ";", "!", "attributes", "source_filename", "target")) or \
+                not _TYPE.search(line):
+            out.append(line)
+            continue
+        out.append(_LITERAL.sub(lambda m: _old_literal(m, line), line))
+    return "".join(out)
+
+
+def _old_literal(m, line: str) -> str:
+    types = _TYPE.findall(line[:m.start()])
+    if not types:
+        return m.group(0)
+    kind = types[-1]
+    token = m.group(0)
+    if token.startswith("f0x"):
+        bits = int(token[3:], 16)
+        width = _FLOAT_TYPES[kind][1]
+        if kind == "bfloat":
+            return f"0xR{bits:04X}"
+        if kind == "half":
+            return f"0xH{bits:04X}"
+        value = np.array(bits, np.uint32 if width == 32 else np.uint64).view(np.float32 if width == 32 else np.float64)
+    else:
+        value = float(token)
+    if kind == "bfloat":
+        return f"0xR{int(np.array(value, ml_dtypes.bfloat16).view(np.uint16)):04X}"
+    if kind == "half":
+        return f"0xH{int(np.array(value, np.float16).view(np.uint16)):04X}"
+    exact = np.float32(value) if kind == "float" else np.float64(value)  # (a float literal names a float)
+    return f"0x{int(np.array(np.float64(exact)).view(np.uint64)):016X}"
 
 
 FAIL_FLAG = "dg_failed"
@@ -79,23 +136,32 @@ _FAIL_DECL = re.compile(r"^declare void @(_mlir_ciface_dg_rt_fail|dg_rt_fail)\(i
 
 
 def _device_failures(text: str) -> str:
-    """A failed check inside a kernel records its id (plus one) in the device global `dg_failed`;
-    the first failure wins. The host reads it after the launch, as the CPU's dg_rt_fail is read.
-    (The values a check reports are not kept on the device.)"""
+    """A failed check inside a kernel records its id (plus one) in word 0 of the device global
+    `dg_failed` and the two values it reports in words 1 and 2; the first failure wins. The host
+    reads it after the call, as the CPU's dg_rt_fail is read."""
     if not _FAIL_DECL.search(text):
         return text
-    body = (f"@{FAIL_FLAG} = addrspace(1) externally_initialized global i64 0, align 8\n"
+    body = (f"@{FAIL_FLAG} = addrspace(1) externally_initialized global [3 x i64] zeroinitializer, align 8\n"
             "define void @\\1(i64 %id, i64 %a, i64 %b) {\n"
             "  %v = add i64 %id, 1\n"
             f"  %p = addrspacecast ptr addrspace(1) @{FAIL_FLAG} to ptr\n"
             "  %r = cmpxchg ptr %p, i64 0, i64 %v monotonic monotonic\n"
+            "  %won = extractvalue { i64, i1 } %r, 1\n"
+            "  br i1 %won, label %keep, label %done\n"
+            "keep:\n"
+            "  %pa = getelementptr i64, ptr %p, i64 1\n"
+            "  store volatile i64 %a, ptr %pa\n"
+            "  %pb = getelementptr i64, ptr %p, i64 2\n"
+            "  store volatile i64 %b, ptr %pb\n"
+            "  br label %done\n"
+            "done:\n"
             "  ret void\n"
             "}")
     text = _FAIL_DECL.sub(body, text, count=1)
     return _FAIL_DECL.sub("", text)
 
 
-def _find(pattern: str) -> str | None:
+def find_file(pattern: str) -> str | None:
     """A file of the CUDA wheels (the `nvidia` namespace package) or a CUDA toolkit."""
     roots = []
     try:
@@ -116,7 +182,7 @@ def _find(pattern: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def libdevice_path() -> str | None:
     """libdevice.10.bc: DG_LIBDEVICE, else the nvidia-nvvm wheel or a CUDA toolkit."""
-    return os.environ.get("DG_LIBDEVICE") or _find("libdevice.10.bc")
+    return os.environ.get("DG_LIBDEVICE") or find_file("libdevice.10.bc")
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,7 +190,7 @@ def ptxas_path() -> str | None:
     """ptxas: the nvidia-cuda-nvcc wheel, a CUDA toolkit, or PATH."""
     import shutil
 
-    return _find("ptxas") or shutil.which("ptxas")
+    return find_file("ptxas") or shutil.which("ptxas")
 
 
 def _nvptx():

@@ -15,9 +15,17 @@ C (+)= A @ B for operands of any strides:
 Transposed operands are passed as views (the copy that bufferization made
 is dropped, as for BLAS on the CPU), and a zero fill right before the
 matmul is folded into the kernel, which then stores instead of adding.
+
+Before it, `route_to_cublas(module)` (the `cublas-matmuls` pass) makes each
+product a call of lowering.blas's helper on cuBLAS (row-major operands read
+as cuBLAS's column-major transposes, through the CUDA executor's table,
+`lowering.cuda_host`); the helper's fallback, for a table without cuBLAS or
+a layout cuBLAS cannot take, is the `linalg.matmul` that `route_matmuls`
+then makes the tiled kernel.
 """
 from __future__ import annotations
 
+from . import blas, cuda_host
 from .blas import _ELTS, _memref, replace_matmuls
 
 TILE = 64  # rows and columns of C per block
@@ -118,3 +126,44 @@ def route_matmuls(module) -> int:
     """Replace the f32/f64 `linalg.matmul`s of a bufferized module by the tiled kernel; how many."""
     return replace_matmuls(module, {(elt, o): (helper_name(elt, o), helper_text(elt, o), "")
                                     for elt in _ELTS for o in (False, True)})
+
+
+def cublas_helper_name(elt: str, overwrite: bool) -> str:
+    return f"dg_cublas_gemm_{elt}" + ("_new" if overwrite else "")
+
+
+def cublas_helper_text(elt: str, overwrite: bool) -> tuple[str, str]:
+    """(`@dg_cublas_gemm_<elt>(A, B, C)`, its declarations): lowering.blas's helper (the operands'
+    layouts read at run time, transposed operands as views, sizes that fit 32 bits) calling
+    cuBLAS through the executor's table (`lowering.cuda_host.GEMM`), when the table has it; else,
+    and for layouts cuBLAS cannot take, the `linalg.matmul` that `route_matmuls` then makes the
+    tiled kernel."""
+    t = _ELTS[elt]
+    fn, decl = blas.helper_text(elt, "i32", overwrite)
+    fn = fn.replace(f"@{blas.helper_name(elt, overwrite)}(", f"@{cublas_helper_name(elt, overwrite)}(")
+    fn = fn.replace(f"@dg_blas_{t}gemm(", f"@{cuda_host.GEMM}{t}(")
+    decl = decl.replace(f"@dg_blas_{t}gemm(", f"@{cuda_host.GEMM}{t}(")
+    slot = cuda_host.SGEMM if t == "s" else cuda_host.DGEMM
+    have = "\n  ".join([
+        f"%tbl = memref.get_global @{cuda_host.TABLE} : {cuda_host.TABLE_TYPE}",
+        f"%slot = arith.constant {slot} : index",
+        f"%fp = memref.load %tbl[%slot] : {cuda_host.TABLE_TYPE}",
+        "%nofp = arith.constant 0 : i64",
+        "%have = arith.cmpi ne, %fp, %nofp : i64",
+        "%use = arith.andi %blas, %have : i1",
+        "scf.if %use {"])
+    assert "scf.if %blas {" in fn
+    fn = fn.replace("scf.if %blas {", have, 1)
+    table = f"memref.global @{cuda_host.TABLE} : {cuda_host.TABLE_TYPE} = dense<0>\n"
+    return fn, table + decl
+
+
+def route_to_cublas(module) -> int:
+    """Replace the f32/f64 `linalg.matmul`s (and batched ones) of a bufferized module by calls to
+    the cuBLAS helper; how many."""
+    texts = {}
+    for elt in _ELTS:
+        for overwrite in (False, True):
+            fn, decl = cublas_helper_text(elt, overwrite)
+            texts[elt, overwrite] = (cublas_helper_name(elt, overwrite), fn, decl)
+    return replace_matmuls(module, texts)

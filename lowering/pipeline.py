@@ -3,12 +3,16 @@
     dg ─autodiff─▶ grad ─canonicalize, cse─▶ opt
                     ├─ CPU: to-linalg ─▶ linalg ─only-entry … bufferize─▶ bufferized
                     │                      ─link-names … to-llvm, guard-allocations─▶ llvm
-                    └─ GPU: to-linalg{target=cuda}, only-entry … bufferize, gpu-matmuls, to-kernels
+                    └─ GPU: to-linalg{target=cuda}, only-entry … bufferize, split-leading-reductions,
+                              cublas-matmuls, gpu-matmuls, to-parallel-loops, flatten-parallel-loops, to-kernels
                                                    ─▶ gpu ─(NVVM, llvmlite)─▶ ptx
+                                                          └─ wait-for-kernels, launches-to-calls …
+                                                             to-llvm, cuda-runtime─▶ cuda (host)
 
 A stage is a point of the pipeline whose IR `.ir(stage)` and `dg ir --stage` show: its parent
 stage's IR after its passes (`STAGES`). The executors run the same list: the interpreter the
-`grad` stage, the CPU executor up to `llvm` (then LLVM's code generation), PTX from `gpu`.
+`grad` stage, the CPU executor up to `llvm` (then LLVM's code generation), the CUDA executor
+PTX from `gpu` and its host code from `cuda`.
 Every pass is named once, in `PASSES`, and `dg opt --passes NAME,…` runs any of them on textual
 IR, MLIR's own passes (`canonicalize`, `cse`, …) by their names; a pass takes a parsed module
 (and the options its name carries, `only-entry{entry=f}`) and gives the module back, changed in
@@ -33,9 +37,11 @@ from . import (
     collectives,
     copies,
     cpu,
+    cuda_host,
     fold_sizes,
     gemm_updates,
     gpu,
+    gpu_loops,
     gpu_matmul,
     inlining,
     instrument,
@@ -120,8 +126,15 @@ PASSES = {
     "guard-allocations": alloc_guard.guard,
     "function-attributes": cpu.function_attributes,
     # GPU
+    "cublas-matmuls": gpu_matmul.route_to_cublas,
     "gpu-matmuls": gpu_matmul.route_matmuls,
+    "to-parallel-loops": _mlir(gpu.TO_PARALLEL_LOOPS),
+    "flatten-parallel-loops": gpu_loops.flatten_parallel_loops,
     "to-kernels": _mlir(gpu.TO_KERNELS),
+    # CUDA host code (from the `gpu` stage, once its kernels are PTX)
+    "wait-for-kernels": cuda_host.wait_for_kernels,
+    "launches-to-calls": cuda_host.launches_to_calls,
+    "cuda-runtime": cuda_host.cuda_runtime,
 }
 
 # From a target's linalg-level IR to buffers: what the CPU and the GPU share.
@@ -139,7 +152,17 @@ STAGES = {
                             "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
                             "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",
                             "function-attributes"]),
-    "gpu": ("grad", ["to-linalg{target=cuda}", *BUFFERIZED, "gpu-matmuls", "to-kernels"]),
+    # (Reductions along leading axes in parts, one thread's each: a float32 sum of millions of
+    # elements would round as one running sum on the host.)
+    "gpu": ("grad", ["to-linalg{target=cuda}", *BUFFERIZED, f"split-leading-reductions{{chunks={gpu.REDUCTION_PARTS}}}",
+                     "cublas-matmuls", "gpu-matmuls", "to-parallel-loops", "flatten-parallel-loops",
+                     "to-kernels"]),
+    # The host side of the `gpu` stage for the CUDA executor: launches through the driver, then
+    # the CPU's lowering of what stays on the host.
+    "cuda": ("gpu", ["wait-for-kernels", "launches-to-calls", "stoppable-loops", "link-names",
+                     "define-runtime-functions", "strided-copies-as-loops", "internal-linkage",
+                     "check-allocation-sizes", "host-data-layout", "to-llvm", "guard-allocations",
+                     "cuda-runtime", "function-attributes"]),
 }
 SHOWN = ("dg", "grad", "opt", "linalg", "bufferized", "llvm", "gpu", "ptx")  # what .ir() can show
 
@@ -150,10 +173,13 @@ def passes_to(stage: str) -> list[str]:
     return (passes_to(parent) if parent else []) + passes
 
 
-def identity() -> str:
-    """What compiled CPU code depends on besides its IR and dg's sources: the passes and their
-    MLIR pipelines, the BLAS found (part of the disk cache's key)."""
-    return "\0".join(passes_to("llvm") + [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES, blas.identity()])
+def identity(target: str = "cpu") -> str:
+    """What compiled code depends on besides its IR and dg's sources: the passes and their
+    MLIR pipelines, the BLAS found (part of the disk cache's key); for "cuda", the GPU's too."""
+    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
+    if target == "cuda":
+        return "\0".join(passes_to("cuda") + common + [gpu.TO_PARALLEL_LOOPS, gpu.TO_KERNELS, gpu.KERNELS_TO_NVVM])
+    return "\0".join(passes_to("llvm") + common + [blas.identity()])
 
 
 def split_top_level(text: str) -> list[str]:

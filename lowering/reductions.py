@@ -7,7 +7,8 @@ a loop over the rows with the parallel loop, if any, inside it: a loop inside a 
 such generic that no loop contains, whose one output is combined with one operation (add,
 max, min; an integer multiply) and whose body does not read its indices, as
 
-- `CHUNKS` partial results (at most; fewer for few rows), each the reduction of its own block of
+- `CHUNKS` partial results (at most, or as many as asked for; fewer for few rows), each the
+  reduction of its own block of
   rows, in an outer `scf.parallel` that `lowering.parallel` outlines (each block is reduced as
   one thread would, so the results do not depend on the number of threads);
 - the partial results combined into the output, in order.
@@ -76,7 +77,7 @@ def _axis_of(expr, d: int):
     return "uses" if re.search(rf"\bd{d}\b", str(expr)) else None
 
 
-def _split(generic) -> bool:
+def _split(generic, chunks: int = CHUNKS) -> bool:
     """Rewrite one generic as the module's doc says; False if it is not one that can be."""
     iterators = [str(a) for a in ir.ArrayAttr(generic.attributes["iterator_types"])]
     if not iterators or "reduction" not in iterators[0]:
@@ -121,7 +122,7 @@ def _split(generic) -> bool:
             return False
 
     lines = ["%c0 = arith.constant 0 : index", "%c1 = arith.constant 1 : index",
-             f"%most = arith.constant {CHUNKS} : index", f"%per = arith.constant {ROWS_PER_CHUNK} : index"]
+             f"%most = arith.constant {chunks} : index", f"%per = arith.constant {ROWS_PER_CHUNK} : index"]
     dims: dict = {}
 
     def size(i, axis):
@@ -227,10 +228,11 @@ def _generics(m) -> list:
             for op in operations_under(f.operation.regions[0].blocks[0]) if op.name == "linalg.generic"]
 
 
-def split_leading_reductions(m) -> int:
-    """Split the reductions along leading axes that no loop contains (see the module's doc); how many."""
+def split_leading_reductions(m, chunks=CHUNKS) -> int:
+    """Split the reductions along leading axes that no loop contains (see the module's doc) in at
+    most `chunks` parts (the GPU's stage asks for thousands: a part is one thread's); how many."""
     count = 0
     for g in outermost(m, "linalg.generic"):
         with g.location:
-            count += _split(g)
+            count += _split(g, int(chunks))
     return count

@@ -115,9 +115,9 @@ class ToLinalg:
         self.at(op)
         if op.name.startswith("dg."):
             self._dg(op, op.name[3:])
-        elif op.name == "func.call" and self.target == "cpu":
+        elif op.name == "func.call":  # (calls and dg-level loops stay on the host on the GPU too)
             self._call(op)
-        elif op.name == "scf.for" and self.target == "cpu":
+        elif op.name == "scf.for":
             self._for(op)
         else:
             self._copy(op)

@@ -107,22 +107,25 @@ def _array(address: int, shape: tuple, dtype: np.dtype, strides=None, owned: int
     return a if a.dtype == dtype else a.view(dtype)  # bf16's typestr is raw bytes ('<V2')
 
 
-def _adopt(words: tuple, outs: list, inputs: set) -> list:
+def _adopt(words: tuple, outs: list, inputs: set, free=None) -> list:
     """NumPy arrays for a call's results (`outs`: word offset, rank, dtype each), copying only when needed.
 
     A dense result buffer the call allocated becomes the array's memory and is freed when
-    the array goes. Results that are views of an argument, a buffer an earlier result
-    already took, strided or 0-d results are copied out (and their buffers freed here).
+    the array goes (with `free` other than the C library's, it is copied and freed by `free`).
+    Results that are views of an argument, a buffer an earlier result already took, strided or
+    0-d results are copied out (and their buffers freed here).
     (Written for few steps: this runs after the compiled code has pushed Python's data out of
     the caches.)
     """
+    free = free or _libc.free
+    own = free is _libc.free  # (else every result is copied out)
     taken: set = set()
     out = []
     for off, rank, dtype in outs:
         alloc, aligned, offset = words[off:off + 3]
         shape = words[off + 3:off + 3 + rank]
         address = aligned + offset * dtype.itemsize
-        if (rank and alloc and alloc not in inputs and alloc not in taken and 0 not in shape
+        if (own and rank and alloc and alloc not in inputs and alloc not in taken and 0 not in shape
                 and words[off + 3:off + 3 + 2 * rank] == _sizes_and_strides(shape)):
             taken.add(alloc)
             out.append(_array(address, shape, dtype, owned=alloc))
@@ -138,7 +141,7 @@ def _adopt(words: tuple, outs: list, inputs: set) -> list:
         alloc = words[off]
         if alloc and alloc not in inputs and alloc not in taken:
             taken.add(alloc)
-            _libc.free(alloc)
+            free(alloc)
     return out
 
 
@@ -302,18 +305,23 @@ def opt_level(m: "ir.Module") -> int:
     return 3
 
 
-def compile_object(module: "ir.Module", entry: str | None = None) -> tuple[dict, bytes]:
+def _cpu_lowering(module: "ir.Module", entry: str | None) -> tuple["ir.Module", dict]:
+    return pipeline.run_stage(module, "llvm", start="grad", entry=entry), {}
+
+
+def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, bytes]:
     """(metadata, object code) for a module at the `grad` stage: the pipeline down to the LLVM
-    dialect, then MLIR's ExecutionEngine at -O3. With `entry`, only that function is callable and
-    only what it reaches is compiled."""
+    dialect (`lower(module, entry)`: the module there and what it adds to the metadata; the
+    CPU's by default), then MLIR's ExecutionEngine at -O3. With `entry`, only that function is
+    callable and only what it reaches is compiled."""
     set_llvm_options()
     sigs = _signatures(module)
     if entry is not None:
         sigs = {entry: sigs[entry]}
     t0 = time.perf_counter()
-    m = pipeline.run_stage(module, "llvm", start="grad", entry=entry)
+    m, extra = lower(module, entry)
     t1 = time.perf_counter()
-    meta = {"signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
+    meta = {**extra, "signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     level = opt_level(m)
     with shared_context():  # (the engine takes the module)
@@ -370,8 +378,12 @@ class CpuProgram:
         program = cls.cached(text, entry)
         if program is not None:
             return program
-        meta, blob = compile_object(module or parse(text), entry)
+        meta, blob = cls.compile(module or parse(text), entry)
         return cls.stored(text, entry, meta, blob, t0)
+
+    @staticmethod
+    def compile(module: "ir.Module", entry: str | None) -> tuple[dict, bytes]:
+        return compile_object(module, entry)
 
     @staticmethod
     def cache_key(text: str, entry: str | None) -> str:
@@ -423,6 +435,8 @@ class CpuProgram:
                 state[0] = HOST_STOPPED
 
     # ------------------------------------------------------------ calls
+    free = None  # what frees the buffers compiled code allocates (None: the C library's free)
+
     def _function(self, symbol: str) -> "_Entry":
         e = self._entry.get(symbol)
         if e is None:
@@ -430,7 +444,7 @@ class CpuProgram:
             addr = self._jit.get_function_address(GUARDED + LINKED + symbol)
             fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
             e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
-                                             [t.rank for t in ins], outs)
+                                             [t.rank for t in ins], outs, self.free)
         return e
 
     def call(self, symbol: str, arrays: list):
@@ -535,7 +549,7 @@ class _Entry:
     a pool of word buffers for the argument descriptors and the results struct (one per call in
     flight; a call takes one and gives it back)."""
 
-    def __init__(self, fn, dtypes: list, ranks: list, outs: list):
+    def __init__(self, fn, dtypes: list, ranks: list, outs: list, free=None, small: int = _SMALL_RESULT):
         self.fn = fn
         self.dtypes = dtypes
         self.offsets, at = [], 0
@@ -552,7 +566,7 @@ class _Entry:
         self.out_struct = struct.Struct(f"<{self.out_words}q")
         self.pool: list = []
         self.pack = _packer(dtypes, ranks, self.in_struct)
-        self.adopt = _adopter(self.results)
+        self.adopt = _adopter(self.results, free or _libc.free, small)
 
     def buffers(self) -> tuple:
         """(argument descriptors, results struct, the entry's argument pointers: the results
@@ -599,14 +613,17 @@ def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
     return scope["pack"]
 
 
-def _adopter(outs: list):
+def _adopter(outs: list, free, small: int = _SMALL_RESULT):
     """`adopt(words, inputs)`: `_adopt` for this result layout, written out for the usual case (every
     result a dense buffer of its own, of rank 1 or more, that the call allocated), the general
-    `_adopt` otherwise. A large buffer becomes its array's memory; a small one (at most
-    `_SMALL_RESULT` bytes) is copied into a NumPy array and freed at once, which costs half as
-    much as an array on foreign memory (made, and later freed, through Python)."""
+    `_adopt` otherwise. A large buffer becomes its array's memory; a small one (at most `small`
+    bytes, `_SMALL_RESULT` by default) is copied into a NumPy array and freed (by `free`) at once,
+    which costs half as much as an array on foreign memory (made, and later freed, through
+    Python). Buffers that `free` frees, not the C library's, are always copied."""
+    if free is not _libc.free:
+        small = 1 << 62
     if not outs or any(not rank or rank > 8 for _, rank, _ in outs):
-        return lambda words, inputs: _adopt(words, outs, inputs)
+        return lambda words, inputs: _adopt(words, outs, inputs, free)
     lines, made, tests, allocs = ["def adopt(words, inputs):"], [], [], []
     for i, (off, rank, dtype) in enumerate(outs):
         sizes = [f"n{i}_{k}" for k in range(rank)]
@@ -631,8 +648,9 @@ def _adopter(outs: list):
                   f"        r{i} = array(b{i} + o{i} * {item}, {shape}, d{i}, owned=q{i})"]
         made.append(f"r{i}")
     lines.append(f"    return [{', '.join(made)}]")
-    scope = {"array": _array, "general": _adopt, "outs": outs, "empty": np.empty,
+    scope = {"array": _array, "general": lambda words, outs, inputs: _adopt(words, outs, inputs, free),
+             "outs": outs, "empty": np.empty,
              "memmove": ctypes.memmove, "addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
-             "free": _libc.free, "SMALL": _SMALL_RESULT, **{f"d{i}": d for i, (_, _, d) in enumerate(outs)}}
+             "free": free, "SMALL": small, **{f"d{i}": d for i, (_, _, d) in enumerate(outs)}}
     exec(compile("\n".join(lines), f"<dg result adoption {len(outs)}>", "exec"), scope)
     return scope["adopt"]

@@ -35,7 +35,7 @@ def make_function(fn, mode=None, device=None, check_numerics=None) -> DgFunction
     fd = function_ast(fn)
     src = EmbeddedSource(fn, fd)
     mode = mode or default_mode()
-    device = device or default_device()
+    device = device or default_device(mode)
     check_mode(mode, device)
     numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
     f = DgFunction(src, fd.name, mode, device, numerics)

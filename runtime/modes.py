@@ -1,7 +1,8 @@
 """Prepare and run a specialization in a mode, and show it at a stage of the pipeline.
 
 The interpreter runs the `grad` stage, translated to Python (`runtime.interp`); compiled CPU
-code is the pipeline down to `llvm`, then machine code (`runtime.cpu`); shadow mode runs both on
+code is the pipeline down to `llvm`, then machine code (`runtime.cpu`); on the GPU, kernels
+from `gpu` and host code from `cuda` (`runtime.cuda_program`); shadow mode runs both on
 the stage with taps (`runtime.shadow`). With numerics checks, each runs the stage with them
 (`lowering.instrument`). `.ir(stage)` shows any
 stage of `lowering.pipeline`, made from the specialization's own modules (each stage once). A
@@ -17,6 +18,7 @@ from dg.lowering.autodiff import needs_autodiff
 from . import interp, tiered
 from .cpu import CpuProgram
 from .cuda import require_driver
+from .cuda_program import CudaProgram
 from .shadow import Shadow
 
 
@@ -66,19 +68,20 @@ def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
     if mode == "shadow":
         comp.runner = Shadow(instrumented(comp, numerics, taps=True), comp.symbol)
         return
-    if mode == "compiled" and device == "cpu":
+    if mode == "compiled" and device in ("cpu", "cuda"):
+        if device == "cuda":
+            require_driver()  # a located reason when there is no GPU, driver or cuda-python
         m = instrumented(comp, numerics) if numerics else comp.stages.get("grad")
         text = asm(m) if numerics else grad_text(comp)
+        if device == "cuda":
+            comp.runner = CudaProgram.build(text, m, comp.symbol)
+            return
         if tiered.enabled():  # the interpreter runs the first calls while a worker compiles
             comp.runner = CpuProgram.cached(text, comp.symbol) or \
                 tiered.Tiered(comp, text, comp.symbol, m if m is not None else stage_module(comp, "grad"))
             return
         comp.runner = CpuProgram.build(text, m, comp.symbol)
         return
-    if mode == "compiled" and device == "cuda":
-        require_driver()  # a located reason when there is no GPU, driver or cuda-python
-        raise DgError("running compiled code on device 'cuda' is not built yet: PTX is "
-                      "(`.ir('ptx')`); run with device='cpu'")
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 
 

@@ -37,7 +37,11 @@ def default_mode() -> str:
     return os.environ.get("DG_MODE", "compiled") or "compiled"
 
 
-def default_device() -> str:
+def default_device(mode: str = "compiled") -> str:
+    """`DG_DEVICE` (else the CPU) for compiled code; the interpreter and shadow mode run on the CPU
+    whatever it says (only a device asked for by name is refused for them)."""
+    if mode != "compiled":
+        return "cpu"
     return os.environ.get("DG_DEVICE", "cpu") or "cpu"
 
 
@@ -160,7 +164,7 @@ class DgModule:
                  check_numerics: bool | None = None):
         self._source = source
         self._mode = mode or default_mode()
-        self._device = device or default_device()
+        self._device = device or default_device(self._mode)
         self._check_numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
         check_mode(self._mode, self._device)
         self._functions: dict = {}

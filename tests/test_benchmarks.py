@@ -59,3 +59,23 @@ def test_calls_benchmark_runs(tmp_path):
     assert {"dg_one_array", "dg_scalar", "dg_nine_arrays", "numpy_one_array"} <= set(r["overhead_us"])
     assert all(v > 0 for v in r["overhead_us"].values()) and len(r["products_ms"]) == 4
     assert "dg_one_array_over_numpy_ufunc" in r["ratios"] and out.read_text().startswith("{")
+
+
+def test_gpu_benchmark_runs(tmp_path):
+    """On a machine with an NVIDIA GPU and PyTorch built for it (the benchmark's peer)."""
+    import pytest
+
+    from dg.runtime.cuda import driver_status
+
+    ok, why = driver_status()
+    if not ok:
+        pytest.skip(f"no GPU to run on: {why}")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    out = tmp_path / "gpu.json"
+    r = _load("gpu").main(["--n", "256", "--m", "65536", "--repeats", "1", "--json", str(out)])
+    assert r["sgemm_rel_error"] < 1e-5 and r["chain_max_abs_error"] < 1e-6
+    assert {"dg_gflops", "torch_gflops"} <= set(r["sgemm"]) and {"dg_gbps", "copy_gbps"} <= set(r["chain"])
+    assert "dg_ms" in r["sgemm_tiled_kernel"]  # (tiny sizes: the figures themselves are noise)
+    assert out.read_text().startswith("{")

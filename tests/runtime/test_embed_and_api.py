@@ -54,7 +54,10 @@ def test_unknown_mode_and_unbuilt_device():
     from dg.runtime.cuda import driver_status
 
     ok, reason = driver_status()
-    with pytest.raises(dg.DgError, match="not built yet" if ok else "device 'cuda' needs"):
+    if ok:  # a GPU runs it
+        assert m.f(1.0) == 1.0
+        return
+    with pytest.raises(dg.DgError, match="device 'cuda' needs"):
         m.f(1.0)
 
 

@@ -1,0 +1,123 @@
+"""The CUDA executor: compiled dg code whose parallel loops run on an NVIDIA GPU.
+
+Expects: the dg IR of one specialization at the `grad` stage, and a GPU (`runtime.cuda`).
+Guarantees: `CudaProgram.build(text, module, entry).call(symbol, arrays)` runs the function
+with its parallel loops as kernels on the device and returns NumPy arrays, as `CpuProgram`
+does on the CPU:
+- the kernels are the PTX of the `gpu` stage, loaded by the driver for the device (made for
+  sm_90 on Hopper and later, sm_80 before); the host code is the `cuda` stage (launches
+  through the driver, the CPU's lowering for the rest: sequential loops, calls, checks),
+  compiled and kept in the disk cache like CPU code, with the PTX beside it;
+- every buffer is the device pool's managed memory; the arguments are copied into it at the
+  call and the results out of it at the return, and in between the data stays where the
+  kernels use it. The host code waits for the kernels only where it reads their data;
+- a failed check is the located `DgRuntimeError` of the CPU, inside a kernel too (the device
+  keeps the first one's id and values); a launch or the device failing is a `DgRuntimeError`
+  that names the CUresult.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from dg.core.attrs import table
+from dg.core.errors import DgRuntimeError
+from dg.lowering import cuda_host, gpu, pipeline
+
+from . import cache, cuda
+from .cpu import ArgumentTooLarge, CpuProgram, _array, compile_object
+
+
+def arch() -> str:
+    """The PTX target for the process's device."""
+    return "sm_90" if int(cuda.device().arch[3:]) >= 90 else "sm_80"
+
+
+def _lowering(target_arch: str):
+    def lower(module, entry):
+        g = pipeline.run_stage(module, "gpu", start="grad", entry=entry)
+        kernels_ptx = gpu.ptx(g, target_arch)
+        m = pipeline.run_stage(g, "cuda", start="gpu")
+        return m, {"ptx": kernels_ptx, "arch": target_arch, "kernels": table(m, cuda_host.KERNELS),
+                   "globals": table(m, cuda_host.GLOBALS)}
+    return lower
+
+
+class CudaProgram(CpuProgram):
+    """A compiled dg module whose functions run on the GPU, called on NumPy arrays."""
+
+    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
+        self.device = cuda.device()
+        self.device.make_current()  # (programs are made on whichever thread compiles them)
+        super().__init__(meta, blob, from_cache)
+        pool = self.device.pool
+        self.free = pool.release
+        self.module = self.device.load(meta["ptx"], meta["kernels"]) if meta["kernels"] else None
+        at = self._jit.get_global_value_address(cuda_host.TABLE)
+        self._table = (ctypes.c_int64 * cuda_host.TABLE_WORDS).from_address(at) if at else None
+        if self._table is not None:
+            t = self._table
+            t[cuda_host.LAUNCH], t[cuda_host.SYNC] = self.device.launch_address, self.device.sync_address
+            t[cuda_host.ALLOC], t[cuda_host.FREE] = pool.alloc_address, pool.free_address
+            t[cuda_host.CUBLAS], t[cuda_host.SGEMM], t[cuda_host.DGEMM] = self.device.cublas
+        handles = list(self.module.kernels if self.module is not None else [])
+        self._constants = []  # the device copies of the constants kernels read, kept while the program lives
+        for name, nbytes in meta["globals"]:
+            p = pool.allocate(nbytes)
+            if not p:
+                raise DgRuntimeError("out of memory: the device has no room for the program's constants")
+            ctypes.memmove(p, self._jit.get_global_value_address(name), nbytes)
+            self._constants.append(p)
+            handles.append(p)
+        if handles:
+            at = self._jit.get_global_value_address(cuda_host.HANDLES)
+            (ctypes.c_int64 * len(handles)).from_address(at)[:] = handles
+
+    @staticmethod
+    def compile(module, entry):
+        return compile_object(module, entry, lower=_lowering(arch()))
+
+    @staticmethod
+    def cache_key(text: str, entry: str | None) -> str:
+        return cache.key(text, pipeline.identity("cuda") + f"|entry={entry}|arch={arch()}")
+
+    def call(self, symbol: str, arrays: list):
+        device = self.device
+        device.make_current()
+        pool = device.pool
+        e = self._entry.get(symbol) or self._function(symbol)
+        held, staged = [], []
+        try:
+            for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
+                try:
+                    a = np.asarray(a, dtype=dt)
+                except MemoryError:
+                    raise ArgumentTooLarge(i, np.shape(a), dt) from None
+                p = pool.allocate(a.nbytes)
+                if not p:
+                    raise ArgumentTooLarge(i, a.shape, dt)
+                held.append(p)
+                v = _array(p, a.shape, dt)
+                if a.size:
+                    np.copyto(v, a)
+                staged.append(v)
+            t = self._table
+            if t is not None:
+                t[cuda_host.PENDING] = t[cuda_host.STATUS] = 0
+            try:
+                out = super().call(symbol, staged)
+            finally:  # (the kernels' check flag is read, and so cleared, whatever the host did)
+                status = device.synchronize()
+                failed, a, b = self.module.failed() if self.module is not None and not status else (0, 0, 0)
+            if t is not None and t[cuda_host.STATUS]:
+                status = t[cuda_host.STATUS]
+            if status:
+                raise DgRuntimeError(f"CUDA: running the program's kernels failed ({cuda.error_name(status)})")
+            if failed:
+                loc, message, n = self.checks[failed - 1]
+                raise DgRuntimeError(message.format(a, b) if n else message, loc)
+            return out
+        finally:
+            for p in held:
+                pool.release(p)
