@@ -11,13 +11,14 @@ Guarantees (the passes of the `cuda` stage, with the CPU's lowering in between):
 - `launches-to-calls`: each `gpu.launch_func` becomes a call of `cuLaunchKernel` through the
   table `dg_cuda` (layout below) with the kernel's parameters packed as the NVVM lowering
   declares them (a memref as allocated and aligned pointer, offset, sizes, strides; scalars
-  each in an 8-byte slot), skipped when the grid is empty. Constant globals a kernel reads are
-  passed as their device copies (table entries the executor fills). The `gpu.module`s go.
-  The kernels' names and the globals' (with their sizes in bytes), in table order, go in the
-  module's `dg.cuda_kernels` and `dg.cuda_globals`.
+  each in an 8-byte slot), skipped when the grid is empty. The `gpu.module`s go. The
+  kernels' names and the constant globals' (with their sizes in bytes), in table order, go in
+  the module's `dg.cuda_kernels` and `dg.cuda_globals`.
 - `cuda-runtime` (after the LLVM lowering): the driver entry points are called through the
   table, and `malloc`/`free` become the table's allocator: every buffer is memory the kernels
-  can read (the executor's pool of CUDA managed memory).
+  can read (the executor's pool of CUDA managed memory). Every address of a constant global
+  becomes its device copy's (the executor makes them when it loads the program), so that a
+  constant handed to a kernel, to cuBLAS or through a call is device memory too.
 
 Two globals of i64 the executor fills after loading the code: the table `dg_cuda` ([0]
 cuLaunchKernel, [1] cuCtxSynchronize, [2] allocate(size) -> address, [3] free(address), [4]
@@ -30,7 +31,7 @@ copies).
 from __future__ import annotations
 
 from dg.core.abi import HOST
-from dg.core.attrs import set_table
+from dg.core.attrs import set_table, table
 from dg.core.mlir import append_parsed, create, gpu_dialect, ir, operations_under, static_elements
 
 TABLE = "dg_cuda"
@@ -158,7 +159,7 @@ def _const(n: int, t=None):
     return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
 
 
-def _words(v, global_pointer):
+def _words(v):
     """The kernel parameters (i64 each) of one launch operand."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
     if not isinstance(v.type, ir.MemRefType):
@@ -167,10 +168,7 @@ def _words(v, global_pointer):
     rank = mt.rank
     base_t = ir.MemRefType.get([], mt.element_type, memory_space=mt.memory_space)
     meta = create("memref.extract_strided_metadata", [base_t, index] + [index] * (2 * rank), [v])
-    if global_pointer is not None:
-        p = global_pointer
-    else:
-        p = create("arith.index_cast", [i64], [create("memref.extract_aligned_pointer_as_index", [index], [v]).result]).result
+    p = create("arith.index_cast", [i64], [create("memref.extract_aligned_pointer_as_index", [index], [v]).result]).result
     rest = [create("arith.index_cast", [i64], [meta.results[k]]).result for k in range(1, 2 + 2 * rank)]
     return [p, p] + rest
 
@@ -181,18 +179,14 @@ def launches_to_calls(m) -> None:
         kernels = [ir.StringAttr(op.operation.attributes["sym_name"]).value
                    for op in m.body.operations if op.operation.name == "gpu.module"]
         launches = [op for op in operations_under(m.body) if op.name == "gpu.launch_func"]
-        globals_: list = []
-        for op in launches:
-            for v in _launch(op).kernelOperands:
-                root = _root(v) if isinstance(v.type, ir.MemRefType) else None
-                if root is not None and root.name == "memref.get_global":
-                    name = ir.FlatSymbolRefAttr(root.attributes["name"]).value
-                    if name not in globals_:
-                        globals_.append(name)
+        # every constant the host holds: a kernel, cuBLAS or a callee may be handed it
+        globals_ = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
+                    if op.operation.name == "memref.global" and "constant" in op.operation.attributes]
+        handles = f"memref<{max(1, len(kernels) + len(globals_))}xi64>"
+        if launches or globals_:
+            append_parsed(m, _wait_text() + f"memref.global @{HANDLES} : {handles} = dense<0>\n")
         if launches:
-            handles = f"memref<{max(1, len(kernels) + len(globals_))}xi64>"
-            append_parsed(m, _wait_text() + f"memref.global @{HANDLES} : {handles} = dense<0>\n"
-                          f"func.func private @{CALL_LAUNCH}(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64\n")
+            append_parsed(m, f"func.func private @{CALL_LAUNCH}(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64\n")
             by_function: list = []  # (function, its launches), grouped before any is rewritten
             for op in launches:
                 fn = _function_of(op)
@@ -203,7 +197,7 @@ def launches_to_calls(m) -> None:
                 else:
                     by_function.append((fn, [op]))
             for fn, ops in by_function:
-                _launch_site(fn, ops, kernels, globals_, ir.Type.parse(handles))
+                _launch_site(fn, ops, kernels, ir.Type.parse(handles))
         for op in list(m.body.operations):
             if op.operation.name == "gpu.module":
                 op.operation.erase()
@@ -241,7 +235,7 @@ def _function_of(op):
     return p
 
 
-def _launch_site(fn, launches: list, kernels: list, globals_: list, handles_t) -> None:
+def _launch_site(fn, launches: list, kernels: list, handles_t) -> None:
     """The launches of one host function: the parameter slots and their pointer array are made
     once at its entry (big enough for its largest launch), then each launch fills the slots."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
@@ -280,13 +274,7 @@ def _launch_site(fn, launches: list, kernels: list, globals_: list, handles_t) -
             handles = _global(HANDLES, handles_t)
             at = 0
             for v in lf.kernelOperands:
-                gp = None
-                if isinstance(v.type, ir.MemRefType):
-                    root = _root(v)
-                    if root is not None and root.name == "memref.get_global":
-                        g = ir.FlatSymbolRefAttr(root.attributes["name"]).value
-                        gp = create("memref.load", [i64], [handles, _const(len(kernels) + globals_.index(g))]).result
-                for w in _words(v, gp):
+                for w in _words(v):
                     create("memref.store", [], [w, slots, _const(at)])
                     at += 1
             fp = create("memref.load", [i64], [table, _const(LAUNCH)]).result
@@ -324,6 +312,7 @@ def cuda_runtime(m) -> None:
                 if "sym_name" in op.operation.attributes}
         if TABLE not in have:
             return
+        _constants_on_the_device(m)
         array = f"!llvm.array<{TABLE_WORDS} x i64>"
         append_parsed(m, _RUNTIME.format(table=TABLE, array=array, launch=CALL_LAUNCH, sync=CALL_SYNC,
                                          alloc=ALLOC, free=FREE))
@@ -332,6 +321,54 @@ def cuda_runtime(m) -> None:
             append_parsed(m, _GEMM.format(table=TABLE, array=array, name=f"{GEMM}{t}", elt=elt, handle=CUBLAS,
                                           fn=SGEMM if t == "s" else DGEMM, pending=PENDING, status=STATUS,
                                           base=CUBLAS_STATUS))
+
+
+def _constants_on_the_device(m) -> None:
+    """Every address of a constant global (`dg.cuda_globals`) in the host code becomes its device
+    copy's, read from the handles table: what the host passes on (to a kernel, cuBLAS, a callee)
+    is memory the device reaches. (The host reads the same values there.)"""
+    names = {row[0]: k for k, row in enumerate(table(m, GLOBALS))}
+    if not names:
+        return
+    first = len(table(m, KERNELS))
+    ptr = ir.Type.parse("!llvm.ptr")
+    used = set()
+    found = [op for op in operations_under(m.body) if op.name == "llvm.mlir.addressof" and _in_function(op)
+             and ir.FlatSymbolRefAttr(op.attributes["global_name"]).value in names]
+    for op in found:
+        k = first + names[ir.FlatSymbolRefAttr(op.attributes["global_name"]).value]
+        used.add(k)
+        with op.location, ir.InsertionPoint(op):
+            call = create("llvm.call", [ptr], [], callee=ir.FlatSymbolRefAttr.get(f"{CONSTANT}{k}"),
+                          operandSegmentSizes=ir.DenseI32ArrayAttr.get([0, 0]),
+                          op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+    handles = [op.operation for op in m.body.operations if op.operation.name == "llvm.mlir.global"
+               and ir.StringAttr(op.operation.attributes["sym_name"]).value == HANDLES][0]
+    array = str(ir.TypeAttr(handles.attributes["global_type"]).value)
+    for k in sorted(used):
+        append_parsed(m, _CONSTANT.format(name=f"{CONSTANT}{k}", handles=HANDLES, array=array, k=k))
+
+
+def _in_function(op) -> bool:
+    p = op.parent
+    while p is not None and p.name != "llvm.func":
+        p = p.parent
+    return p is not None
+
+
+CONSTANT = "dg.cuda.constant."  # + its handle's index: the device copy of a constant global
+_CONSTANT = """
+llvm.mlir.global external @{handles}() {{addr_space = 0 : i32}} : {array}
+llvm.func internal @{name}() -> !llvm.ptr attributes {{passthrough = ["alwaysinline"]}} {{
+  %t = llvm.mlir.addressof @{handles} : !llvm.ptr
+  %slot = llvm.getelementptr %t[0, {k}] : (!llvm.ptr) -> !llvm.ptr, {array}
+  %a = llvm.load %slot : !llvm.ptr -> i64
+  %p = llvm.inttoptr %a : i64 to !llvm.ptr
+  llvm.return %p : !llvm.ptr
+}}
+"""
 
 
 GEMM = "dg.cublas.gemm_"  # + s or d: what the GPU's matmul helpers call (lowering.gpu_matmul)

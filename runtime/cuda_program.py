@@ -13,11 +13,14 @@ does on the CPU:
   kernels use it. The host code waits for the kernels only where it reads their data;
 - a failed check is the located `DgRuntimeError` of the CPU, inside a kernel too (the device
   keeps the first one's id and values); a launch or the device failing is a `DgRuntimeError`
-  that names the CUresult.
+  that names the CUresult. When a kernel and then the host failed in one call, the kernel's
+  failure is the one raised (the host's may follow from it);
+- one GPU call runs at a time in the process (a call from a breakpoint inside one nests).
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -27,6 +30,8 @@ from dg.lowering import cuda_host, gpu, pipeline
 
 from . import cache, cuda
 from .cpu import ArgumentTooLarge, CpuProgram, _array, compile_object
+
+_ONE_AT_A_TIME = threading.RLock()
 
 
 def arch() -> str:
@@ -62,17 +67,29 @@ class CudaProgram(CpuProgram):
             t[cuda_host.ALLOC], t[cuda_host.FREE] = pool.alloc_address, pool.free_address
             t[cuda_host.CUBLAS], t[cuda_host.SGEMM], t[cuda_host.DGEMM] = self.device.cublas
         handles = list(self.module.kernels if self.module is not None else [])
-        self._constants = []  # the device copies of the constants kernels read, kept while the program lives
+        self._constants = []  # the device copies of the program's constants, kept while it lives
         for name, nbytes in meta["globals"]:
+            source = self._jit.get_global_value_address(name)
             p = pool.allocate(nbytes)
-            if not p:
-                raise DgRuntimeError("out of memory: the device has no room for the program's constants")
-            ctypes.memmove(p, self._jit.get_global_value_address(name), nbytes)
+            if not p or not source:
+                for q in self._constants:
+                    pool.release(q)
+                raise DgRuntimeError("out of memory: the device has no room for the program's constants" if not p
+                                     else f"the compiled program lost its constant {name}")
+            ctypes.memmove(p, source, nbytes)
             self._constants.append(p)
             handles.append(p)
         if handles:
             at = self._jit.get_global_value_address(cuda_host.HANDLES)
+            if not at:
+                raise DgRuntimeError("the compiled program has no table of kernels")
             (ctypes.c_int64 * len(handles)).from_address(at)[:] = handles
+
+    def __del__(self):
+        pool = getattr(getattr(self, "device", None), "pool", None)
+        for p in getattr(self, "_constants", ()):
+            if pool is not None:
+                pool.release(p)
 
     @staticmethod
     def compile(module, entry):
@@ -83,6 +100,13 @@ class CudaProgram(CpuProgram):
         return cache.key(text, pipeline.identity("cuda") + f"|entry={entry}|arch={arch()}")
 
     def call(self, symbol: str, arrays: list):
+        # One GPU call at a time in the process (a call made from a breakpoint inside one nests):
+        # the device's work goes in order on one stream anyway, and the pool's buffers, the
+        # table's flags and the kernels' check flag then belong to that call.
+        with _ONE_AT_A_TIME:
+            return self._call(symbol, arrays)
+
+    def _call(self, symbol: str, arrays: list):
         device = self.device
         device.make_current()
         pool = device.pool
@@ -105,18 +129,24 @@ class CudaProgram(CpuProgram):
             t = self._table
             if t is not None:
                 t[cuda_host.PENDING] = t[cuda_host.STATUS] = 0
+            host_error = None
             try:
                 out = super().call(symbol, staged)
+            except DgRuntimeError as e:  # (a failed check or allocation on the host)
+                host_error = e
             finally:  # (the kernels' check flag is read, and so cleared, whatever the host did)
                 status = device.synchronize()
                 failed, a, b = self.module.failed() if self.module is not None and not status else (0, 0, 0)
             if t is not None and t[cuda_host.STATUS]:
                 status = t[cuda_host.STATUS]
+            # A kernel's failure comes first: the host's own failure may be what its results led to.
             if status:
                 raise DgRuntimeError(f"CUDA: running the program's kernels failed ({cuda.error_name(status)})")
             if failed:
                 loc, message, n = self.checks[failed - 1]
                 raise DgRuntimeError(message.format(a, b) if n else message, loc)
+            if host_error is not None:
+                raise host_error
             return out
         finally:
             for p in held:

@@ -169,20 +169,24 @@ def test_thread_x_runs_along_the_contiguous_dimension(mmod):
 
 
 def test_float_literals_are_ones_every_llvm_reads():
-    """MLIR's LLVM prints `f0x...`, `-inf` and shortest decimals for floats; llvmlite's LLVM reads
-    the value as a double's 16 hex digits (half and bfloat as `0xH`/`0xR` and their bits)."""
+    """MLIR's LLVM prints `f0x...`, `-inf`, `+qnan`, `-nan(0x...)` and shortest decimals for
+    floats; llvmlite's LLVM reads the value as a double's 16 hex digits (half and bfloat as
+    `0xH`/`0xR` and their bits)."""
     text = ("  %a = fmul double %x, f0xBFE6A09E667F3BCD\n"
             "  store float -inf, ptr %p, align 4\n"
             "  %b = fmul float %y, 1.000100e+00\n"
             "  %c = select i1 %k, float 5.000000e-01, float %z\n"
             "  %d = fmul half %h, f0x3C00\n"
-            "  %e = getelementptr i8, ptr %p, i64 8\n")
+            "  %e = getelementptr i8, ptr %p, i64 8\n"
+            "  %f = fadd float %y, +qnan\n"
+            "  %g = fadd double %x, -nan(0x8000000000001)\n")
     got = gpu.portable_floats(text).splitlines()
     assert got[0].endswith("0xBFE6A09E667F3BCD")
     assert "float 0xFFF0000000000000," in got[1]
     assert got[2].endswith(f"0x{int(np.array(np.float64(np.float32(1.0001))).view(np.uint64)):016X}")  # rounded to float
     assert "float 0x3FE0000000000000, float %z" in got[3]
     assert got[4].endswith("0xH3C00") and got[5] == "  %e = getelementptr i8, ptr %p, i64 8"
+    assert got[6].endswith("float %y, 0x7FF8000000000000") and got[7].endswith("double %x, 0xFFF8000000000000")
     import llvmlite.binding as llvm
 
     module = ("define void @f(double %x, float %y, float %z, i1 %k, half %h, ptr %p) {\n" + "\n".join(got)

@@ -76,6 +76,7 @@ class FakeDevice:
         self.launch_address = ctypes.cast(self._launch_cb, ctypes.c_void_p).value
         self.sync_address = ctypes.cast(self._sync_cb, ctypes.c_void_p).value
         self.gemms: list = []  # (op X, op Y, m, n, k) of each cuBLAS call, as cuBLAS got them
+        self.gemm_operands: list = []  # (X, Y, C) addresses of each
         self._gemm_cbs = [_GEMM_T[t](functools.partial(self._gemm, t)) for t in (np.float32, np.float64)]
         # (handle, sgemm, dgemm): without cublas, zeros, and products run as the tiled kernel
         self.cublas = (1, *(ctypes.cast(cb, ctypes.c_void_p).value for cb in self._gemm_cbs)) if cublas else (0, 0, 0)
@@ -83,6 +84,7 @@ class FakeDevice:
     def _gemm(self, dtype, handle, opx, opy, m, n, k, alpha, x, ldx, y, ldy, beta, c, ldc):
         """cuBLAS's gemm, column-major, computed with NumPy on the (host) memory."""
         self.gemms.append((opx, opy, m, n, k))
+        self.gemm_operands.append((x, y, c))
         size = np.dtype(dtype).itemsize
 
         def view(p, rows, cols, ld, op):  # a column-major matrix, transposed when op is 1

@@ -96,8 +96,8 @@ def test_buffers_go_back_to_the_pool(fake):
     x = np.ones((4, 8), np.float32)
     m.scale(x, x)
     m.loop(np.ones(16, np.float32), np.int64(3))
-    constants = {p for p, _ in fake.pool.made[:1]}
-    assert set(fake.pool.live) == constants
+    constants = set(m.scale._last.runner._constants) | set(m.loop._last.runner._constants)
+    assert constants and set(fake.pool.live) == constants  # (the constants' device copies stay)
 
 
 def test_waits_and_launches_in_the_ir():
@@ -183,6 +183,9 @@ def mmt(a: f32[M, K], b: f32[N, K]) -> f32[M, N]:
 
 def mm64(a: f64[M, K], b: f64[K, N]) -> f64[M, N]:
     return a @ b + 1.0
+
+def by_constant(a: f32[M, 2]) -> f32[M, 2]:
+    return a @ [[1.0, 2.0], [3.0, 4.0]]
 """
 
 
@@ -205,6 +208,10 @@ def test_products_go_to_cublas_when_it_is_there(monkeypatch, tmp_path):
     assert device.gemms[-1] == (0, 0, 3, 5, 7)
     assert len(device.launches) == 1  # (+ 1.0: a kernel, which the stand-in does not run)
     assert out.shape == (5, 3)
+    # a constant operand is its device copy (here handed through the helper function)
+    np.testing.assert_allclose(m.by_constant(a[:, :2].copy()), a[:, :2] @ [[1.0, 2.0], [3.0, 4.0]], rtol=1e-6)
+    constant, _, _ = device.gemm_operands[-1]  # (cuBLAS's X is dg's B)
+    assert constant in m.by_constant._last.runner._constants
 
 
 def test_without_cublas_products_are_the_tiled_kernel(fake):
@@ -218,7 +225,8 @@ def test_without_cublas_products_are_the_tiled_kernel(fake):
 
 def test_a_kernels_failed_check_is_raised_once(fake):
     """The device's check flag is read (and cleared) after every call, also one the host's own
-    failed check ended: the next call does not report it again."""
+    failed check ended (the kernel's failure is the one raised): the next call does not report
+    it again."""
     m = dg.loads(SRC, mode="compiled", device="cuda")
     x = np.ones((4, 8), np.float32)
     m.scale(x, x)
@@ -231,7 +239,9 @@ def test_a_kernels_failed_check_is_raised_once(fake):
     m.pick(v, np.int64(1))
     picking = fake.modules[-1]  # (the program's kernel: y = x * 2; the index is checked on the host)
     assert picking is not module
-    picking.flag = (1, 7, 8)
-    with pytest.raises(dg.DgRuntimeError, match="index 9 is out of bounds"):  # the host's own check, then
+    with pytest.raises(dg.DgRuntimeError, match="index 9 is out of bounds"):  # the host's own check
         m.pick(v, np.int64(9))
+    picking.flag = (1, 7, 8)
+    with pytest.raises(dg.DgRuntimeError, match="index 7 is out of bounds for axis 0 with size 8"):
+        m.pick(v, np.int64(9))  # both failed: the kernel's (its values 7, 8) comes first, not the host's (9, 4)
     m.pick(v, np.int64(1))  # nothing stale (the stand-in's kernel does not run: no value to check)
