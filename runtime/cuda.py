@@ -11,9 +11,11 @@ Expects: nothing (it is asked before anything runs on a GPU). Guarantees:
 - `Pool` is a caching allocator of CUDA managed memory: buffers the kernels and the host part
   of a program both reach. A freed buffer is kept for the next allocation of its size class
   (cuMemFree synchronizes the device, and allocating costs tens of microseconds), and a
-  buffer is only allocated while the device has the room for it free: the pool is emptied
-  first, and if the room is still missing the allocation fails (compiled code then raises
-  its located out-of-memory error) rather than oversubscribe the device.
+  new buffer is only allocated while the device reports the room for it free (cuMemGetInfo:
+  approximate for managed memory, whose pages the device takes as they are touched): else
+  the pool is emptied first, and if the room is still missing the allocation fails (compiled
+  code then raises its located out-of-memory error) rather than ask for more than the device
+  has.
 - Driver failures are `DgRuntimeError`s that name the CUresult.
 """
 from __future__ import annotations
