@@ -141,7 +141,21 @@ def create(name: str, results=(), operands=(), regions: int = 0, **attributes):
                                attributes=attributes)
 
 
+def get_global(symbol: str, memref) -> "ir.Value":
+    """`memref.get_global @symbol` of type `memref` (a type or its text), at the insertion point
+    (made directly: `create` takes the op's name as `name`)."""
+    t = ir.Type.parse(memref) if isinstance(memref, str) else memref
+    return ir.Operation.create("memref.get_global", results=[t],
+                               attributes={"name": ir.FlatSymbolRefAttr.get(symbol)}).result
+
+
+def int_constant(n: int, t=None) -> "ir.Value":
+    """An `arith.constant` of the integer n (an index unless `t` is given), at the insertion point."""
+    t = t or ir.IndexType.get()
+    return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
+
+
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
            "LLVM_OPTIONS", "set_llvm_options",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
-           "static_elements", "user", "create"]
+           "static_elements", "user", "create", "get_global", "int_constant"]

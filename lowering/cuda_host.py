@@ -32,7 +32,16 @@ from __future__ import annotations
 
 from dg.core.abi import HOST
 from dg.core.attrs import set_table, table
-from dg.core.mlir import append_parsed, create, gpu_dialect, ir, operations_under, static_elements
+from dg.core.mlir import (
+    append_parsed,
+    create,
+    get_global,
+    gpu_dialect,
+    int_constant,
+    ir,
+    operations_under,
+    static_elements,
+)
 
 TABLE = "dg_cuda"
 LAUNCH, SYNC, ALLOC, FREE, PENDING, STATUS, STREAM, CUBLAS, SGEMM, DGEMM, TABLE_WORDS = range(11)
@@ -154,11 +163,6 @@ def _i64(v):
     return bits if width == 64 else create("arith.extui", [i64], [bits]).result
 
 
-def _const(n: int, t=None):
-    t = t or ir.IndexType.get()
-    return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
-
-
 def _words(v):
     """The kernel parameters (i64 each) of one launch operand."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
@@ -179,9 +183,18 @@ def launches_to_calls(m) -> None:
         kernels = [ir.StringAttr(op.operation.attributes["sym_name"]).value
                    for op in m.body.operations if op.operation.name == "gpu.module"]
         launches = [op for op in operations_under(m.body) if op.name == "gpu.launch_func"]
-        # every constant the host holds: a kernel, cuBLAS or a callee may be handed it
-        globals_ = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
-                    if op.operation.name == "memref.global" and "constant" in op.operation.attributes]
+        # every constant the host holds (a kernel, cuBLAS or a callee may be handed it) and its
+        # size in bytes; public, so that the executor finds it to copy to the device
+        sizes = {}
+        for op in m.body.operations:
+            op = op.operation
+            if op.name == "memref.global" and "constant" in op.attributes:
+                if "sym_visibility" in op.attributes:
+                    del op.attributes["sym_visibility"]
+                t = ir.MemRefType(ir.TypeAttr(op.attributes["type"]).value)
+                width = t.element_type.width if hasattr(t.element_type, "width") else 64
+                sizes[ir.StringAttr(op.attributes["sym_name"]).value] = static_elements(t) * ((width + 7) // 8)
+        globals_ = list(sizes)
         handles = f"memref<{max(1, len(kernels) + len(globals_))}xi64>"
         if launches or globals_:
             append_parsed(m, _wait_text() + f"memref.global @{HANDLES} : {handles} = dense<0>\n")
@@ -189,7 +202,7 @@ def launches_to_calls(m) -> None:
             append_parsed(m, f"func.func private @{CALL_LAUNCH}(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64\n")
             by_function: list = []  # (function, its launches), grouped before any is rewritten
             for op in launches:
-                fn = _function_of(op)
+                fn = _enclosing(op)
                 for f, ops in by_function:
                     if f == fn:
                         ops.append(op)
@@ -201,24 +214,10 @@ def launches_to_calls(m) -> None:
         for op in list(m.body.operations):
             if op.operation.name == "gpu.module":
                 op.operation.erase()
-        sizes = {}
-        for op in m.body.operations:  # the constants kernels read: the executor copies them to the device
-            op = op.operation
-            if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value in globals_:
-                if "sym_visibility" in op.attributes:
-                    del op.attributes["sym_visibility"]
-                t = ir.MemRefType(ir.TypeAttr(op.attributes["type"]).value)
-                width = t.element_type.width if hasattr(t.element_type, "width") else 64
-                sizes[ir.StringAttr(op.attributes["sym_name"]).value] = static_elements(t) * ((width + 7) // 8)
         if "gpu.container_module" in m.operation.attributes:
             del m.operation.attributes["gpu.container_module"]
         set_table(m, KERNELS, kernels)
         set_table(m, GLOBALS, [[g, sizes[g]] for g in globals_])
-
-
-def _global(symbol: str, t) -> "ir.Value":
-    return ir.Operation.create("memref.get_global", results=[t],
-                               attributes={"name": ir.FlatSymbolRefAttr.get(symbol)}).result
 
 
 def _launch(op) -> "gpu_dialect.LaunchFuncOp":
@@ -228,9 +227,10 @@ def _launch(op) -> "gpu_dialect.LaunchFuncOp":
     return view
 
 
-def _function_of(op):
+def _enclosing(op, name: str = "func.func"):
+    """The `name` op (a function) the op is in, or None."""
     p = op.parent
-    while p is not None and p.name != "func.func":
+    while p is not None and p.name != name:
         p = p.parent
     return p
 
@@ -252,10 +252,10 @@ def _launch_site(fn, launches: list, kernels: list, handles_t) -> None:
         slots = create("memref.alloca", [slots_t], operandSegmentSizes=ir.DenseI32ArrayAttr.get([0, 0])).result
         ptrs = create("memref.alloca", [slots_t], operandSegmentSizes=ir.DenseI32ArrayAttr.get([0, 0])).result
         base = create("arith.index_cast", [i64], [create("memref.extract_aligned_pointer_as_index", [index], [slots]).result]).result
-        eight = _const(8, i64)
+        eight = int_constant(8, i64)
         for k in range(slots_n):  # pointer k -> slot k
-            off = create("arith.muli", [i64], [_const(k, i64), eight]).result
-            create("memref.store", [], [create("arith.addi", [i64], [base, off]).result, ptrs, _const(k)])
+            off = create("arith.muli", [i64], [int_constant(k, i64), eight]).result
+            create("memref.store", [], [create("arith.addi", [i64], [base, off]).result, ptrs, int_constant(k)])
         argv = create("arith.index_cast", [i64], [create("memref.extract_aligned_pointer_as_index", [index], [ptrs]).result]).result
     for op in launches:
         lf = _launch(op)
@@ -265,27 +265,27 @@ def _launch_site(fn, launches: list, kernels: list, handles_t) -> None:
             total = dims[0]
             for d in dims[1:3]:
                 total = create("arith.muli", [index], [total, d]).result
-            some = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [total, _const(0)],
+            some = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [total, int_constant(0)],
                           predicate=ir.IntegerAttr.get(i64, 8)).result  # ugt
             branch = create("scf.if", [], [some], regions=2)
             branch.regions[0].blocks.append()
         with ir.InsertionPoint(branch.regions[0].blocks[0]):
-            table = _global(TABLE, ir.Type.parse(TABLE_TYPE))
-            handles = _global(HANDLES, handles_t)
+            table = get_global(TABLE, TABLE_TYPE)
+            handles = get_global(HANDLES, handles_t)
             at = 0
             for v in lf.kernelOperands:
                 for w in _words(v):
-                    create("memref.store", [], [w, slots, _const(at)])
+                    create("memref.store", [], [w, slots, int_constant(at)])
                     at += 1
-            fp = create("memref.load", [i64], [table, _const(LAUNCH)]).result
-            kf = create("memref.load", [i64], [handles, _const(kid)]).result
-            stream = create("memref.load", [i64], [table, _const(STREAM)]).result
+            fp = create("memref.load", [i64], [table, int_constant(LAUNCH)]).result
+            kf = create("memref.load", [i64], [handles, int_constant(kid)]).result
+            stream = create("memref.load", [i64], [table, int_constant(STREAM)]).result
             smem = lf.dynamicSharedMemorySize
-            smem = _i64(smem) if smem is not None else _const(0, i64)
+            smem = _i64(smem) if smem is not None else int_constant(0, i64)
             args = [fp, kf] + [create("arith.index_cast", [i64], [d]).result for d in dims] + [smem, stream, argv]
             r = create("func.call", [i64], args, callee=ir.FlatSymbolRefAttr.get(CALL_LAUNCH)).result
             create("func.call", [], [r], callee=ir.FlatSymbolRefAttr.get(NOTE))
-            create("memref.store", [], [_const(1, i64), table, _const(PENDING)])
+            create("memref.store", [], [int_constant(1, i64), table, int_constant(PENDING)])
             create("scf.yield")
         op.erase()
 
@@ -293,23 +293,20 @@ def _launch_site(fn, launches: list, kernels: list, handles_t) -> None:
 def cuda_runtime(m) -> None:
     """After the LLVM lowering: the driver calls and the allocator through the table."""
     with m.context, ir.Location.unknown():
-        for op in list(m.body.operations):
-            op = op.operation
-            if op.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value in \
-                    (CALL_LAUNCH, CALL_SYNC, "malloc", "free") and not len(op.regions[0].blocks):
-                name = ir.StringAttr(op.attributes["sym_name"]).value
-                if name in ("malloc", "free"):
-                    ir.SymbolTable.replace_all_symbol_uses(name, f"dg.cuda.{name}", m.operation)
-                op.erase()
-        gemms = []
-        for op in list(m.body.operations):
+        gemms, have = [], set()
+        for op in list(m.body.operations):  # the declarations this pass defines go
             op = op.operation
             name = ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
-            if op.name == "llvm.func" and name in (f"{GEMM}s", f"{GEMM}d") and not len(op.regions[0].blocks):
+            have.add(name)
+            if op.name != "llvm.func" or len(op.regions[0].blocks):
+                continue
+            if name in ("malloc", "free"):
+                ir.SymbolTable.replace_all_symbol_uses(name, f"dg.cuda.{name}", m.operation)
+            elif name in (f"{GEMM}s", f"{GEMM}d"):
                 gemms.append(name[-1])
-                op.erase()
-        have = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations
-                if "sym_name" in op.operation.attributes}
+            elif name not in (CALL_LAUNCH, CALL_SYNC):
+                continue
+            op.erase()
         if TABLE not in have:
             return
         _constants_on_the_device(m)
@@ -333,7 +330,7 @@ def _constants_on_the_device(m) -> None:
     first = len(table(m, KERNELS))
     ptr = ir.Type.parse("!llvm.ptr")
     used = set()
-    found = [op for op in operations_under(m.body) if op.name == "llvm.mlir.addressof" and _in_function(op)
+    found = [op for op in operations_under(m.body) if op.name == "llvm.mlir.addressof" and _enclosing(op, "llvm.func") is not None
              and ir.FlatSymbolRefAttr(op.attributes["global_name"]).value in names]
     for op in found:
         k = first + names[ir.FlatSymbolRefAttr(op.attributes["global_name"]).value]
@@ -349,13 +346,6 @@ def _constants_on_the_device(m) -> None:
     array = str(ir.TypeAttr(handles.attributes["global_type"]).value)
     for k in sorted(used):
         append_parsed(m, _CONSTANT.format(name=f"{CONSTANT}{k}", handles=HANDLES, array=array, k=k))
-
-
-def _in_function(op) -> bool:
-    p = op.parent
-    while p is not None and p.name != "llvm.func":
-        p = p.parent
-    return p is not None
 
 
 CONSTANT = "dg.cuda.constant."  # + its handle's index: the device copy of a constant global

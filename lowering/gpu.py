@@ -88,7 +88,7 @@ def kernels_llvm(gpu_module) -> str:
 # parser (llvmlite's) reads them: `0x` and the 16 hex digits of the value as a double (for half
 # and bfloat, `0xH`/`0xR` and their own bits). The type is the last floating-point type named
 # before the literal on its line (the operand type of an instruction, or of a constant).
-_FLOAT_TYPES = {"half": (np.float16, 16), "bfloat": (None, 16), "float": (np.float32, 32), "double": (np.float64, 64)}
+
 _LITERAL = re.compile(r"(?<![\w%@.$\"])(?:f0x[0-9A-Fa-f]+|[-+]?[qs]?nan(?:\(0x[0-9A-Fa-f]+\))?|[-+]?inf\b"
                       r"|[-+]?\d+\.\d+(?:[eE][-+]?\d+)?)")
 _TYPE = re.compile(r"\b(half|bfloat|float|double)\b")
@@ -116,12 +116,12 @@ def _old_literal(m, line: str) -> str:
     token = m.group(0)
     if token.startswith("f0x"):
         bits = int(token[3:], 16)
-        width = _FLOAT_TYPES[kind][1]
         if kind == "bfloat":
             return f"0xR{bits:04X}"
         if kind == "half":
             return f"0xH{bits:04X}"
-        value = np.array(bits, np.uint32 if width == 32 else np.uint64).view(np.float32 if width == 32 else np.float64)
+        wide = kind == "double"
+        value = np.array(bits, np.uint64 if wide else np.uint32).view(np.float64 if wide else np.float32)
     elif "nan" in token:  # [+-][qs]nan[(0x payload)]: a quiet NaN keeps its sign (payloads are not kept)
         value = -np.nan if token.startswith("-") else np.nan
     else:

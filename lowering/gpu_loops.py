@@ -13,16 +13,11 @@ be more than the grid's y axis takes (65535 blocks of ROWS).
 """
 from __future__ import annotations
 
-from dg.core.mlir import create, ir, operations_under
+from dg.core.mlir import create, int_constant, ir, operations_under
 
 WARP = 32  # iterations per block along x
 ROWS = 8  # along y: WARP * ROWS threads per block
 MAX_GRID_Y = 65535
-
-
-def _const(n: int):
-    t = ir.IndexType.get()
-    return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
 
 
 def _binary(name: str, a, b):
@@ -59,7 +54,7 @@ def _flatten(op) -> None:
     rank = len(body.arguments)
     lbs, ubs, steps = (list(op.operands[k * rank:(k + 1) * rank]) for k in range(3))
     index, i1 = ir.IndexType.get(), ir.IntegerType.get_signless(1)
-    zero, one = _const(0), _const(1)
+    zero, one = int_constant(0), int_constant(1)
     extents = []
     for lb, ub, step in zip(lbs, ubs, steps):  # iterations along each axis: ceil((ub - lb) / step), at least 0
         span = _binary("arith.subi", ub, lb)
@@ -69,9 +64,9 @@ def _flatten(op) -> None:
     for n in extents[1:]:
         total = _binary("arith.muli", total, n)
     # W = WARP * max(1, ceil(N / (WARP * ROWS * MAX_GRID_Y))): rows of the grid within its y limit
-    per = _const(WARP * ROWS * MAX_GRID_Y)
+    per = int_constant(WARP * ROWS * MAX_GRID_Y)
     wide = _binary("arith.maxsi", _binary("arith.ceildivsi", total, per), one)
-    width = _binary("arith.muli", wide, _const(WARP))
+    width = _binary("arith.muli", wide, int_constant(WARP))
     rows = _binary("arith.ceildivsi", total, width)
     loop = create("scf.parallel", [], [zero, zero, rows, width, one, one], regions=1,
                   operandSegmentSizes=ir.DenseI32ArrayAttr.get([2, 2, 2, 0]))

@@ -11,7 +11,7 @@ iteration; over buffers it costs two loads and a test per iteration.
 from __future__ import annotations
 
 from dg.core.abi import INTERRUPT, INTERRUPT_DECL, STATE, STATE_DECL, STATE_TYPE
-from dg.core.mlir import append_parsed, create, ir, operations_under
+from dg.core.mlir import append_parsed, create, get_global, ir, operations_under
 
 STOPPABLE = "dg.stoppable"  # the marker on a dg-level loop
 _EQ, _SLT = 0, 2  # arith.cmpi predicates
@@ -27,20 +27,14 @@ def stoppable_loops(m) -> None:
             _as_while(op)
 
 
-def _global(symbol: str, memref: str) -> "ir.Value":
-    """memref.get_global of `symbol` (made directly: `create` takes the op's name as `name`)."""
-    return ir.Operation.create("memref.get_global", results=[ir.Type.parse(memref)],
-                               attributes={"name": ir.FlatSymbolRefAttr.get(symbol)}).result
-
-
 def stopped(loc) -> "ir.Value":
     """An i64 (at the insertion point), nonzero once a check failed or Ctrl-C was pressed."""
     i64, index = ir.IntegerType.get_signless(64), ir.IndexType.get()
     with loc:
-        state = _global(STATE, STATE_TYPE)
+        state = get_global(STATE, STATE_TYPE)
         zero = create("arith.constant", [index], value=ir.IntegerAttr.get(index, 0)).result
         failed = create("memref.load", [i64], [state, zero]).result
-        flag_ref = _global(INTERRUPT, "memref<i64>")
+        flag_ref = get_global(INTERRUPT, "memref<i64>")
         flag = create("memref.load", [i64], [flag_ref]).result
         return create("arith.ori", [i64], [failed, flag]).result
 
