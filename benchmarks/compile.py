@@ -9,7 +9,8 @@ Generated families (each member a gradient, so that autodiff is in the measure):
 Named programs: the MLP training step of benchmarks/cpu.py, the 2-layer GPT loss gradient, a
 Tree-LSTM's gradient (a recursion over a tree given as arrays).
 
-For each: the first call in a fresh module with an empty disk cache ("cold"), split into
+For each: the first call in a fresh module with an empty disk cache ("cold"; marked * where a
+large program's first call ran quick code while a worker optimized it, `runtime.optimizer`), split into
 emission, autodiff (with the verifier), inlining, the other MLIR passes and LLVM
 (`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
 disk cache ("cached"); the size of the program (dg ops emitted, and after autodiff); and the
@@ -89,9 +90,12 @@ def measure_tiered(load, name: str, args) -> dict:
     return {"tiered_first_call_s": first, "tiered_compiled_after_s": took_over, "tiered_interpreted_calls": calls}
 
 
-def measure_dg(load, name: str, args, tiered: bool = False) -> dict:
-    """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time); with
-    `tiered`, the tiered start's too (measure_tiered)."""
+def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) -> dict:
+    """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time). A
+    large program's first call runs quick code while a worker optimizes it (runtime.optimizer):
+    `optimized_after_s` is when the optimized code is there, from the first call's start. With
+    `full`, the cold first call with quick start off too (`full_cold_s`: LLVM's full
+    optimization before the first call); with `tiered`, the tiered start's (measure_tiered)."""
     with tempfile.TemporaryDirectory() as d, cache_dir(d):
         fn = getattr(load(), name)
         with pipeline.pass_times() as times:
@@ -100,6 +104,10 @@ def measure_dg(load, name: str, args, tiered: bool = False) -> dict:
             t1 = time.perf_counter()
             fn(*args)
             cold = time.perf_counter() - t0
+        optimizing = getattr(fn._last.runner, "optimized", None)
+        if optimizing is not None:
+            optimizing.wait()  # (and it is in the disk cache for the cached call)
+        optimized_after = time.perf_counter() - t0
         ops = comp.ir_text.count('"dg.')
         grad_ops = modes.grad_text(comp).count('"dg.')
         fn2 = getattr(load(), name)
@@ -107,7 +115,22 @@ def measure_dg(load, name: str, args, tiered: bool = False) -> dict:
         fn2(*args)
         cached = time.perf_counter() - t
     out = {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "passes_s": dict(times), "dg_ops": ops,
-           "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1)}
+           "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1),
+           "quick_start": optimizing is not None, "optimized_after_s": optimized_after}
+    if full:
+        old = os.environ.get("DG_QUICK_START")
+        os.environ["DG_QUICK_START"] = "0"
+        try:
+            with tempfile.TemporaryDirectory() as d, cache_dir(d):
+                fn = getattr(load(), name)
+                t = time.perf_counter()
+                fn(*args)
+                out["full_cold_s"] = time.perf_counter() - t
+        finally:
+            if old is None:
+                os.environ.pop("DG_QUICK_START", None)
+            else:
+                os.environ["DG_QUICK_START"] = old
     return dict(out, **measure_tiered(load, name, args)) if tiered else out
 
 
@@ -240,7 +263,7 @@ def layers_measure(layers: int, tiered: bool = False) -> dict:
     src = (ROOT / "samples" / "gpt.dg").read_text() + GPT_GRAD
     params, idx, tgt = gpt_setup(layers)
     out = measure_dg(lambda: dg.loads(src, mode="compiled", filename=str(ROOT / "samples" / "gpt_grad.dg")),
-                     "loss_grad", (params, idx, tgt), tiered)
+                     "loss_grad", (params, idx, tgt), tiered, full=tiered)
     out["jax_first_call_s"] = measure_jax(lambda jax: jax_gpt(jax, params, idx, tgt))
     return out
 
@@ -313,7 +336,7 @@ def mlp_measure() -> dict:
     x = rng.standard_normal((64, 784)).astype(np.float32)
     y = rng.integers(0, 10, 64).astype(np.int64)
     out = measure_dg(lambda: dg.loads(cpu.SRC, mode="compiled", filename="bench.dg"), "mlp_step",
-                     (*params, x, y, np.float32(0.01)), tiered=True)
+                     (*params, x, y, np.float32(0.01)), tiered=True, full=True)
 
     def jax_step(jax):
         jnp = jax.numpy
@@ -353,7 +376,7 @@ def run_family(name: str, sizes) -> dict:
             r["jax_first_call_s"] = measure_jax(jax_version) if jax_version else None
         rows[str(n)] = r
         j = r["jax_first_call_s"]
-        print(f"  {name}={n:<5} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  ops {r['dg_ops']:6d} "
+        print(f"  {name}={n:<5} cold {r['cold_s']:7.3f} s{'*' if r['quick_start'] else ' '} cached {r['cached_s']:6.3f} s  ops {r['dg_ops']:6d} "
               f"(grad {r['grad_ops']:6d})  {r['cold_ms_per_op']:6.2f} ms/op  "
               + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
               + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
@@ -380,7 +403,7 @@ def main(argv=None) -> dict:
             "gpt2_loss_grad": lambda: layers_measure(2, tiered=True),
             "tree_lstm_grad": lambda: dict(
                 measure_dg(lambda: dg.loads(TREE_SRC, mode="compiled", filename="tree.dg"), "tree_grad",
-                           (p, words, left, right), tiered=True),
+                           (p, words, left, right), tiered=True, full=True),
                 jax_first_call_s=measure_jax(lambda jax: jax_tree(jax, p, words, left, right))),
         }
         for name, run in progs.items():
@@ -389,6 +412,11 @@ def main(argv=None) -> dict:
             print(f"  {name:15s} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
                   + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
                   + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
+            if r["quick_start"]:
+                print(f"  {'':15s} quick start: optimized code from {r['optimized_after_s']:.3f} s on; "
+                      f"with quick start off (DG_QUICK_START=0) the first call took {r['full_cold_s']:.3f} s", flush=True)
+            else:
+                print(f"  {'':15s} no quick start (a small program); DG_QUICK_START=0: {r['full_cold_s']:.3f} s", flush=True)
             print(f"  {'':15s} tiered (DG_TIERED=1): first call {r['tiered_first_call_s']:.3f} s"
                   + (f" (dg/jax {r['tiered_first_call_s'] / j:.2f}x)" if j else "")
                   + f", compiled code from {r['tiered_compiled_after_s']:.3f} s on "

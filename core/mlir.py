@@ -3,7 +3,6 @@
 Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
-import functools
 import sys
 import types
 
@@ -39,29 +38,6 @@ try:
     VERSION = f"{SOURCE} {_version(SOURCE.replace('_', '-'))}"
 except Exception:  # pragma: no cover - a source checkout without metadata
     VERSION = SOURCE
-
-# LLVM options for the bindings' own LLVM (the one their ExecutionEngine optimizes with). The SLP
-# vectorizer is off: on some functions its cost model ran for minutes (a loop with an early
-# return of a 10-tuple: 35 to 200 s against about 1 s without it), and the benchmarks gained
-# nothing from it; the loop vectorizer stays on.
-LLVM_OPTIONS = ("-vectorize-slp=false",)
-
-
-@functools.cache
-def set_llvm_options() -> None:
-    """Give LLVM_OPTIONS to the library that carries the bindings' LLVM (once per process)."""
-    import ctypes
-    from pathlib import Path
-
-    libs = Path(ir.__file__).resolve().parent / "_mlir_libs"
-    for path in sorted(libs.glob("lib*.so*")):
-        try:
-            fn = ctypes.CDLL(str(path)).LLVMParseCommandLineOptions
-        except (OSError, AttributeError):
-            continue
-        argv = (ctypes.c_char_p * (1 + len(LLVM_OPTIONS)))(b"dg", *(o.encode() for o in LLVM_OPTIONS))
-        fn(len(argv), argv, None)
-        return
 
 
 def attributes(op) -> dict:
@@ -156,6 +132,5 @@ def int_constant(n: int, t=None) -> "ir.Value":
 
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
-           "LLVM_OPTIONS", "set_llvm_options",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
            "static_elements", "user", "create", "get_global", "int_constant"]

@@ -24,7 +24,10 @@ its body (a load or store counting as several). The pool decides at run
 time how many threads to use; a small loop runs on the calling thread. A loop
 whose bounds are constants and whose work is too small to share is left
 in place. Other `scf.parallel` loops stay sequential
-(`convert-scf-to-cf` lowers them).
+(`convert-scf-to-cf` lowers them). Loops that are the same once outlined
+(their loop functions print alike under one name) share one pair of
+functions: a transformer's element-wise loops repeat in every layer and in
+its gradient, and LLVM's time goes mostly to optimizing and compiling loops.
 """
 from __future__ import annotations
 
@@ -291,10 +294,13 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
-def _outline(m, loop, nest: list, bounds: list, name: str, words: list) -> bool:
+def _outline(m, loop, nest: list, bounds: list, name: str, words: list, made: dict) -> bool:
     """Move one scf.parallel into functions of its own (see the module's doc); False if a value
     it uses cannot travel in the context. `nest` and `bounds` as shared_loops gives them;
-    `words`: each context's size is appended to it."""
+    `words`: each context's size is appended to it. `made`: the loop functions so far, by their
+    text under a common name; a loop the same as an earlier one (a layer's element-wise ops
+    repeat in every layer and in its gradient) launches the earlier one's functions, and LLVM
+    compiles it once."""
     dims = len(loop.regions[0].blocks[0].arguments)
     outside = _used_from_outside(nest, _defined_inside(nest), dims)
     constants = [v for v in outside if _is_constant(v)]
@@ -327,6 +333,10 @@ def _outline(m, loop, nest: list, bounds: list, name: str, words: list) -> bool:
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
+    same = made.setdefault(funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), name)
+    if same != name:
+        for f in funcs[:2]:
+            f.erase()
 
     # The launch's body in the loop's place, on the context global and the loop's operands.
     launch = funcs[2].regions[0].blocks[0]
@@ -337,6 +347,8 @@ def _outline(m, loop, nest: list, bounds: list, name: str, words: list) -> bool:
     for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
         arg.replace_all_uses_with(v)
     for op in [op.operation for op in launch.operations][:-1]:
+        if op.name == "func.constant":
+            op.attributes["value"] = ir.FlatSymbolRefAttr.get(same)
         op.move_before(loop)
     loop.erase()
     return True
@@ -394,12 +406,12 @@ def outline_parallel_loops(m) -> int:
     """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
     passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
     taken = symbols(m)
-    count, words = 0, []
+    count, words, made = 0, [], {}
     for loop, nest, bounds in shared_loops(m):
         name = f"__dg_par_{count}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, nest, bounds, name, words):
+        if _outline(m, loop, nest, bounds, name, words, made):
             count += 1
     if count:
         array = f"!llvm.array<{max(words)} x i64>"

@@ -4,8 +4,8 @@ Expects: the dg IR of one specialization at the `grad` stage (what the
 emitter made, with its gradients). Guarantees:
 `CpuProgram.build(text, module).call(symbol, arrays)` runs the compiled
 function on NumPy arrays and returns NumPy arrays. The module goes down the
-pipeline to the LLVM dialect (`lowering.pipeline`, stage `llvm`); MLIR's
-`ExecutionEngine` compiles it (opt level 3, position independent) and its
+pipeline to the LLVM dialect (`lowering.pipeline`, stage `llvm`); LLVM (through
+llvmlite) optimizes and compiles its translation (`object_code`) and its
 object code is kept in the on-disk cache (`runtime.cache`); the object is
 loaded and linked with llvmlite's JIT, so a later process that finds it
 skips the emitter, MLIR and LLVM altogether.
@@ -25,7 +25,6 @@ import ctypes
 import ctypes.util
 import os
 import struct
-import tempfile
 import threading
 import time
 
@@ -35,13 +34,15 @@ from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP,
 from dg.core.attrs import table
 from dg.core.errors import DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
-from dg.core.mlir import ExecutionEngine, ir, set_llvm_options
+from dg.core.mlir import ir
 from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
 from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
+from dg.lowering.llvm_ir import llvm_ir
 
-from . import cache, collectives, compile_log, interrupt, threads
+from . import cache, collectives, compile_log, interrupt, optimizer, threads
 from .interp import _Breakpoints, _Console
+from .machine_code import object_code
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -309,46 +310,46 @@ def _cpu_lowering(module: "ir.Module", entry: str | None) -> tuple["ir.Module", 
     return pipeline.run_stage(module, "llvm", start="grad", entry=entry), {}
 
 
-def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, bytes]:
-    """(metadata, object code) for a module at the `grad` stage: the pipeline down to the LLVM
-    dialect (`lower(module, entry)`: the module there and what it adds to the metadata; the
-    CPU's by default), then MLIR's ExecutionEngine at -O3. With `entry`, only that function is
-    callable and only what it reaches is compiled."""
-    set_llvm_options()
+def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, str, int]:
+    """(metadata, LLVM IR text, LLVM's optimization level for it) for a module at the `grad`
+    stage: the pipeline down to the LLVM dialect (`lower(module, entry)`: the module there and
+    what it adds to the metadata; the CPU's by default), translated. The level is 3, or 2 for a
+    large program (`opt_level`). With `entry`, only that function is callable and only what it
+    reaches is compiled."""
     sigs = _signatures(module)
     if entry is not None:
         sigs = {entry: sigs[entry]}
     t0 = time.perf_counter()
     m, extra = lower(module, entry)
-    t1 = time.perf_counter()
     meta = {**extra, "signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     level = opt_level(m)
-    with shared_context():  # (the engine takes the module)
-        engine = ExecutionEngine(m, opt_level=level, shared_libs=[], enable_pic=True)
-    for name, addr in _Runtime.install().items():
-        engine.raw_register_runtime(name, ctypes.c_void_p(addr))
-    engine.raw_lookup("_mlir_ciface_" + LINKED + next(iter(sigs)))  # code generation happens on the first lookup
-    t2 = time.perf_counter()
-    pipeline.note_time("LLVM", t2 - t1)
-    meta["seconds"] = {"passes": t1 - t0, "llvm": t2 - t1}
-    meta["opt_level"] = level
-    fd, path = tempfile.mkstemp(suffix=".o")
-    os.close(fd)
-    try:
-        engine.dump_to_object_file(path)
-        with open(path, "rb") as f:
-            blob = f.read()
-    finally:
-        os.unlink(path)
-    return meta, blob
+    with shared_context():
+        text = llvm_ir(m)
+    meta["seconds"] = {"passes": time.perf_counter() - t0}
+    return meta, text, level
+
+
+def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, bytes]:
+    """(metadata, object code) for a module at the `grad` stage: `lower_object`, then LLVM
+    (`object_code`) at the level it gives."""
+    meta, text, level = lower_object(module, entry, lower)
+    return finish_object(meta, text, level)
+
+
+def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes]:
+    """`lower_object`'s metadata with LLVM's time and level, and the object code of its text."""
+    t0 = time.perf_counter()
+    blob = object_code(text, level)
+    took = time.perf_counter() - t0
+    pipeline.note_time("LLVM", took)
+    return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
 
 
 class CpuProgram:
     """A compiled dg module: its functions callable on NumPy arrays."""
 
     def __init__(self, meta: dict, blob: bytes, from_cache: bool):
-        import llvmlite.binding as llvm
 
         _Runtime.install()
         self.from_cache = from_cache
@@ -358,6 +359,17 @@ class CpuProgram:
         self.alloc_sites = [loc_from_row(place) for place in meta["alloc_sites"]]
         self.host_calls = meta["host_calls"]
         self.call_sites = [loc_from_row(place) for place in meta["call_sites"]]
+        self.opt_level = meta.get("opt_level", 3)
+        self._retired: list = []  # the JITs of code that optimized code replaced (a call may still hold one)
+        self.optimized = None  # optimizer.Optimizing while a worker optimizes this quick-start code
+        self._load(blob)
+        self._lock = threading.RLock()
+        self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
+        self._interrupted = interrupt.flag()
+
+    def _load(self, blob: bytes) -> None:
+        import llvmlite.binding as llvm
+
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
         self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
@@ -365,9 +377,15 @@ class CpuProgram:
         at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
         self._state = (ctypes.c_int64 * STATE_WORDS).from_address(at) if at else None
         self._entry: dict = {}
-        self._lock = threading.RLock()
-        self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
-        self._interrupted = interrupt.flag()
+
+    def _take_optimized(self) -> None:
+        """Between calls: the optimized code the worker made runs the calls from now on."""
+        with self._lock:
+            done, self.optimized = self.optimized, None
+            if done is not None and done.blob is not None:
+                self._retired.append(self._jit)
+                self._load(done.blob)
+                self.opt_level = done.level
 
     @classmethod
     def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
@@ -378,8 +396,24 @@ class CpuProgram:
         program = cls.cached(text, entry)
         if program is not None:
             return program
-        meta, blob = cls.compile(module or parse(text), entry)
-        return cls.stored(text, entry, meta, blob, t0)
+        module = module or parse(text)
+        if not cls.QUICK_START or not optimizer.enabled():
+            meta, blob = cls.compile(module, entry)
+            return cls.stored(text, entry, meta, blob, t0)
+        meta, ll, level = lower_object(module, entry)
+        if level == 3:  # (a program small enough for LLVM's full optimization at once)
+            return cls.stored(text, entry, *finish_object(meta, ll, level), t0)
+        quick_meta, blob = finish_object(meta, ll, 0)
+        program = cls(quick_meta, blob, from_cache=False)
+        program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta)
+        took = quick_meta["seconds"]
+        compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
+                        f"{took['passes']:.3g} s, LLVM -O0 {took['llvm']:.3g} s; a worker process optimizes "
+                        f"it at -O{level}, and its code runs the calls once it is done")
+        return program
+
+    # Whether a large program starts on unoptimized code while a worker optimizes it (optimizer).
+    QUICK_START = True
 
     @staticmethod
     def compile(module: "ir.Module", entry: str | None) -> tuple[dict, bytes]:
@@ -445,9 +479,12 @@ class CpuProgram:
             fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
             e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
                                              [t.rank for t in ins], outs, self.free)
+            e.state = self._state
         return e
 
     def call(self, symbol: str, arrays: list):
+        if self.optimized is not None and self.optimized.done and not _Runtime.local.stack:
+            self._take_optimized()
         e = self._entry.get(symbol) or self._function(symbol)
         try:  # (another thread may take the last spare between a test and a pop)
             bufs = e.pool.pop()
@@ -481,7 +518,7 @@ class CpuProgram:
         # check, the stack in use) belongs to that call. A call made from a callback inside it
         # (a breakpoint) nests: it saves the outer call's state and puts it back.
         failed = None
-        state = self._state
+        state = e.state
         if not stack:  # the outermost dg call on this thread: Ctrl-C stops it
             interrupt.arm()
         with self._lock:
@@ -551,6 +588,7 @@ class _Entry:
 
     def __init__(self, fn, dtypes: list, ranks: list, outs: list, free=None, small: int = _SMALL_RESULT):
         self.fn = fn
+        self.state = None  # the program's state words in the code `fn` belongs to (CpuProgram._function)
         self.dtypes = dtypes
         self.offsets, at = [], 0
         for r in ranks:

@@ -52,6 +52,8 @@ def _lowering(target_arch: str):
 class CudaProgram(CpuProgram):
     """A compiled dg module whose functions run on the GPU, called on NumPy arrays."""
 
+    QUICK_START = False  # (its host code holds the device's tables: it is compiled once)
+
     def __init__(self, meta: dict, blob: bytes, from_cache: bool):
         self.device = cuda.device()
         self.device.make_current()  # (programs are made on whichever thread compiles them)

@@ -9,7 +9,7 @@ import pytest
 
 import dg
 from dg.dialects.dialect import parse
-from dg.lowering import gpu, gpu_matmul, pipeline
+from dg.lowering import gpu, gpu_matmul, llvm_ir, pipeline
 from dg.runtime.cuda import driver_status
 
 SRC = """
@@ -180,7 +180,7 @@ def test_float_literals_are_ones_every_llvm_reads():
             "  %e = getelementptr i8, ptr %p, i64 8\n"
             "  %f = fadd float %y, +qnan\n"
             "  %g = fadd double %x, -nan(0x8000000000001)\n")
-    got = gpu.portable_floats(text).splitlines()
+    got = llvm_ir.portable_floats(text).splitlines()
     assert got[0].endswith("0xBFE6A09E667F3BCD")
     assert "float 0xFFF0000000000000," in got[1]
     assert got[2].endswith(f"0x{int(np.array(np.float64(np.float32(1.0001))).view(np.uint64)):016X}")  # rounded to float

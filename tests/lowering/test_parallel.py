@@ -202,10 +202,11 @@ def test_compiled_loops_split_over_threads(tmp_path):
                                    rtol=1e-6, atol=1e-30, err_msg=f)
 
 
-def _generic(src: str, src_t: str, dst: str, dst_t: str) -> str:
+def _generic(src: str, src_t: str, dst: str, dst_t: str, op: str = "math.exp") -> str:
+    e = f"%e = {op} %x : f32" if op.startswith("math.") else f"%e = {op} %x, %x : f32"
     return (f"linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
             f"iterator_types = [\"parallel\"]}} ins({src} : {src_t}) outs({dst} : {dst_t}) {{\n"
-            "^bb0(%x: f32, %y: f32):\n  %e = math.exp %x : f32\n  linalg.yield %e : f32\n}\n")
+            f"^bb0(%x: f32, %y: f32):\n  {e}\n  linalg.yield %e : f32\n}}\n")
 
 
 NOALIAS_CASES = {
@@ -323,6 +324,43 @@ def test_the_context_global_holds_the_largest_context():
         (g,) = [op.operation for op in m.body.operations if op.operation.name == "llvm.mlir.global"]
         assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<13 x i64>"
         assert m.operation.verify()
+
+
+def test_the_same_loop_in_two_places_is_one_function():
+    """Loops that are the same once outlined (a layer's element-wise ops repeat in every layer
+    and in its gradient) launch one pair of functions, which LLVM compiles once; a different
+    loop keeps its own. Compiled, the program gives the interpreter's values."""
+    from dg.core.mlir import operations_under
+    from dg.dialects.dialect import shared_context
+    from dg.lowering import parallel
+
+    text = ("func.func @f(%b: memref<?xf32>) -> memref<?xf32> {\n"
+            "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?xf32>\n"
+            "%a = memref.alloc(%n) : memref<?xf32>\n%r = memref.alloc(%n) : memref<?xf32>\n"
+            "%s = memref.alloc(%n) : memref<?xf32>\n%t = memref.alloc(%n) : memref<?xf32>\n"
+            + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>")  # (b may alias: not the same loop)
+            + _generic("%a", "memref<?xf32>", "%r", "memref<?xf32>")
+            + _generic("%r", "memref<?xf32>", "%s", "memref<?xf32>")
+            + _generic("%s", "memref<?xf32>", "%t", "memref<?xf32>", op="arith.subf")
+            + "return %t : memref<?xf32>\n}")
+    with shared_context():
+        m = ir.Module.parse(text)
+        assert parallel.outline_parallel_loops(m) == 4
+        names = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations]
+        assert sorted(n for n in names if n.startswith("__dg_par")) == [
+            "__dg_par_0", "__dg_par_0_loop", "__dg_par_1", "__dg_par_1_loop", "__dg_par_3", "__dg_par_3_loop"], str(m)
+        (f,) = [op.operation for op in m.body.operations if op.operation.name == "func.func"
+                and ir.StringAttr(op.operation.attributes["sym_name"]).value == "f"]
+        launched = [ir.FlatSymbolRefAttr(op.attributes["value"]).value
+                    for op in operations_under(f.regions[0].blocks[0]) if op.name == "func.constant"]
+        assert launched == ["__dg_par_0", "__dg_par_1", "__dg_par_1", "__dg_par_3"], str(f)
+        assert m.operation.verify()
+
+    src = ("def g(x: f32[N]) -> f32[N]:\n    y = tanh(x * 0.5) + x\n    z = tanh(y * 0.5) + y\n"
+           "    return z * 2.0 - tanh(z * 0.5)\n")
+    x = np.linspace(-3, 3, 1 << 16, dtype=np.float32)
+    got = dg.loads(src, mode="compiled", filename="same.dg").g(x)
+    np.testing.assert_allclose(got, dg.loads(src, mode="interp", filename="same.dg").g(x), rtol=1e-5, atol=1e-6)
 
 
 def test_a_recursive_functions_frame_holds_no_loop_context():

@@ -64,7 +64,7 @@ def test_no_import_is_tried_again_and_again(monkeypatch):
 
 # A loop with a data-dependent bound, nested ifs, a `break` and an early return of a 10-tuple,
 # and no return after the loop: LLVM's SLP vectorizer spent 35 to 200 s on it (on 2 cores), now
-# off (core/mlir.LLVM_OPTIONS); the whole call takes about a second.
+# off (runtime/machine_code.py); the whole call takes about a second.
 SLOW_TO_VECTORIZE = """
 def g(x: f32[N], w: f32[?, ?], a: f32, n: i64):
     s = a * 0.5

@@ -1,0 +1,126 @@
+"""Quick start (runtime/optimizer.py): a large program's first calls run code compiled without
+optimization while a worker process optimizes it; the optimized code takes over between calls
+and is what the disk cache keeps.
+
+Here every program counts as large (cpu.LARGE_PROGRAM_LINES set to 0), so that small programs
+take the quick path.
+"""
+import numpy as np
+import pytest
+
+import dg
+from dg.runtime import cpu, machine_code, optimizer
+
+SRC = """
+def f(x: f32[N], w: f32[N]) -> f32:
+    y = x
+    for i in range(3):
+        y = tanh(y * w + 0.1) + y * 0.5
+    return sum(y * y)
+
+def g(x: f32[N], w: f32[N]) -> f32[N]:
+    return grad(f, wrt=1)(x, w)
+
+def pick(x: f32[N], i: i64) -> f32:
+    return x[i] * 2.0
+"""
+
+
+@pytest.fixture
+def large(monkeypatch, tmp_path):
+    monkeypatch.setattr(cpu, "LARGE_PROGRAM_LINES", 0)
+    monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DG_QUICK_START", raising=False)
+    return tmp_path
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+
+
+def test_quick_code_runs_until_the_optimized_code_takes_over(large):
+    x, w = _args()
+    want = dg.loads(SRC, mode="interp", filename="quick.dg").g(x, w)
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    first = m.g(x, w)
+    program = m.g._last.runner
+    assert program.opt_level == 0 and program.optimized is not None
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-5)
+    assert program.optimized.wait(300)
+    again = m.g(x, w)  # (between two calls, the optimized code is loaded)
+    assert program.opt_level == 2 and program.optimized is None
+    np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-5)
+    # the worker put the optimized code into the disk cache: a new module loads it
+    m2 = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    np.testing.assert_allclose(m2.g(x, w), want, rtol=1e-4, atol=1e-5)
+    assert m2.g._last.runner.from_cache and m2.g._last.runner.opt_level == 2
+
+
+def test_quick_code_fails_where_optimized_code_fails(large):
+    """The same located error from quick code, from optimized code, and from the interpreter."""
+    x, _ = _args()
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    messages = []
+    for step in range(2):
+        with pytest.raises(dg.DgRuntimeError) as e:
+            m.pick(x, 5000)
+        messages.append(str(e.value))
+        if step == 0:
+            assert m.pick._last.runner.opt_level == 0
+            assert m.pick._last.runner.optimized.wait(300)
+    assert m.pick._last.runner.opt_level == 2
+    with pytest.raises(dg.DgRuntimeError) as e:
+        dg.loads(SRC, mode="interp", filename="quick.dg").pick(x, 5000)
+    assert messages[0] == messages[1]
+    assert "quick.dg:12:12" in messages[0] and "out of bounds" in messages[0], messages[0]
+    assert "out of bounds" in str(e.value)
+    assert m.pick(x, 3) == pytest.approx(2 * x[3])
+
+
+def test_without_a_worker_the_quick_code_stays(large, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(optimizer.subprocess, "Popen", no_process)
+    x, w = _args()
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    first = m.g(x, w)
+    program = m.g._last.runner
+    assert program.optimized is None or program.optimized.wait(60)
+    np.testing.assert_allclose(m.g(x, w), first, rtol=1e-6)
+    assert program.opt_level == 0 and program.optimized is None
+
+
+def test_quick_start_off(large, monkeypatch):
+    monkeypatch.setenv("DG_QUICK_START", "0")
+    x, w = _args()
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    m.g(x, w)
+    assert m.g._last.runner.opt_level == 2 and m.g._last.runner.optimized is None
+
+
+def test_a_small_program_is_optimized_at_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DG_QUICK_START", raising=False)
+    x, w = _args()
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    m.g(x, w)
+    assert m.g._last.runner.opt_level == 3 and m.g._last.runner.optimized is None
+
+
+def test_each_level_makes_code_that_loads():
+    """object_code at every level: LLVM IR text to object code the JIT links and runs."""
+    text = ("define i64 @twice(i64 %x) {\n  %y = add i64 %x, %x\n  ret i64 %y\n}\n")
+    import ctypes
+
+    import llvmlite.binding as llvm
+
+    for level in range(4):
+        blob = machine_code.object_code(text, level)
+        target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
+        jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
+        jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
+        jit.finalize_object()
+        twice = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("twice"))
+        assert twice(21) == 42
