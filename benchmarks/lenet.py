@@ -94,14 +94,6 @@ def batch_data(batch: int, seed: int = 1):
     return rng.random((batch, 1, 28, 28), np.float32), rng.integers(0, 10, batch).astype(np.int64)
 
 
-def optimized(fn) -> None:
-    """After a dg function's first call: wait for a quick-started program's optimized code
-    (runtime.optimizer), so that the figures are those of the code that runs from then on."""
-    runner = fn._last.runner
-    if getattr(runner, "optimized", None) is not None:
-        runner.optimized.wait()
-
-
 def dg_steps(params, x, y):
     """{peer: a function making one step and returning (loss, new params) as NumPy}."""
     lr = np.float32(LR)
@@ -113,7 +105,6 @@ def dg_steps(params, x, y):
             loss, *new = m.lenet_step(*params, x, y, lr)
             return loss, new
 
-        step.module = m
         out[f"dg_{mode}"] = step
     return out
 
@@ -211,9 +202,6 @@ def profile(x, params, repeats):
         "loss_forward": lambda: m.lenet_loss(*params, x, y),
         "step": lambda: m.lenet_step(*params, x, y, np.float32(LR)),
     }
-    for name, fn in fns.items():
-        fn()
-        optimized(getattr(m, "lenet_step" if name == "step" else "lenet_loss" if name == "loss_forward" else name))
     return medians(fns, repeats)
 
 
@@ -232,7 +220,6 @@ def main(argv=None) -> dict:
     x, y = batch_data(batch)
     steps = all_steps(params, x, y, peers)
     res = {"peers": sorted(peers), "cpu_count": os.cpu_count(), "batch": batch, "max_abs_diff": agreement(steps)}
-    optimized(steps["dg_compiled"].module.lenet_step)
     per_s = {k: 1.0 / t for k, t in medians(steps, repeats, min_time=0.01 if a.quick else 0.05).items()}
     res["steps_per_s"] = per_s
     res["ratios"] = ratios(per_s, "dg_compiled")

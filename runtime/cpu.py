@@ -294,6 +294,12 @@ def _signatures(dg_module: "ir.Module") -> dict:
 LARGE_PROGRAM_LINES = 8000
 
 
+# A program whose LLVM IR has more lines than this starts on quick code while a worker optimizes
+# it (runtime.optimizer): LLVM's -O3 takes about 0.3 s at this size (the MLP training step of
+# benchmarks/cpu.py, 4,000 lines: 0.7 s at -O3, 0.07 s quick).
+QUICK_START_LINES = 2000
+
+
 def opt_level(m: "ir.Module") -> int:
     """LLVM's optimization level for a module in the LLVM dialect: 3, or 2 for a large one."""
     lines = 0
@@ -401,7 +407,7 @@ class CpuProgram:
             meta, blob = cls.compile(module, entry)
             return cls.stored(text, entry, meta, blob, t0)
         meta, ll, level = lower_object(module, entry)
-        if level == 3:  # (a program small enough for LLVM's full optimization at once)
+        if ll.count("\n") <= QUICK_START_LINES:  # (LLVM optimizes it about as fast as a worker starts)
             return cls.stored(text, entry, *finish_object(meta, ll, level), t0)
         quick_meta, blob = finish_object(meta, ll, 0)
         program = cls(quick_meta, blob, from_cache=False)

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
+import weakref
 
 from . import cache
 from .machine_code import object_code
-
-# Workers at once, per process: each holds a program's LLVM module (hundreds of MB for a large
-# one); a program quick-started meanwhile waits for a slot, its quick code running the calls.
-_SLOTS = threading.BoundedSemaphore(1)
 
 
 def enabled() -> bool:
@@ -37,35 +35,67 @@ def enabled() -> bool:
 
 
 class Optimizing:
-    """A worker process optimizing one program's LLVM IR; `done` once it has finished."""
+    """One program's LLVM IR to optimize in a worker process; `done` once the worker has finished
+    (or the job was given up). Jobs run one at a time, in order, on one thread of this process:
+    a worker holds a program's LLVM module (hundreds of MB for a large one). A job whose program
+    is gone before its turn is skipped (the queue holds it weakly)."""
 
     def __init__(self, text: str, level: int, key: str, meta: dict):
         self.level, self.done, self.blob, self.worker = level, False, None, None
         self._finished = threading.Event()
         header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
-        threading.Thread(target=self._run, args=((header + "\n" + text).encode(),), daemon=True,
-                         name="dg-optimizer").start()
+        self._payload: bytes | None = (header + "\n" + text).encode()
+        _PENDING.add(self)
+        _submit(self)
 
-    def _run(self, payload: bytes) -> None:
-        try:
-            with _SLOTS:
-                # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
-                self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer"], stdin=subprocess.PIPE,
-                                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                               start_new_session=True)
-                out, _ = self.worker.communicate(payload)
-                if self.worker.returncode == 0 and out:
-                    self.blob = out
+    def _run(self) -> None:
+        payload, self._payload = self._payload, None
+        try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
+            self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer"], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+            out, _ = self.worker.communicate(payload)
+            if self.worker.returncode == 0 and out:
+                self.blob = out
         except (OSError, ValueError):
             pass
         finally:
             self.done = True
             self._finished.set()
+            _PENDING.discard(self)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until the worker has finished (for tests and benchmarks that measure the optimized
         code); whether it has."""
         return self._finished.wait(timeout)
+
+
+def wait_all() -> None:
+    """Until every program of this process that runs quick code has its optimized code (which
+    takes over at its next call), for benchmarks that time the code that runs from then on."""
+    for job in list(_PENDING):
+        job.wait()
+
+
+_PENDING: weakref.WeakSet = weakref.WeakSet()  # the jobs not done yet
+_JOBS: queue.SimpleQueue = queue.SimpleQueue()  # weak references to Optimizing jobs, in order
+_SERVER: list = []  # the thread that runs them, once started
+_START = threading.Lock()
+
+
+def _submit(job: Optimizing) -> None:
+    _JOBS.put(weakref.ref(job))
+    with _START:
+        if not _SERVER:
+            _SERVER.append(threading.Thread(target=_serve, daemon=True, name="dg-optimizer"))
+            _SERVER[0].start()
+
+
+def _serve() -> None:
+    while True:
+        job = _JOBS.get()()
+        if job is not None:
+            job._run()
+            del job
 
 
 def _yield_the_cpu() -> None:

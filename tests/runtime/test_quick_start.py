@@ -2,8 +2,8 @@
 optimization while a worker process optimizes it; the optimized code takes over between calls
 and is what the disk cache keeps.
 
-Here every program counts as large (cpu.LARGE_PROGRAM_LINES set to 0), so that small programs
-take the quick path.
+Here every program counts as large (cpu.QUICK_START_LINES and LARGE_PROGRAM_LINES set to 0), so
+that small programs take the quick path and are optimized at -O2.
 """
 import numpy as np
 import pytest
@@ -29,6 +29,7 @@ def pick(x: f32[N], i: i64) -> f32:
 @pytest.fixture
 def large(monkeypatch, tmp_path):
     monkeypatch.setattr(cpu, "LARGE_PROGRAM_LINES", 0)
+    monkeypatch.setattr(cpu, "QUICK_START_LINES", 0)
     monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DG_QUICK_START", raising=False)
     return tmp_path
