@@ -44,16 +44,21 @@ SIZE = 64  # the vectors of the generated families
 
 
 @contextlib.contextmanager
-def cache_dir(path: str):
-    old = os.environ.get("DG_CACHE_DIR")
-    os.environ["DG_CACHE_DIR"] = path
+def environment(name: str, value: str):
+    """The environment variable `name` set to `value` inside, as it was after."""
+    old = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("DG_CACHE_DIR", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["DG_CACHE_DIR"] = old
+            os.environ[name] = old
+
+
+def cache_dir(path: str):
+    return environment("DG_CACHE_DIR", path)
 
 
 def _stages(times: dict, emission: float) -> dict:
@@ -68,25 +73,17 @@ def measure_tiered(load, name: str, args) -> dict:
     """With DG_TIERED=1 and an empty disk cache: how long the first call of `load().name(*args)`
     waits (the interpreter runs it while a worker process compiles), and when compiled code
     takes over (from the first call's start, calls made meanwhile)."""
-    old = os.environ.get("DG_TIERED")
-    os.environ["DG_TIERED"] = "1"
-    try:
-        with tempfile.TemporaryDirectory() as d, cache_dir(d):
-            fn = getattr(load(), name)
-            t0 = time.perf_counter()
+    with environment("DG_TIERED", "1"), tempfile.TemporaryDirectory() as d, cache_dir(d):
+        fn = getattr(load(), name)
+        t0 = time.perf_counter()
+        fn(*args)
+        first = time.perf_counter() - t0
+        calls = 1
+        while type(fn._last.runner).__name__ == "Tiered" and not fn._last.runner.ready():
             fn(*args)
-            first = time.perf_counter() - t0
-            calls = 1
-            while type(fn._last.runner).__name__ == "Tiered" and not fn._last.runner.ready():
-                fn(*args)
-                calls += 1
-            fn(*args)  # (the first compiled call)
-            took_over = time.perf_counter() - t0
-    finally:
-        if old is None:
-            os.environ.pop("DG_TIERED", None)
-        else:
-            os.environ["DG_TIERED"] = old
+            calls += 1
+        fn(*args)  # (the first compiled call)
+        took_over = time.perf_counter() - t0
     return {"tiered_first_call_s": first, "tiered_compiled_after_s": took_over, "tiered_interpreted_calls": calls}
 
 
@@ -118,19 +115,11 @@ def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) 
            "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1),
            "quick_start": optimizing is not None, "optimized_after_s": optimized_after}
     if full:
-        old = os.environ.get("DG_QUICK_START")
-        os.environ["DG_QUICK_START"] = "0"
-        try:
-            with tempfile.TemporaryDirectory() as d, cache_dir(d):
-                fn = getattr(load(), name)
-                t = time.perf_counter()
-                fn(*args)
-                out["full_cold_s"] = time.perf_counter() - t
-        finally:
-            if old is None:
-                os.environ.pop("DG_QUICK_START", None)
-            else:
-                os.environ["DG_QUICK_START"] = old
+        with environment("DG_QUICK_START", "0"), tempfile.TemporaryDirectory() as d, cache_dir(d):
+            fn = getattr(load(), name)
+            t = time.perf_counter()
+            fn(*args)
+            out["full_cold_s"] = time.perf_counter() - t
     return dict(out, **measure_tiered(load, name, args)) if tiered else out
 
 
