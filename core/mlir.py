@@ -3,6 +3,7 @@
 Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
+import os
 import sys
 import types
 
@@ -38,6 +39,24 @@ try:
     VERSION = f"{SOURCE} {_version(SOURCE.replace('_', '-'))}"
 except Exception:  # pragma: no cover - a source checkout without metadata
     VERSION = SOURCE
+
+
+# MLIR verifies the whole module after every pass of a pass manager unless told not to: on a
+# large program that was more than half of the lowering to LLVM (the 2-layer GPT gradient:
+# to-llvm 1.2 s with it, 0.5 s without). dg's pipelines run without it, and the CPU executor
+# verifies the module once before LLVM translates it (runtime.cpu.lower_object);
+# DG_VERIFY_PASSES=1 verifies after every pass (the test suite runs so, tests/conftest.py).
+def pass_manager(pipeline: str) -> "passmanager.PassManager":
+    """MLIR's pass manager for a textual pipeline, verifying after each pass only with
+    DG_VERIFY_PASSES=1."""
+    pm = passmanager.PassManager.parse(pipeline)
+    pm.enable_verifier(os.environ.get("DG_VERIFY_PASSES", "0") == "1")
+    return pm
+
+
+def run_pipeline(module, pipeline: str) -> None:
+    """Run a textual MLIR pipeline on a module (`pass_manager`'s)."""
+    pass_manager(pipeline).run(module.operation)
 
 
 def attributes(op) -> dict:
@@ -131,6 +150,6 @@ def int_constant(n: int, t=None) -> "ir.Value":
     return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
 
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION",
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
            "static_elements", "user", "create", "get_global", "int_constant"]

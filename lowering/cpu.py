@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from dg.core.abi import FAIL, FRAME, INNER_FRAMES, LINKED, MAX_FRAMES, STACK_POINTER, STATE, STATE_DECL, STATE_TYPE
-from dg.core.mlir import append_parsed, ir, passmanager
+from dg.core.mlir import append_parsed, ir, run_pipeline
 
 # bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
 # are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
@@ -105,7 +105,7 @@ def only_entry(m, entry: str | None = None) -> None:
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")
             if "llvm.emit_c_interface" in op.attributes:
                 del op.attributes["llvm.emit_c_interface"]
-    passmanager.PassManager.parse("builtin.module(symbol-dce)").run(m.operation)
+    run_pipeline(m, "builtin.module(symbol-dce)")
 
 
 def link_names(m) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dg.core.mlir import ir, operations_under, passmanager
+from dg.core.mlir import ir, operations_under, run_pipeline
 
 # Canonicalization leaves out one MLIR pattern, ForOpTensorCastFolder: it moves a cast to a more
 # static type from a loop's initial value into the loop, which then claims that every iteration
@@ -74,4 +74,4 @@ def keep_shared_calls(m) -> int:
 
 def inline_and_simplify(m) -> None:
     keep_shared_calls(m)
-    passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
+    run_pipeline(m, SIMPLIFY)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
 from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under,
-                          passmanager, symbols)
+                          run_pipeline, symbols)
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
@@ -404,7 +404,7 @@ def shared_loops(m) -> list:
 
 def outline_parallel_loops(m) -> int:
     """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
-    passmanager.PassManager.parse("builtin.module(func.func(convert-linalg-to-parallel-loops))").run(m.operation)
+    run_pipeline(m, "builtin.module(func.func(convert-linalg-to-parallel-loops))")
     taken = symbols(m)
     count, words, made = 0, [], {}
     for loop, nest, bounds in shared_loops(m):

@@ -26,7 +26,7 @@ import inspect
 import time
 
 from dg.core.errors import DgError
-from dg.core.mlir import ir, passmanager
+from dg.core.mlir import ir, pass_manager, run_pipeline
 from dg.dialects import verify
 from dg.dialects.dialect import asm, parse
 
@@ -70,7 +70,7 @@ BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-ret
 def _bufferize(m):
     """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING."""
     deep = _scf_nesting(m.body) > MAX_ANALYZED_NESTING
-    passmanager.PassManager.parse(BUFFERIZE_DEEP if deep else BUFFERIZE).run(m.operation)
+    run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
 
 
 def _scf_nesting(block) -> int:
@@ -84,7 +84,7 @@ def _scf_nesting(block) -> int:
 
 def _mlir(pipeline: str):
     def run(m):
-        passmanager.PassManager.parse(pipeline).run(m.operation)
+        run_pipeline(m, pipeline)
     run.__doc__ = f"MLIR's `{pipeline}`."
     return run
 
@@ -92,7 +92,7 @@ def _mlir(pipeline: str):
 def _share_argument_dims(m):
     """fold_sizes.share_argument_dims, then inline-and-simplify again where it shared any."""
     if fold_sizes.share_argument_dims(m):
-        passmanager.PassManager.parse(SIMPLIFY).run(m.operation)
+        run_pipeline(m, SIMPLIFY)
 
 
 # Every dg pass, in pipeline order: name -> function(module, **options) -> module or None (in place).
@@ -240,7 +240,7 @@ def run_passes(module: "ir.Module", names, **options) -> "ir.Module":
             pending.clear()
             with m.context:
                 try:
-                    pm = passmanager.PassManager.parse(text)
+                    pm = pass_manager(text)
                 except Exception as e:
                     raise DgError(f"unknown pass in '{text}': {e}") from e
                 t0 = time.perf_counter()

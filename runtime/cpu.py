@@ -331,6 +331,7 @@ def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lower
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     level = opt_level(m)
     with shared_context():
+        m.operation.verify()  # (once: the passes ran without MLIR's verifier, core.mlir.pass_manager)
         text = llvm_ir(m)
     meta["seconds"] = {"passes": time.perf_counter() - t0}
     return meta, text, level

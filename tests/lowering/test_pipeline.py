@@ -1,5 +1,6 @@
 """The CPU pipeline's order (runtime/cpu.py): what is lowered for one entry function."""
 import numpy as np
+import pytest
 
 import dg
 from dg.core.mlir import ir
@@ -108,3 +109,27 @@ def test_a_function_slp_vectorized_for_minutes_compiles(tmp_path):
         raise AssertionError("compiling g took more than 30 s") from None
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("g.dg:13:5: error: assertion failed: g() reached its end without a return")
+
+
+def test_invalid_ir_is_caught_before_llvm_without_per_pass_verification(monkeypatch, tmp_path):
+    """By default MLIR's verifier does not run after every pass (core.mlir.pass_manager); the
+    module is verified once before its translation to LLVM IR, so a pass that made invalid IR is
+    an error there, not a crash in the translation."""
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+    from dg.runtime import cpu
+
+    monkeypatch.delenv("DG_VERIFY_PASSES", raising=False)
+    monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path))
+
+    def breaks_a_block(m):
+        for op in m.body.operations:
+            op = op.operation
+            if op.name == "llvm.func" and len(op.regions[0].blocks):
+                list(op.regions[0].blocks[0].operations)[-1].erase()  # the block's terminator
+                return
+
+    monkeypatch.setitem(pipeline.PASSES, "function-attributes", breaks_a_block)
+    m = parse("func.func @f(%x: f64) -> f64 {\n  %y = arith.addf %x, %x : f64\n  return %y : f64\n}")
+    with pytest.raises(ir.MLIRError, match="terminator|block"):
+        cpu.compile_object(m, "f")
