@@ -3,7 +3,7 @@ a worker process optimizes it.
 
 Expects: the LLVM IR text of a program (runtime.cpu.lower_object's), the optimization level it
 is due (2: LLVM's time grows fastest on large programs), its disk cache key and metadata.
-Guarantees: `Optimizing(...)` starts `python -m dg.runtime.optimizer` on that text; when the
+Guarantees: `Optimizing(...)` starts `python -m dg.runtime.optimizer FILE` on that text; when the
 worker is done, `done` is true and `blob` is the optimized object code (None if the worker
 failed: the quick code then stays), which `CpuProgram` loads between two calls. The worker
 puts the optimized code into the disk cache itself, so a later process loads it even when this
@@ -23,6 +23,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import weakref
 
@@ -44,16 +45,23 @@ class Optimizing:
         self.level, self.done, self.blob, self.worker = level, False, None, None
         self._finished = threading.Event()
         header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
-        self._payload: bytes | None = (header + "\n" + text).encode()
+        # The job's input, in a file the worker reads and removes: a worker started just before
+        # this process ends still has all of it (it then puts the optimized code into the disk
+        # cache for the next process). A job that never starts takes its file with it.
+        fd, self._input = tempfile.mkstemp(prefix="dg-optimize-", suffix=".ll")
+        with os.fdopen(fd, "w") as f:
+            f.write(header + "\n" + text)
+        self._cleanup = weakref.finalize(self, _remove, self._input)
         _PENDING.add(self)
         _submit(self)
 
     def _run(self) -> None:
-        payload, self._payload = self._payload, None
         try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
-            self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer"], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-            out, _ = self.worker.communicate(payload)
+            self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, start_new_session=True)
+            self._cleanup.detach()  # (the file is the worker's now)
+            out, _ = self.worker.communicate()
             if self.worker.returncode == 0 and out:
                 self.blob = out
         except (OSError, ValueError):
@@ -98,6 +106,13 @@ def _serve() -> None:
             del job
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _yield_the_cpu() -> None:
     """Run only when the CPU is otherwise idle (Linux's SCHED_IDLE; elsewhere the lowest
     priority): the calls that the quick code runs meanwhile keep every core. At an equal share a
@@ -112,11 +127,14 @@ def _yield_the_cpu() -> None:
             pass
 
 
-def _work() -> None:
-    """The worker: a JSON header line (level, cache key, metadata) and the LLVM IR text on stdin;
-    the object code into the disk cache (if its folder is there) and onto stdout."""
+def _work(path: str) -> None:
+    """The worker: from the file at `path` (removed once read), a JSON header line (level, cache
+    key, metadata) and the LLVM IR text; the object code into the disk cache (if its folder is
+    there) and onto stdout."""
     _yield_the_cpu()
-    header, text = sys.stdin.buffer.read().decode().split("\n", 1)
+    with open(path) as f:
+        header, text = f.read().split("\n", 1)
+    _remove(path)
     job = json.loads(header)
     blob = object_code(text, job["level"])
     folder = cache.folder()
@@ -130,4 +148,4 @@ def _work() -> None:
 
 
 if __name__ == "__main__":
-    _work()
+    _work(sys.argv[1])
