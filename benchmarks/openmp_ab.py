@@ -24,7 +24,6 @@ import cpu as bench  # noqa: E402  (benchmarks/cpu.py)
 import dg  # noqa: E402
 from dg.core.mlir import ir, operations_under, passmanager  # noqa: E402
 from dg.lowering import cpu, parallel, pipeline  # noqa: E402
-from dg.runtime import cpu as runtime_cpu  # noqa: E402
 
 
 def _to_fors(par) -> None:
@@ -65,9 +64,7 @@ def use_openmp(lib: str) -> None:
                                   " convert-openmp-to-llvm,")
     assert to_llvm != cpu.TO_LLVM
     pipeline.PASSES.update({"outline-parallel-loops": to_openmp, "mark-loop-functions": lambda m: None,
-                            "to-llvm": pipeline._mlir(to_llvm)})
-    engine = runtime_cpu.ExecutionEngine
-    runtime_cpu.ExecutionEngine = lambda m, **kw: engine(m, **dict(kw, shared_libs=[lib]))
+                            "to-llvm": pipeline._mlir(to_llvm)})  # (the JIT finds libiomp5's symbols: loaded above)
 
 
 def workloads(m, rng) -> dict:

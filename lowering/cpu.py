@@ -131,8 +131,8 @@ def define_runtime_functions(m) -> None:
 
 
 def internal_linkage(m) -> None:
-    """Give the private functions internal linkage: the ExecutionEngine writes a wrapper for every
-    function that is visible outside the object, and the wrapper inlines the function once more."""
+    """Give the private functions internal linkage: LLVM may then inline a function into its
+    callers and drop it, and no wrapper or symbol is made for what nothing outside calls."""
     internal = ir.Attribute.parse("#llvm.linkage<internal>")
     for op, _ in _functions(m):
         if "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private":
