@@ -43,8 +43,8 @@ except Exception:  # pragma: no cover - a source checkout without metadata
 
 # MLIR verifies the whole module after every pass of a pass manager unless told not to: on a
 # large program that was more than half of the lowering to LLVM (the 2-layer GPT gradient:
-# to-llvm 1.2 s with it, 0.5 s without). dg's pipelines run without it, and the CPU executor
-# verifies the module once before LLVM translates it (runtime.cpu.lower_object);
+# to-llvm 1.2 s with it, 0.5 s without). dg's pipelines run without it, and a module is verified
+# once, before its translation to LLVM IR (lowering.llvm_ir);
 # DG_VERIFY_PASSES=1 verifies after every pass (the test suite runs so, tests/conftest.py).
 def pass_manager(pipeline: str) -> "passmanager.PassManager":
     """MLIR's pass manager for a textual pipeline, verifying after each pass only with

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from dg.core.errors import DgError
-from dg.core.mlir import ir, operations_under, passmanager
+from dg.core.mlir import ir, operations_under, run_pipeline
 
 from . import gpu_loops
 from .llvm_ir import llvm_ir
@@ -59,7 +59,7 @@ def kernels_llvm(gpu_module) -> str:
     """The kernels of a `to_gpu` module as one LLVM IR module (text) for NVPTX."""
     with gpu_module.context:
         m = ir.Module.parse(str(gpu_module))
-        passmanager.PassManager.parse(KERNELS_TO_NVVM).run(m.operation)
+        run_pipeline(m, KERNELS_TO_NVVM)
         dev = ir.Module.create(ir.Location.unknown())
         dev.operation.attributes["llvm.target_triple"] = ir.StringAttr.get("nvptx64-nvidia-cuda")
         seen = set()  # libdevice and runtime declarations repeat across kernel modules

@@ -1,7 +1,9 @@
 """A module in MLIR's LLVM dialect as LLVM IR text that llvmlite's LLVM reads.
 
 Expects: a module whose ops are all in the LLVM dialect (or NVVM, for kernels). Guarantees:
-`llvm_ir(module)` is MLIR's translation of it, with its float literals rewritten (`portable_floats`)
+`llvm_ir(module)` is MLIR's translation of it, the module verified first (dg's pipelines run
+without MLIR's verifier after each pass, core.mlir.pass_manager, and the translation of invalid
+IR crashes rather than fails: here it is an MLIRError), with its float literals rewritten (`portable_floats`)
 where the LLVM inside MLIR's bindings prints them in a form llvmlite's parser does not read. The
 CPU executor optimizes and compiles that text with llvmlite (runtime.cpu.object_code), the GPU
 path makes PTX from it.
@@ -17,7 +19,8 @@ from dg.core.mlir import llvm_dialect
 
 
 def llvm_ir(module) -> str:
-    """The module (LLVM dialect) translated to LLVM IR text, its float literals portable."""
+    """The module (LLVM dialect), verified, translated to LLVM IR text, its float literals portable."""
+    module.operation.verify()
     return portable_floats(str(llvm_dialect.translate_module_to_llvmir(module.operation)))
 
 

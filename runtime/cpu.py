@@ -331,7 +331,6 @@ def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lower
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     level = opt_level(m)
     with shared_context():
-        m.operation.verify()  # (once: the passes ran without MLIR's verifier, core.mlir.pass_manager)
         text = llvm_ir(m)
     meta["seconds"] = {"passes": time.perf_counter() - t0}
     return meta, text, level
@@ -351,6 +350,12 @@ def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes]:
     took = time.perf_counter() - t0
     pipeline.note_time("LLVM", took)
     return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
+
+
+def _log_compile(entry: str | None, meta: dict, t0: float, why: str) -> None:
+    took = meta["seconds"]
+    compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
+                    f"{took['passes']:.3g} s, LLVM -O{meta.get('opt_level', 3)} {took['llvm']:.3g} s ({why})")
 
 
 class CpuProgram:
@@ -398,7 +403,7 @@ class CpuProgram:
     def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
         """The program for this IR at the `grad` stage (every function callable, or only `entry`):
         from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
-        there."""
+        there; a large one starts on quick code while a worker optimizes it (runtime.optimizer)."""
         t0 = time.perf_counter()
         program = cls.cached(text, entry)
         if program is not None:
@@ -406,18 +411,17 @@ class CpuProgram:
         module = module or parse(text)
         if not cls.QUICK_START or not optimizer.enabled():
             meta, blob = cls.compile(module, entry)
-            return cls.stored(text, entry, meta, blob, t0)
-        meta, ll, level = lower_object(module, entry)
-        if ll.count("\n") <= QUICK_START_LINES:  # (LLVM optimizes it about as fast as a worker starts)
-            return cls.stored(text, entry, *finish_object(meta, ll, level), t0)
-        quick_meta, blob = finish_object(meta, ll, 0)
-        program = cls(quick_meta, blob, from_cache=False)
-        program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta)
-        took = quick_meta["seconds"]
-        compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
-                        f"{took['passes']:.3g} s, LLVM -O0 {took['llvm']:.3g} s; a worker process optimizes "
-                        f"it at -O{level}, and its code runs the calls once it is done")
-        return program
+        else:
+            meta, ll, level = lower_object(module, entry)
+            if ll.count("\n") > QUICK_START_LINES:  # (else LLVM optimizes it about as fast as a worker starts)
+                quick, blob = finish_object(meta, ll, 0)
+                program = cls(quick, blob, from_cache=False)
+                program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta)
+                _log_compile(entry, quick, t0, f"a worker process optimizes it at -O{level}, and its code runs the "
+                             "calls once it is done")
+                return program
+            meta, blob = finish_object(meta, ll, level)
+        return cls.stored(text, entry, meta, blob, t0)
 
     # Whether a large program starts on unoptimized code while a worker optimizes it (optimizer).
     QUICK_START = True
@@ -446,9 +450,7 @@ class CpuProgram:
         """The program for compiled code (compile_object's), kept in the disk cache."""
         cache.store(cls.cache_key(text, entry), meta, blob)
         program = cls(meta, blob, from_cache=False)
-        took = meta["seconds"]
-        compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
-                        f"{took['passes']:.3g} s, LLVM -O{meta.get('opt_level', 3)} {took['llvm']:.3g} s ({'disk cache miss' if cache.folder() is not None else 'disk cache off'})")
+        _log_compile(entry, meta, t0, "disk cache miss" if cache.folder() is not None else "disk cache off")
         return program
 
     # ------------------------------------------------------------ callbacks from compiled code

@@ -42,7 +42,7 @@ class Optimizing:
     is gone before its turn is skipped (the queue holds it weakly)."""
 
     def __init__(self, text: str, level: int, key: str, meta: dict):
-        self.level, self.done, self.blob, self.worker = level, False, None, None
+        self.level, self.blob = level, None
         self._finished = threading.Event()
         header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
         # The job's input, in a file the worker reads and removes: a worker started just before
@@ -57,19 +57,22 @@ class Optimizing:
 
     def _run(self) -> None:
         try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
-            self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL, start_new_session=True)
+            worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
             self._cleanup.detach()  # (the file is the worker's now)
-            out, _ = self.worker.communicate()
-            if self.worker.returncode == 0 and out:
+            out, _ = worker.communicate()
+            if worker.returncode == 0 and out:
                 self.blob = out
         except (OSError, ValueError):
             pass
         finally:
-            self.done = True
             self._finished.set()
             _PENDING.discard(self)
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until the worker has finished (for tests and benchmarks that measure the optimized
