@@ -151,6 +151,8 @@ def _batched_matmul(b, a, at, c, ct, out_t, batch_sizes, mn, zero) -> str:
     n3 = int(np.prod(out_t.shape[:nb])) if static else Sym()
 
     def three(v, vt):
+        if nb == 1:  # (already three axes: a reshape would only make bufferization copy a sliced operand)
+            return v, vt
         t = TensorType(vt.dtype, (n3,) + tuple(vt.shape[nb:]))
         return _mm_reshape(b, v, vt, t, [rows, b.dim(v, vt, nb), b.dim(v, vt, nb + 1)]), t
 
@@ -160,7 +162,7 @@ def _batched_matmul(b, a, at, c, ct, out_t, batch_sizes, mn, zero) -> str:
     o3t = TensorType(out_t.dtype, (n3,) + tuple(out_t.shape[nb:]))
     init = b.fill(o3t, [rows, m, n], zero)
     mm = b.assign(f"linalg.batch_matmul ins({a3}, {c3} : {a3t.mlir()}, {c3t.mlir()}) outs({init} : {o3t.mlir()}) -> {o3t.mlir()}", "bmm")
-    return _mm_reshape(b, mm, o3t, out_t, lead + [m, n])
+    return mm if nb == 1 else _mm_reshape(b, mm, o3t, out_t, lead + [m, n])
 
 
 def _batch_groups(types, out_t) -> tuple:

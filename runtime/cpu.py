@@ -40,7 +40,7 @@ from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
 from dg.lowering.llvm_ir import llvm_ir
 
-from . import cache, collectives, compile_log, interrupt, optimizer, threads
+from . import cache, collectives, compile_log, fastcall, interrupt, optimizer, threads
 from .interp import _Breakpoints, _Console
 from .machine_code import object_code
 
@@ -261,6 +261,9 @@ class _Runtime:
 
 
 
+# Each thread's dg calls in progress (`.stack`, innermost last).
+THREAD_CALLS = _Runtime.local
+
 # What a host call writes into the state word when it raised: past every check's id.
 HOST_STOPPED = 1 << 62
 
@@ -376,6 +379,9 @@ class CpuProgram:
         self.optimized = None  # optimizer.Optimizing while a worker optimizes this quick-start code
         self._load(blob)
         self._lock = threading.RLock()
+        # 1 while a call of this program runs (the general path, under the lock, or the quick
+        # call, which takes it only when free and with the GIL held: runtime.fastcall)
+        self.busy = ctypes.c_int64(0)
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
         self._interrupted = interrupt.flag()
 
@@ -531,7 +537,10 @@ class CpuProgram:
         if not stack:  # the outermost dg call on this thread: Ctrl-C stops it
             interrupt.arm()
         with self._lock:
-            saved = tuple(state) if state is not None and self in stack else None
+            nested = self in stack
+            if not nested:
+                self._claim()
+            saved = tuple(state) if state is not None and nested else None
             if state is not None:
                 state[0] = state[1] = 0
                 state[2] = budget
@@ -544,11 +553,64 @@ class CpuProgram:
                     failed = (state[0] - 1, state[3], state[4], state[5:]) if state[0] else None
                     if saved is not None:
                         state[:] = saved
+                if not nested:
+                    self.busy.value = 0
+        try:
+            return self.outcome(e, no_memory, res, inputs, failed, not stack)
+        finally:
+            e.pool.append(bufs)
+
+    def quick(self, symbol: str, args: tuple, proto) -> "fastcall.Quick | None":
+        """The quick call (runtime.fastcall) of entry `symbol` for arguments shaped as `args` (a
+        call's, just run) whose results `signature.to_python` arranges as `proto`; None where
+        only the general path can make the call: while a worker optimizes the code, for a program
+        with prints or breakpoints, results in records or nested tuples, arguments that are not
+        all arrays of the entry's dtypes, or on a thread already inside a dg call."""
+        if (self.optimized is not None or self.host_calls or self.free is not None or _Runtime.local.stack
+                or type(self).call is not CpuProgram.call):
+            return None
+        e = self._entry.get(symbol) or self._function(symbol)
+        leaves = fastcall._leaves(args)
+        if leaves is None or len(leaves) != len(e.dtypes) or any(
+                a.dtype != dt or np.dtype(a.dtype.str) != a.dtype or a.ndim != rank
+                for (_, _, a), dt, rank in zip(leaves, e.dtypes, e.ranks)):
+            return None
+        if proto is None:
+            protos, single = [], False
+        elif type(proto) is tuple and not any(isinstance(p, tuple) for p in proto):
+            protos, single = list(proto), False
+        elif isinstance(proto, tuple):
+            return None
+        else:
+            protos, single = [proto], True
+        if len(protos) != len(e.results):
+            return None
+        outs = []
+        for (_, _, dtype), p in zip(e.results, protos):
+            if getattr(p, "dtype", None) == "u64" and dtype == np.int64:  # (compiled code holds keys as i64)
+                dtype = np.dtype(np.uint64)
+            if np.dtype(dtype.str) != dtype:
+                return None
+            outs.append(dtype)
+        return fastcall.Quick(self, e, leaves, len(args), outs, single, _Runtime.local.budget)
+
+    def _claim(self) -> None:
+        """The program taken for a call on this thread (under the lock): once a quick call on
+        another thread has given it back."""
+        while self.busy.value:
+            time.sleep(5e-5)
+        self.busy.value = 1
+
+    def outcome(self, e: "_Entry", no_memory: int, res, inputs, failed, outermost: bool):
+        """What a call of entry `e` that ran gives (or raises): its results from the results struct
+        `res` (`inputs` the arguments' addresses), `failed` the failed check's (id, values, frames)
+        from the state words, or None; `outermost` when no other dg call is in progress on the
+        thread (only then does a Ctrl-C raise)."""
         # (after a failed allocation the results were never written; what the call had allocated is lost)
         out = None if no_memory else e.adopt(e.out_struct.unpack_from(res), inputs)
-        e.pool.append(bufs)
-        if self._interrupted.value and not stack:  # (the loops ended early: the results are not all there)
+        if self._interrupted.value and outermost:  # (the loops ended early: the results are not all there)
             raise KeyboardInterrupt
+        local = _Runtime.local
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  self.alloc_sites[no_memory - 1])
@@ -598,7 +660,7 @@ class _Entry:
     def __init__(self, fn, dtypes: list, ranks: list, outs: list, free=None, small: int = _SMALL_RESULT):
         self.fn = fn
         self.state = None  # the program's state words in the code `fn` belongs to (CpuProgram._function)
-        self.dtypes = dtypes
+        self.dtypes, self.ranks = dtypes, ranks
         self.offsets, at = [], 0
         for r in ranks:
             self.offsets.append(8 * at)
@@ -614,6 +676,7 @@ class _Entry:
         self.pool: list = []
         self.pack = _packer(dtypes, ranks, self.in_struct)
         self.adopt = _adopter(self.results, free or _libc.free, small)
+        self.small = small
 
     def buffers(self) -> tuple:
         """(argument descriptors, results struct, the entry's argument pointers: the results

@@ -152,6 +152,12 @@ def arm() -> None:
         _python_handler_again()
 
 
+def arm_address() -> int:
+    """The address of `dg_arm` (`int32 ()`), for machine code that arms before its calls."""
+    flag_address()
+    return ctypes.cast(_Handler.arm, ctypes.c_void_p).value
+
+
 def interrupted() -> bool:
     """Whether a Ctrl-C came since `arm`."""
     return _Handler.flag is not None and _Handler.flag.value != 0

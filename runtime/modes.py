@@ -93,6 +93,14 @@ def execute(comp, mode: str, device: str, arrays):
     return comp.runner.call(comp.symbol, arrays)
 
 
+def quick(comp, mode: str, device: str, args: tuple):
+    """The quick call (runtime.fastcall) of a specialization compiled for the CPU, for arguments
+    shaped as these (a call's, just run), or None."""
+    if mode != "compiled" or device != "cpu" or type(comp.runner) is not CpuProgram:
+        return None
+    return comp.runner.quick(comp.symbol, args, comp.result_proto)
+
+
 def stage_text(comp, stage: str) -> str:
     """The text of a stage: the dg stages and their lowering with locations, what bufferization
     and the upstream lowerings make without them."""

@@ -26,7 +26,8 @@ from dg.dsl.values import ConstRef, FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
 from . import compile_log, html, modes, signature
-from .cpu import ArgumentTooLarge
+from .cpu import THREAD_CALLS, ArgumentTooLarge
+from .fastcall import NOT_RUN, RAN
 from .graph import draw as draw_graph
 
 MODES = ("interp", "compiled", "shadow")
@@ -178,6 +179,8 @@ class DgModule:
                 raise AttributeError(f"{self._source.file} has no function '{name}'")
             fn = DgFunction(self._source, name, self._mode, self._device, self._check_numerics)
             self._functions[name] = fn
+            # (an attribute from now on: Python finds it without calling here, a microsecond a call)
+            self.__dict__[name] = fn
         return fn
 
     def __dir__(self):
@@ -219,6 +222,10 @@ class DgFunction:
         self._cache: dict = {}
         self._seen: dict = {}  # signature.fingerprint of positional arguments -> Compiled
         self._last = None
+        # The quick call (runtime.fastcall) for arguments shaped as the last ones the general path
+        # took, its specialization, and the quick calls made before, by fingerprint.
+        self._quick = self._quick_comp = None
+        self._quicks: dict = {}
         self.gradients: dict = {}  # dg.grad expression -> the dg function running it (autodiff_api)
         self.__name__ = name
         self.__doc__ = f"dg function {name} from {source.file}"
@@ -279,6 +286,12 @@ class DgFunction:
     def __call__(self, *args, **kwargs):
         comp = fp = None
         try:
+            quick = self._quick
+            if quick is not None and not kwargs and not THREAD_CALLS.stack:
+                out = quick.fn(*args)
+                if out is not NOT_RUN:
+                    self._last = comp = self._quick_comp
+                    return out if out is not RAN else signature.to_python(quick.finish(), comp.result_proto)
             if not kwargs and len(args) == len(self.fd.params):
                 # Arrays of dtypes and shapes seen before go straight to their specialization.
                 fp, arrays = signature.fingerprint(args)
@@ -288,6 +301,7 @@ class DgFunction:
                 if fp is not None:
                     if len(self._seen) >= 64:  # many shapes: keep the newest
                         self._seen.clear()
+                        self._quicks.clear()
                     self._seen[fp] = comp
             self._last = comp
             try:
@@ -299,9 +313,22 @@ class DgFunction:
                 raise DgRuntimeError(f"argument '{p.name}{path}' of {self.name}() ({'x'.join(map(str, e.shape))} {e.dtype}) is "
                                      f"a view that compiled code needs as one contiguous array, and {gib:.3g} GiB do not "
                                      f"fit in memory", p.loc) from None
-            return signature.to_python(out, comp.result_proto)
+            out = signature.to_python(out, comp.result_proto)
+            if fp is not None:
+                self._quicken(comp, fp, args)
+            return out
         except (DgError, KeyboardInterrupt) as e:
             raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
+
+    def _quicken(self, comp, fp, args) -> None:
+        """After the general path ran a call: the quick call for arguments shaped as these (made
+        once per fingerprint where the mode and the program allow one) takes the next calls."""
+        quick = self._quicks.get(fp)
+        if quick is None or quick.program is not comp.runner:
+            quick = modes.quick(comp, self.mode, self.device, args)
+            if quick is not None:
+                self._quicks[fp] = quick
+        self._quick, self._quick_comp = quick, comp if quick is not None else None
 
     # ------------------------------------------------------------ IR at a stage
     @user_facing

@@ -1,0 +1,216 @@
+"""The quick call (runtime.fastcall): after a first call, calls with arguments of the same
+structure, dtypes and shapes go from Python straight into compiled code, and give exactly what
+the general path gives: the same values and result types, the same located errors, Ctrl-C, the
+same buffers owned, nothing leaked; anything else goes the general path."""
+import gc
+import os
+import resource
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import dg
+from dg.runtime import fastcall
+from dg.runtime.cpu import CpuProgram
+
+SRC = """
+def add_one(x: f32[?]) -> f32[?]:
+    return x + 1.0
+
+def pair(x: f32[?], y: f32[?]) -> (f32[?], f32):
+    return x * y, sum(x)
+
+def twice(x: f32[?]) -> f32[?]:
+    return x * 2.0
+
+def same(x: f32[?]) -> f32[?]:
+    return x
+
+def layer(p: {"w": f32[?, ?], "b": f32[?]}, xs: (f32[?, ?], f32[?, ?])) -> f32[?, ?]:
+    return xs[0] @ p["w"] + p["b"] + xs[1]
+
+def pick(x: f32[?], i: i64) -> f32:
+    return x[i]
+
+def scaled(x: f64[?], a: f64, n: i64) -> f64[?]:
+    return x * a + f64(n)
+
+def nothing(x: f32[?]):
+    y = x + 1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def m():
+    return dg.loads(SRC, mode="compiled", filename="quick.dg")
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return dg.loads(SRC, mode="interp", filename="quick.dg")
+
+
+@pytest.fixture
+def general_calls(monkeypatch):
+    """How many calls went the general path (CpuProgram.call)."""
+    count = [0]
+    call = CpuProgram.call
+
+    def counted(self, symbol, arrays):
+        count[0] += 1
+        return call(self, symbol, arrays)
+
+    monkeypatch.setattr(CpuProgram, "call", counted)
+    return count
+
+
+def same_result(a, b):
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            same_result(x, y)
+    elif a is not None:
+        assert a.dtype == b.dtype and np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def arguments():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(5).astype(np.float32)
+    p = {"w": rng.standard_normal((3, 2)).astype(np.float32), "b": rng.standard_normal(2).astype(np.float32)}
+    xs = (rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32))
+    return {
+        "add_one": (x,), "pair": (x, x + 1), "twice": (np.ones(100_000, np.float32),), "same": (x,),
+        "layer": (p, xs), "pick": (x, np.int64(3)), "scaled": (np.arange(3.0), np.float64(2.5), np.array(4)),
+        "nothing": (x,),
+    }
+
+
+@pytest.mark.parametrize("name", ["add_one", "pair", "twice", "same", "layer", "pick", "scaled", "nothing"])
+def test_repeated_calls_go_the_quick_way_and_give_what_the_general_path_gives(m, ref, general_calls, name):
+    fn, args = getattr(m, name), arguments()[name]
+    first = fn(*args)
+    assert fn._quick is not None, "a quick call is made after the first call"
+    before = general_calls[0]
+    again = [fn(*args) for _ in range(3)]
+    assert general_calls[0] == before, "the repeated calls did not go the general path"
+    expected = getattr(ref, name)(*args)
+    for r in [first] + again:
+        same_result(r, expected)
+    if name == "twice":  # a large result is an array on the call's own buffer, freed with it
+        assert not again[0].flags.owndata and again[0].flags.writeable and again[0].flags.c_contiguous
+    if name == "add_one":  # a small one is copied into an array of its own
+        assert again[0].flags.owndata and again[0].flags.writeable
+    if name == "same":  # a result that is an argument is copied, as the general path does
+        assert again[0] is not args[0] and not np.shares_memory(again[0], args[0])
+
+
+def test_other_arguments_go_the_general_path_with_its_answers(m, general_calls):
+    x = np.arange(6, dtype=np.float32)
+    m.add_one(x)
+    quick = m.add_one._quick
+    for other in (x[::2], x.reshape(2, 3)[:, 0], np.arange(7, dtype=np.float32)):  # views, another shape
+        before = general_calls[0]
+        np.testing.assert_array_equal(m.add_one(other), other + 1)
+        assert general_calls[0] == before + 1
+    with pytest.raises(dg.DgTypeError, match="float64 array"):
+        m.add_one(x.astype(np.float64))
+    np.testing.assert_array_equal(m.add_one(x=x), x + 1)  # keywords
+    m.add_one(x)  # the first shape again: its quick call comes back
+    assert m.add_one._quick is quick
+    before = general_calls[0]
+    m.add_one(x)
+    assert general_calls[0] == before
+
+
+def test_a_failed_check_raises_the_located_error_and_the_next_call_runs(m, general_calls):
+    x = np.arange(4, dtype=np.float32)
+    assert m.pick(x, np.int64(1)) == 1.0
+    for _ in range(2):
+        with pytest.raises(dg.DgRuntimeError) as e:
+            m.pick(x, np.int64(9))
+        assert "quick.dg:18:12" in str(e.value) and "index 9 is out of bounds" in str(e.value)
+    assert m.pick(x, np.int64(2)) == 2.0
+
+
+def test_calls_from_many_threads_agree(m):
+    """The quick call is its first caller's thread's; the others take the general path, and
+    each call of the program waits for the one running (their state words are one)."""
+    x = np.arange(1000, dtype=np.float32)
+    m.twice(x)
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(300):
+                y = x + (k * 1000 + i)
+                np.testing.assert_array_equal(m.twice(y), y * 2)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    work(9)
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_nothing_leaks(m):
+    """Arguments keep their reference counts, the markers theirs, and result buffers are freed
+    with their arrays (400 calls of 8 MB results would hold 3.2 GB)."""
+    x = np.ones(2_000_000, np.float32)
+    m.twice(x)
+    m.twice(x)
+    gc.collect()
+    counts = sys.getrefcount(x), sys.getrefcount(fastcall.RAN), sys.getrefcount(fastcall.NOT_RUN), sys.getrefcount(None)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(400):
+        m.twice(x)
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) * 1024
+    assert grew < 200e6, grew
+    y = np.arange(3, dtype=np.float32)
+    m.pick(y, np.int64(0))
+    for i in range(50):
+        with pytest.raises(dg.DgRuntimeError):
+            m.pick(y, np.int64(5))  # (RAN)
+        m.pick(y[::-1].copy(order="F")[::1], np.int64(0))
+        m.nothing(y)
+    gc.collect()
+    now = sys.getrefcount(x), sys.getrefcount(fastcall.RAN), sys.getrefcount(fastcall.NOT_RUN)
+    assert now == counts[:3]
+    assert abs(sys.getrefcount(None) - counts[3]) < 50
+
+
+CTRL_C = """
+import os, signal, threading, time, numpy as np, dg
+m = dg.loads('''
+def rows(x: f64[N, M], n: i64) -> f64:
+    s = 0.0
+    for k in range(n):
+        s = s + sum(x[k % 4] * 2.0)
+    return s
+''', mode="compiled", filename="ctrl_c.dg")
+x = np.ones((4, 3))
+print("warm", m.rows(x, np.int64(2)), m.rows(x, np.int64(3)), m.rows._quick is not None, flush=True)
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t = time.perf_counter()
+try:
+    m.rows(x, np.int64(10 ** 13))
+except KeyboardInterrupt:
+    print("interrupted", time.perf_counter() - t < 20, flush=True)
+print("again", m.rows(x, np.int64(2)), flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_quick_call():
+    """The quick call releases the GIL while compiled code runs (the timer thread sends the
+    signal) and arms Ctrl-C as the general path does."""
+    r = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DG_CACHE": "0"})
+    assert r.stdout.split("\n") == ["warm 12.0 18.0 True", "interrupted True", "again 12.0", ""], (r.stdout, r.stderr)
