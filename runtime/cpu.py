@@ -261,6 +261,8 @@ class _Runtime:
 
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what a Python float argument can be in a quick call
+
 # Each thread's dg calls in progress (`.stack`, innermost last).
 THREAD_CALLS = _Runtime.local
 
@@ -572,7 +574,8 @@ class CpuProgram:
         e = self._entry.get(symbol) or self._function(symbol)
         leaves = fastcall._leaves(args)
         if leaves is None or len(leaves) != len(e.dtypes) or any(
-                a.dtype != dt or np.dtype(a.dtype.str) != a.dtype or a.ndim != rank
+                (dt not in _FLOATS or rank) if type(a) is float else
+                (a.dtype != dt or np.dtype(a.dtype.str) != a.dtype or a.ndim != rank)
                 for (_, _, a), dt, rank in zip(leaves, e.dtypes, e.ranks)):
             return None
         if proto is None:

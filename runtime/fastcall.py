@@ -43,13 +43,15 @@ from . import interrupt
  H_NONE, H_TUPLE_TYPE, H_LIST_TYPE, H_DICT_TYPE, H_SNAPSHOT) = range(28)
 HEADER_WORDS = 28
 # A leaf: its argument, its descriptor's address, its dtype, rank and shape, its steps (how many,
-# their address), the type of a NumPy scalar leaf (else 0). A step: kind, length, index, key.
+# their address), the type of a scalar leaf (else 0: an array). A scalar's shape word is 0, or
+# for a Python float that an f32 parameter takes, the address of the 4 bytes its value is
+# rounded into. A step: kind, length, index, key.
 # A result: word offset in the results struct, rank, dtype, item size.
 LEAF_WORDS, STEP_WORDS, RESULT_WORDS = 8, 4, 4
 # Where a NumPy scalar of the types `_SCALARS` holds its value (`PyScalarObject`: the object's
-# header, then the value).
+# header, then the value), and a Python float its double (`PyFloatObject`).
 SCALAR_VALUE = 16
-_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefd")
+_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqBHILQefd") | {float}
 TUPLE, LIST, DICT = 0, 1, 2
 _C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 METH_FASTCALL = 0x80
@@ -170,9 +172,19 @@ entry:
   br i1 %isscalar, label %scalar, label %array
 scalar:
   %sok = icmp eq ptr %ty, %sty
+  br i1 %sok, label %svalue, label %no
+svalue:
   %value = getelementptr i8, ptr %obj, i64 {SCALAR_VALUE}
-  %sdata = select i1 %sok, ptr %value, ptr null
-  ret ptr %sdata
+  %slot = call ptr @pointer(ptr %leaf, i64 4)
+  %narrow = icmp ne ptr %slot, null
+  br i1 %narrow, label %single, label %as_is
+single:
+  %double = load double, ptr %value
+  %float = fptrunc double %double to float
+  store float %float, ptr %slot
+  ret ptr %slot
+as_is:
+  ret ptr %value
 array:
   %nd_t = call ptr @pointer(ptr %t, i64 {H_NDARRAY})
   %isarr = icmp eq ptr %ty, %nd_t
@@ -688,17 +700,22 @@ class Quick:
         base = ctypes.addressof(self.descs)
         keep = self.keep = []  # what the table points into
         leaf_words = []
-        for (arg, steps, a), offset in zip(leaves, entry.offsets):
-            shape = _words(list(a.shape))
+        for (arg, steps, a), offset, dtype in zip(leaves, entry.offsets, entry.dtypes):
+            kind = type(a)
+            if kind is np.ndarray:
+                shape = _words(list(a.shape))
+            else:  # a scalar: its value read where it is, a Python float's rounded for an f32 parameter
+                shape = ctypes.c_float() if kind is float and dtype == np.float32 else None
+                a = np.asarray(a, dtype=dtype)
             step_words = []
-            for kind, n, index, key in steps:
+            for container, n, index, key in steps:
                 if key is not None:
                     keep.append(key)
-                step_words += [kind, n, index, id(key) if key is not None else 0]
+                step_words += [container, n, index, id(key) if key is not None else 0]
             steps_arr = _words(step_words)
             keep += [shape, steps_arr, a.dtype]
-            leaf_words += [arg, base + offset, id(a.dtype), a.ndim, ctypes.addressof(shape), len(steps),
-                           ctypes.addressof(steps_arr), id(type(a)) if type(a) is not np.ndarray else 0]
+            leaf_words += [arg, base + offset, id(a.dtype), a.ndim, ctypes.addressof(shape) if shape is not None else 0,
+                           len(steps), ctypes.addressof(steps_arr), id(kind) if kind is not np.ndarray else 0]
             words = [0, 0, 0, *a.shape]  # the descriptor's sizes and strides, fixed for these shapes
             stride = 1
             strides = []

@@ -220,7 +220,7 @@ class DgFunction:
         self.device = device
         self.check_numerics = check_numerics
         self._cache: dict = {}
-        self._seen: dict = {}  # signature.fingerprint of positional arguments -> Compiled
+        self._seen: dict = {}  # signature.fingerprint of positional arguments -> (Compiled, signature.weak_floats)
         self._last = None
         # The quick call (runtime.fastcall) for arguments shaped as the last ones the general path
         # took, its specialization, and the quick calls made before, by fingerprint.
@@ -295,14 +295,18 @@ class DgFunction:
             if not kwargs and len(args) == len(self.fd.params):
                 # Arrays of dtypes and shapes seen before go straight to their specialization.
                 fp, arrays = signature.fingerprint(args)
-                comp = self._seen.get(fp)
+                hit = self._seen.get(fp)
+                if hit is not None:
+                    comp, floats = hit
+                    arrays = signature.with_weak_floats(arrays, floats)
             if comp is None:
+                raw = arrays if fp is not None else None
                 comp, arrays = self.specialize(args, kwargs)
                 if fp is not None:
                     if len(self._seen) >= 64:  # many shapes: keep the newest
                         self._seen.clear()
                         self._quicks.clear()
-                    self._seen[fp] = comp
+                    self._seen[fp] = (comp, signature.weak_floats(raw, arrays))
             self._last = comp
             try:
                 out = modes.execute(comp, self.mode, self.device, arrays)

@@ -239,6 +239,22 @@ def fingerprint(values) -> tuple:
     return tuple(fp), arrays
 
 
+def weak_floats(raw: list, leaves: list) -> tuple:
+    """((leaf index, dtype), ...) for the Python floats among `fingerprint`'s leaves `raw`: the
+    dtypes `leaves` (the signature's arrays for them) gave them, which the parameters decide
+    (`to_array`), the same for every float."""
+    return tuple((i, a.dtype) for i, (x, a) in enumerate(zip(raw, leaves)) if type(x) is float)
+
+
+def with_weak_floats(arrays: list, floats: tuple) -> list:
+    """`fingerprint`'s leaves with its Python floats made arrays of their dtypes (`weak_floats`)."""
+    if floats:
+        arrays = list(arrays)
+        for i, dt in floats:
+            arrays[i] = np.asarray(arrays[i], dtype=dt)
+    return arrays
+
+
 def _fast_leaves(v, fp: list, arrays: list) -> bool:
     """Append v's leaves (NumPy arrays and scalars in dicts with string keys, tuples and lists) to
     `arrays` and their structure, dtypes and shapes to `fp`, in prefix order; False for anything
@@ -246,6 +262,10 @@ def _fast_leaves(v, fp: list, arrays: list) -> bool:
     t = type(v)
     if t is np.ndarray:
         fp.append((v.dtype, v.shape))
+        arrays.append(v)
+        return True
+    if t is float:  # (its dtype is its parameter's: weak_floats)
+        fp.append(float)
         arrays.append(v)
         return True
     if t is dict:
@@ -283,13 +303,15 @@ def make_signature(fd: A.FuncDef, values: list):
     fp, arrays = fingerprint(values)
     if fp is not None:
         seen = fd.__dict__.setdefault("_dg_signatures", {})
-        sig = seen.get(fp)
-        if sig is None:
-            sig = _checked_signature(fd, values)[0]
+        hit = seen.get(fp)
+        if hit is None:
+            sig, leaves = _checked_signature(fd, values)
             if len(seen) >= 64:  # many shapes: keep the newest
                 seen.clear()
-            seen[fp] = sig
-        return sig, arrays
+            seen[fp] = (sig, weak_floats(arrays, leaves))
+            return sig, leaves
+        sig, floats = hit
+        return sig, with_weak_floats(arrays, floats)
     return _checked_signature(fd, values)
 
 

@@ -481,3 +481,13 @@ def test_batched_products_call_the_gemm(batched, name, shapes, gemms):
     assert '"reduction"' not in body  # no contraction left as loops
     assert "(d0, d1, d3, d2)" not in body  # transposes are views, not copies
     assert "llvm.call @dg_blas_sgemm" in f.ir("llvm", args=args) or "@dg_blas_sgemm(" in f.ir("llvm", args=args)
+
+
+def test_a_product_with_one_batch_axis_reads_its_operands_in_place(batched):
+    """(B, T, D) @ (B, D, S) is one batched product of the operands themselves: no reshape to
+    three axes (they have three), which made bufferization copy the second operand, a view
+    sliced to the first's inner size."""
+    args = [np.ones((3, 4, 5), np.float32), np.ones((3, 5, 2), np.float32)]
+    body = batched[0].bmm3.ir("bufferized", args=args).split("func.func @bmm3(")[1]
+    assert "linalg.batch_matmul ins(%arg0, " in body
+    assert "memref.copy" not in body and "memref.reshape" not in body

@@ -40,6 +40,18 @@ def scaled(x: f64[?], a: f64, n: i64) -> f64[?]:
 
 def nothing(x: f32[?]):
     y = x + 1.0
+
+def rate(x: f32[?], a: f32) -> f32[?]:
+    return x * a
+
+def rate64(x: f64[?], a: f64) -> f64[?]:
+    return x * a
+
+def loose(x, a):
+    return x * a
+
+def step(p: {"w": f32[?], "lr": f32}) -> f32[?]:
+    return p["w"] * p["lr"]
 """
 
 
@@ -185,6 +197,31 @@ def test_nothing_leaks(m):
     now = sys.getrefcount(x), sys.getrefcount(fastcall.RAN), sys.getrefcount(fastcall.NOT_RUN)
     assert now == counts[:3]
     assert abs(sys.getrefcount(None) - counts[3]) < 50
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interp"])
+def test_python_floats_take_their_parameters_dtype_on_every_call(mode, general_calls):
+    """A Python float is weakly typed: an f32 parameter rounds it to f32, an unannotated one takes
+    it as f32, an f64 one keeps it. Repeated calls (the fingerprint's signature, and in compiled
+    mode the quick call, which rounds it itself) give exactly what the first call gives."""
+    fns = dg.loads(SRC, mode=mode, filename="quick.dg")
+    x32, x64 = np.arange(4, dtype=np.float32), np.arange(4.0)
+    third = 1 / 3  # (not exact in f32: rounding shows)
+    cases = [(fns.rate, (x32, third), np.float32), (fns.rate64, (x64, third), np.float64),
+             (fns.loose, (x32, third), np.float32), (fns.step, ({"w": x32, "lr": third},), np.float32)]
+    for fn, args, dtype in cases:
+        first = fn(*args)
+        before = general_calls[0]
+        again = [fn(*args) for _ in range(3)]
+        for r in [first] + again:
+            assert r.dtype == dtype
+            np.testing.assert_array_equal(r, np.arange(4, dtype=dtype) * dtype(third))
+        if mode == "compiled":
+            assert general_calls[0] == before and fn._quick is not None
+        other = fn(*(args[:-1] + (2.5,)) if fn is not fns.step else ({"w": x32, "lr": 2.5},))
+        np.testing.assert_array_equal(other, np.arange(4, dtype=dtype) * 2.5)
+    with pytest.raises(dg.DgTypeError, match="is the float 0.5, but i64 was declared"):
+        fns.pick(x32, 0.5)
 
 
 CTRL_C = """
