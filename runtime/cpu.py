@@ -381,9 +381,10 @@ class CpuProgram:
         self.optimized = None  # optimizer.Optimizing while a worker optimizes this quick-start code
         self._load(blob)
         self._lock = threading.RLock()
-        # 1 while a call of this program runs (the general path, under the lock, or the quick
-        # call, which takes it only when free and with the GIL held: runtime.fastcall)
+        # The id of the thread whose call of this program runs, else 0 (the general path takes
+        # it under the lock, the quick call only when free: runtime.fastcall)
         self.busy = ctypes.c_int64(0)
+        self.waiting = ctypes.c_int64(0)  # 1 while the general path waits for `busy` (under the lock)
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
         self._interrupted = interrupt.flag()
 
@@ -540,22 +541,25 @@ class CpuProgram:
             interrupt.arm()
         with self._lock:
             nested = self in stack
-            if not nested:
-                self._claim()
-            saved = tuple(state) if state is not None and nested else None
-            if state is not None:
-                state[0] = state[1] = 0
-                state[2] = budget
-            stack.append(self)
+            me = 0 if nested else threading.get_ident()
             try:
-                no_memory = e.fn(argv)
-            finally:
-                stack.pop()
+                if me:
+                    self._claim(me)
+                saved = tuple(state) if state is not None and nested else None
                 if state is not None:
-                    failed = (state[0] - 1, state[3], state[4], state[5:]) if state[0] else None
-                    if saved is not None:
-                        state[:] = saved
-                if not nested:
+                    state[0] = state[1] = 0
+                    state[2] = budget
+                stack.append(self)
+                try:
+                    no_memory = e.fn(argv)
+                finally:
+                    stack.pop()
+                    if state is not None:
+                        failed = (state[0] - 1, state[3], state[4], state[5:]) if state[0] else None
+                        if saved is not None:
+                            state[:] = saved
+            finally:
+                if me and self.busy.value == me:
                     self.busy.value = 0
         try:
             return self.outcome(e, no_memory, res, inputs, failed, not stack)
@@ -597,12 +601,17 @@ class CpuProgram:
             outs.append(dtype)
         return fastcall.Quick(self, e, leaves, len(args), outs, single, _Runtime.local.budget)
 
-    def _claim(self) -> None:
-        """The program taken for a call on this thread (under the lock): once a quick call on
-        another thread has given it back."""
-        while self.busy.value:
-            time.sleep(5e-5)
-        self.busy.value = 1
+    def _claim(self, me: int) -> None:
+        """The program taken for a call on thread `me` (under the lock): once a quick call on
+        another thread has given it back (which takes no new call while this waits)."""
+        if fastcall.claim(self.busy, me):
+            return
+        self.waiting.value = 1
+        try:
+            while not fastcall.claim(self.busy, me):
+                time.sleep(5e-5)
+        finally:
+            self.waiting.value = 0
 
     def outcome(self, e: "_Entry", no_memory: int, res, inputs, failed, outermost: bool):
         """What a call of entry `e` that ran gives (or raises): its results from the results struct

@@ -3,7 +3,7 @@ the compiled code.
 
 Expects: a CPU program's entry (`runtime.cpu._Entry`) and the arguments of a call that the
 general path has just run (NumPy arrays, in tuples, lists and dicts with string keys as
-`signature.fingerprint` takes them). Guarantees: `make(...)` gives a `Quick` whose `fn` is a
+`signature.fingerprint` takes them). Guarantees: `Quick(...)` (`CpuProgram.quick`) has an `fn`, a
 built-in function (machine code made here once per process, from LLVM IR, with llvmlite) that
 takes the same positional arguments. For arguments of the same structure, dtypes and shapes
 as those it was made for (each array C-contiguous and aligned) it writes their addresses into
@@ -11,14 +11,19 @@ descriptors prepared once, arms Ctrl-C, releases the GIL around the compiled cal
 the results as `CpuProgram.call` and `signature.to_python` would: a NumPy array (on the result's
 own buffer, or copied out when small), a NumPy scalar, a tuple of them, or None. It returns
 `NOT_RUN` for anything else (other shapes, another thread, the program in a call already: the
-general path then runs the call), and `RAN` when the call ran but its outcome needs the general
-path (a failed check, no memory, Ctrl-C, a result that is not a dense buffer of its own):
-`Quick.finish()` then gives what `CpuProgram.call` would have given, or raises its error, from
-the results struct and a copy of the state words.
+general path then runs the call), and `RAN` words when the call ran but its outcome needs the
+general path (a failed check, no memory, Ctrl-C, a result that is not a dense buffer of its own):
+`Quick.finish(words)` then gives what `CpuProgram.call` would have given, or raises its error.
+The words are the call's own copy of what it left (its return code, the state words, the
+arguments' addresses, the results struct), so that a call made before `finish` runs (from a
+signal handler, or a finalizer) cannot change them. The arrays of the arguments are held while
+the GIL is let go (another thread could take them out of a list or a dict).
 
 The general path and this one share the program's `busy` word (one call of a program at a
-time: its state words belong to that call): this one takes it only when it is free, with the
-GIL held, and gives it back before it returns; the general path waits for it.
+time: its state words belong to that call), which holds the id of the thread whose call has
+it: both take it atomically (`claim`), this one only when it is free and gives it back before
+it makes the results; the general path waits for it, and while it waits (its `waiting` word
+set) this one leaves every call to the general path, which queues on the program's lock.
 
 What the machine code reads is a table of 64-bit words (the `H_*` header, then the leaves'
 records, each with the steps from the argument tuple to its array, and the results' records).
@@ -39,8 +44,8 @@ from . import interrupt
 
 # The header's words.
 (H_FN, H_ARGV, H_RES, H_BUSY, H_STATE, H_FLAG, H_OWNER, H_BUDGET, H_ARM, H_NARGS, H_NLEAVES, H_LEAVES,
- H_NRES, H_RESULTS, H_TUPLE, H_NOTRUN, H_RAN, H_RC, H_SMALL, H_NDARRAY, H_NEW, H_SCALAR, H_SETBASE,
- H_NONE, H_TUPLE_TYPE, H_LIST_TYPE, H_DICT_TYPE, H_SNAPSHOT) = range(28)
+ H_NRES, H_RESULTS, H_TUPLE, H_NOTRUN, H_MAIN, H_RES_WORDS, H_SMALL, H_NDARRAY, H_NEW, H_SCALAR, H_SETBASE,
+ H_NONE, H_TUPLE_TYPE, H_LIST_TYPE, H_DICT_TYPE, H_WAITING) = range(28)
 HEADER_WORDS = 28
 # A leaf: its argument, its descriptor's address, its dtype, rank and shape, its steps (how many,
 # their address), the type of a scalar leaf (else 0: an array). A scalar's shape word is 0, or
@@ -66,7 +71,11 @@ class _Marker:
 
 
 NOT_RUN = _Marker("NOT_RUN")
-RAN = _Marker("RAN")
+# What the quick call returns when the general path must finish a call that ran: a `bytes` of
+# words, its own copy of what `Quick.finish` reads (a call that Python makes before `finish`
+# runs, from a signal handler or a finalizer, may take the quick call again): the entry's return
+# code, the state words, the arguments' addresses, the results struct.
+RAN = bytes
 
 _IR = f"""
 declare ptr @PyLong_AsVoidPtr(ptr)
@@ -83,6 +92,7 @@ declare ptr @PyCapsule_GetPointer(ptr, ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
 declare i64 @PyThread_get_thread_ident()
+declare ptr @PyBytes_FromStringAndSize(ptr, i64)
 declare void @free(ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
@@ -237,10 +247,9 @@ no:
 
 ; Whether result i is a dense buffer of its own (not an argument's, not an earlier result's),
 ; of no empty axis: what becomes an array here (else the general path adopts the results).
-define internal i1 @result_simple(ptr %t, i64 %i) {{
+define internal i1 @result_simple(ptr %t, ptr %res, ptr %ptrs, i64 %i) {{
 entry:
   %recs = call ptr @pointer(ptr %t, i64 {H_RESULTS})
-  %res = call ptr @pointer(ptr %t, i64 {H_RES})
   %rec = getelementptr [{RESULT_WORDS} x i64], ptr %recs, i64 %i
   %off = call i64 @word(ptr %rec, i64 0)
   %rank = call i64 @word(ptr %rec, i64 1)
@@ -250,16 +259,13 @@ entry:
   br i1 %q0, label %no, label %inputs
 inputs:
   %nl = call i64 @word(ptr %t, i64 {H_NLEAVES})
-  %leaves = call ptr @pointer(ptr %t, i64 {H_LEAVES})
   br label %iloop
 iloop:
   %l = phi i64 [0, %inputs], [%l1, %inext]
   %ldone = icmp eq i64 %l, %nl
   br i1 %ldone, label %earlier, label %ibody
 ibody:
-  %leaf = getelementptr [{LEAF_WORDS} x i64], ptr %leaves, i64 %l
-  %desc = call ptr @pointer(ptr %leaf, i64 1)
-  %p = load i64, ptr %desc
+  %p = call i64 @word(ptr %ptrs, i64 %l)
   %isin = icmp eq i64 %p, %q
   %l1 = add i64 %l, 1
   br i1 %isin, label %no, label %inext
@@ -311,10 +317,9 @@ no:
 ; Result i as a NumPy object (a new reference; null with Python's error set): a scalar, an
 ; array copied out of a small buffer, or an array on the buffer (its base frees it). The
 ; buffer is the result's either way: freed here or by the array.
-define internal ptr @make_one(ptr %t, i64 %i) {{
+define internal ptr @make_one(ptr %t, ptr %res, i64 %i) {{
 entry:
   %recs = call ptr @pointer(ptr %t, i64 {H_RESULTS})
-  %res = call ptr @pointer(ptr %t, i64 {H_RES})
   %rec = getelementptr [{RESULT_WORDS} x i64], ptr %recs, i64 %i
   %off = call i64 @word(ptr %rec, i64 0)
   %rank = call i64 @word(ptr %rec, i64 1)
@@ -395,11 +400,10 @@ lost:
 }}
 
 ; The buffers of results from..nres, which no array took (after an error).
-define internal void @free_from(ptr %t, i64 %from) {{
+define internal void @free_from(ptr %t, ptr %res, i64 %from) {{
 entry:
   %nres = call i64 @word(ptr %t, i64 {H_NRES})
   %recs = call ptr @pointer(ptr %t, i64 {H_RESULTS})
-  %res = call ptr @pointer(ptr %t, i64 {H_RES})
   br label %loop
 loop:
   %i = phi i64 [%from, %entry], [%i1, %body]
@@ -418,7 +422,7 @@ out:
 
 ; The results as Python objects into %out: 0, or 1 where the general path must adopt them
 ; (nothing taken), or 2 on an error (Python's error set, every buffer freed).
-define internal i32 @make_results(ptr %t, ptr %out) {{
+define internal i32 @make_results(ptr %t, ptr %res, ptr %ptrs, ptr %out) {{
 entry:
   %nres = call i64 @word(ptr %t, i64 {H_NRES})
   %none = icmp eq i64 %nres, 0
@@ -435,7 +439,7 @@ cloop:
   %cdone = icmp eq i64 %i, %nres
   br i1 %cdone, label %build, label %cbody
 cbody:
-  %ok = call i1 @result_simple(ptr %t, i64 %i)
+  %ok = call i1 @result_simple(ptr %t, ptr %res, ptr %ptrs, i64 %i)
   %i1 = add i64 %i, 1
   br i1 %ok, label %cnext, label %general
 cnext:
@@ -447,12 +451,12 @@ build:
   %single = icmp slt i64 %tn, 0
   br i1 %single, label %one, label %tuple
 one:
-  %o = call ptr @make_one(ptr %t, i64 0)
+  %o = call ptr @make_one(ptr %t, ptr %res, i64 0)
   store ptr %o, ptr %out
   %onull = icmp eq ptr %o, null
   br i1 %onull, label %onefail, label %good
 onefail:
-  call void @free_from(ptr %t, i64 1)
+  call void @free_from(ptr %t, ptr %res, i64 1)
   ret i32 2
 good:
   ret i32 0
@@ -461,14 +465,14 @@ tuple:
   %tnull = icmp eq ptr %tup, null
   br i1 %tnull, label %tfail, label %tloop
 tfail:
-  call void @free_from(ptr %t, i64 0)
+  call void @free_from(ptr %t, ptr %res, i64 0)
   ret i32 2
 tloop:
   %j = phi i64 [0, %tuple], [%j1, %tset]
   %tdone = icmp eq i64 %j, %tn
   br i1 %tdone, label %tgood, label %tbody
 tbody:
-  %x = call ptr @make_one(ptr %t, i64 %j)
+  %x = call ptr @make_one(ptr %t, ptr %res, i64 %j)
   %j1 = add i64 %j, 1
   %xnull = icmp eq ptr %x, null
   br i1 %xnull, label %xfail, label %tset
@@ -477,7 +481,7 @@ tset:
   br label %tloop
 xfail:
   call void @Py_DecRef(ptr %tup)
-  call void @free_from(ptr %t, i64 %j1)
+  call void @free_from(ptr %t, ptr %res, i64 %j1)
   ret i32 2
 tgood:
   store ptr %tup, ptr %out
@@ -495,13 +499,21 @@ entry:
 count:
   %na = call i64 @word(ptr %t, i64 {H_NARGS})
   %nok = icmp eq i64 %nargs, %na
-  br i1 %nok, label %leaves, label %not_run
-leaves:
+  br i1 %nok, label %room, label %not_run
+room:
+  ; the call's own words (see RAN): return code, state, the arguments' addresses, results
   %nl = call i64 @word(ptr %t, i64 {H_NLEAVES})
+  %rw = call i64 @word(ptr %t, i64 {H_RES_WORDS})
+  %w1 = add i64 %nl, {1 + STATE_WORDS}
+  %bw = add i64 %w1, %rw
+  %blob = alloca i64, i64 %bw, align 8
+  %ptrs = getelementptr i64, ptr %blob, i64 {1 + STATE_WORDS}
+  %res = getelementptr i64, ptr %blob, i64 %w1
+  %held = alloca ptr, i64 %nl, align 8
   %lv = call ptr @pointer(ptr %t, i64 {H_LEAVES})
   br label %lloop
 lloop:
-  %i = phi i64 [0, %leaves], [%i1, %lstore]
+  %i = phi i64 [0, %room], [%i1, %lstore]
   %ldone = icmp eq i64 %i, %nl
   br i1 %ldone, label %claim, label %lbody
 lbody:
@@ -518,26 +530,39 @@ lstore:
   store ptr %data, ptr %desc
   %desc1 = getelementptr ptr, ptr %desc, i64 1
   store ptr %data, ptr %desc1
+  %pi = getelementptr ptr, ptr %ptrs, i64 %i
+  store ptr %data, ptr %pi
+  %hi = getelementptr ptr, ptr %held, i64 %i
+  store ptr %obj, ptr %hi
   %i1 = add i64 %i, 1
   br label %lloop
 claim:
+  ; (not while the general path waits for the program: it would wait as long as calls come here)
+  %waitp = call ptr @pointer(ptr %t, i64 {H_WAITING})
+  %waiting = load atomic i64, ptr %waitp seq_cst, align 8
+  %nowait = icmp eq i64 %waiting, 0
+  br i1 %nowait, label %take, label %not_run
+take:
   %busyp = call ptr @pointer(ptr %t, i64 {H_BUSY})
-  %busy = load i64, ptr %busyp
-  %idle = icmp eq i64 %busy, 0
-  br i1 %idle, label %arm, label %not_run
+  %cx = cmpxchg ptr %busyp, i64 0, i64 %me seq_cst seq_cst
+  %won = extractvalue {{ i64, i1 }} %cx, 1
+  br i1 %won, label %arm, label %not_run
 arm:
-  store i64 1, ptr %busyp
   %armf = call ptr @pointer(ptr %t, i64 {H_ARM})
   %armed = call i32 %armf()
   %aok = icmp eq i32 %armed, 0
-  br i1 %aok, label %state, label %unclaim
+  %mainw = call i64 @word(ptr %t, i64 {H_MAIN})
+  %offmain = icmp eq i64 %mainw, 0
+  %go = or i1 %aok, %offmain
+  br i1 %go, label %state, label %unclaim
 unclaim:
-  store i64 0, ptr %busyp
+  ; (Python's handler is to be learnt again: the general path does it)
+  store atomic i64 0, ptr %busyp seq_cst, align 8
   br label %not_run
 state:
   %st = call ptr @pointer(ptr %t, i64 {H_STATE})
   %hasst = icmp ne ptr %st, null
-  br i1 %hasst, label %reset, label %call
+  br i1 %hasst, label %reset, label %hold
 reset:
   store i64 0, ptr %st
   %st1 = getelementptr i64, ptr %st, i64 1
@@ -545,7 +570,18 @@ reset:
   %st2 = getelementptr i64, ptr %st, i64 2
   %budget = call i64 @word(ptr %t, i64 {H_BUDGET})
   store i64 %budget, ptr %st2
-  br label %call
+  br label %hold
+hold:
+  ; the arrays held while the GIL is let go (another thread may take them out of a list or dict)
+  %k = phi i64 [0, %state], [0, %reset], [%k1, %holdnext]
+  %kdone = icmp eq i64 %k, %nl
+  br i1 %kdone, label %call, label %holdnext
+holdnext:
+  %hk = getelementptr ptr, ptr %held, i64 %k
+  %ok_ = load ptr, ptr %hk
+  call void @Py_IncRef(ptr %ok_)
+  %k1 = add i64 %k, 1
+  br label %hold
 call:
   %fn = call ptr @pointer(ptr %t, i64 {H_FN})
   %argv = call ptr @pointer(ptr %t, i64 {H_ARGV})
@@ -553,53 +589,68 @@ call:
   %rc = call i32 %fn(ptr %argv)
   call void @PyEval_RestoreThread(ptr %ts)
   %rc64 = sext i32 %rc to i64
-  %rcp = getelementptr i64, ptr %t, i64 {H_RC}
-  store i64 %rc64, ptr %rcp
-  %rcz = icmp eq i32 %rc, 0
-  br i1 %rcz, label %checked, label %ran
-checked:
-  br i1 %hasst, label %failp, label %intr
-failp:
-  %f0 = load volatile i64, ptr %st
-  %fz = icmp eq i64 %f0, 0
-  br i1 %fz, label %intr, label %ran
-intr:
+  store i64 %rc64, ptr %blob
+  %resbuf = call ptr @pointer(ptr %t, i64 {H_RES})
+  %rbytes = mul i64 %rw, 8
+  call void @llvm.memcpy.p0.p0.i64(ptr %res, ptr %resbuf, i64 %rbytes, i1 false)
+  br i1 %hasst, label %snap, label %flags
+snap:
+  %snapp = getelementptr i64, ptr %blob, i64 1
+  call void @llvm.memcpy.p0.p0.i64(ptr %snapp, ptr %st, i64 {8 * STATE_WORDS}, i1 false)
+  %failed = load i64, ptr %st
+  br label %flags
+flags:
+  %f0 = phi i64 [0, %call], [%failed, %snap]
   %flagp = call ptr @pointer(ptr %t, i64 {H_FLAG})
   %flag = load volatile i64, ptr %flagp
-  %fl0 = icmp eq i64 %flag, 0
-  br i1 %fl0, label %results, label %ran
+  store atomic i64 0, ptr %busyp seq_cst, align 8
+  br label %unhold
+unhold:
+  %u = phi i64 [0, %flags], [%u1, %unholdnext]
+  %udone = icmp eq i64 %u, %nl
+  br i1 %udone, label %outcome, label %unholdnext
+unholdnext:
+  %hu = getelementptr ptr, ptr %held, i64 %u
+  %ou = load ptr, ptr %hu
+  call void @Py_DecRef(ptr %ou)
+  %u1 = add i64 %u, 1
+  br label %unhold
+outcome:
+  %e1 = or i64 %rc64, %f0
+  %e2 = or i64 %e1, %flag
+  %clean = icmp eq i64 %e2, 0
+  br i1 %clean, label %results, label %ran
 results:
-  %s = call i32 @make_results(ptr %t, ptr %out)
+  %s = call i32 @make_results(ptr %t, ptr %res, ptr %ptrs, ptr %out)
   switch i32 %s, label %err [ i32 0, label %done
                               i32 1, label %ran ]
 done:
-  store i64 0, ptr %busyp
   %o = load ptr, ptr %out
   ret ptr %o
 err:
-  store i64 0, ptr %busyp
   ret ptr null
 ran:
-  br i1 %hasst, label %snap, label %release
-snap:
-  %snapp = call ptr @pointer(ptr %t, i64 {H_SNAPSHOT})
-  call void @llvm.memcpy.p0.p0.i64(ptr %snapp, ptr %st, i64 {8 * STATE_WORDS}, i1 false)
-  br label %release
-release:
-  store i64 0, ptr %busyp
-  %rm = call ptr @pointer(ptr %t, i64 {H_RAN})
-  call void @Py_IncRef(ptr %rm)
-  ret ptr %rm
+  %bb = mul i64 %bw, 8
+  %bytes = call ptr @PyBytes_FromStringAndSize(ptr %blob, i64 %bb)
+  ret ptr %bytes
 not_run:
   %nm = call ptr @pointer(ptr %t, i64 {H_NOTRUN})
   call void @Py_IncRef(ptr %nm)
   ret ptr %nm
 }}
+
+; The general path's claim of a program: its busy word from 0 to the thread's id; 1 if it was 0.
+define i32 @dg_quick_claim(ptr %busy, i64 %me) {{
+  %cx = cmpxchg ptr %busy, i64 0, i64 %me seq_cst seq_cst
+  %won = extractvalue {{ i64, i1 }} %cx, 1
+  %r = zext i1 %won to i32
+  ret i32 %r
+}}
 """
 
 _API = ("PyLong_AsVoidPtr", "PyObject_Size", "PyTuple_GetItem", "PyList_GetItem", "PyDict_GetItem", "PyTuple_New",
         "PyTuple_SetItem", "Py_IncRef", "Py_DecRef", "PyCapsule_New", "PyCapsule_GetPointer", "PyEval_SaveThread",
-        "PyEval_RestoreThread", "PyThread_get_thread_ident")
+        "PyEval_RestoreThread", "PyThread_get_thread_ident", "PyBytes_FromStringAndSize")
 
 
 class _Native:
@@ -608,6 +659,7 @@ class _Native:
     lock = threading.Lock()
     engine = None
     call = 0  # dg_quick_call's address
+    claim = None  # dg_quick_claim, callable
     numpy = None  # (ndarray type, PyArray_NewFromDescr, PyArray_Scalar, PyArray_SetBaseObject) addresses
 
 
@@ -642,6 +694,8 @@ def native() -> int:
                 engine.finalize_object()
                 _Native.numpy = _numpy_api()
                 _Native.call = engine.get_function_address("dg_quick_call")
+                _Native.claim = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)(
+                    engine.get_function_address("dg_quick_claim"))
                 _Native.engine = engine
     return _Native.call
 
@@ -660,37 +714,42 @@ def _words(values: list) -> ctypes.Array:
 
 
 def _leaves(args) -> list | None:
-    """[(argument index, [(kind, length, index, key)], array or NumPy scalar)] for each leaf, in the
+    """[(argument index, [(kind, length, index, key)], array or scalar)] for each leaf, in the
     order `signature.fingerprint` takes them (dict keys sorted), or None for arguments it does not
-    take or that hold anything but NumPy arrays and scalars."""
-    out = []
-
-    def walk(i, steps, v) -> bool:
-        t = type(v)
-        if t is np.ndarray or t in _SCALARS:
-            out.append((i, steps, v))
-            return True
-        if t is dict:
-            if not all(type(k) is str for k in v):
-                return False
-            keys = sorted(v)
-            return all(walk(i, steps + [(DICT, len(keys), 0, k)], v[k]) for k in keys)
-        if t is tuple or t is list:
-            if not v or not any(type(e) in (np.ndarray, dict, tuple, list) for e in v):
-                return False
-            kind = TUPLE if t is tuple else LIST
-            return all(walk(i, steps + [(kind, len(v), k, None)], e) for k, e in enumerate(v))
-        return False
-
+    take or that hold anything but NumPy arrays and scalars and Python floats."""
+    out: list = []
     for i, a in enumerate(args):
-        if not walk(i, [], a):
+        if not _walk(out, i, [], a):
             return None
     return out
 
 
+def _walk(out: list, i: int, steps: list, v) -> bool:
+    """(A plain function: a closure that calls itself would be a reference cycle, keeping the
+    arguments alive until the next garbage collection.)"""
+    t = type(v)
+    if t is np.ndarray or t in _SCALARS:
+        out.append((i, steps, v))
+        return True
+    if t is dict:
+        if not all(type(k) is str for k in v):
+            return False
+        keys = sorted(v)
+        return all(_walk(out, i, steps + [(DICT, len(keys), 0, k)], v[k]) for k in keys)
+    if t is tuple or t is list:
+        if not v or not any(type(e) in (np.ndarray, dict, tuple, list) for e in v):
+            return False
+        kind = TUPLE if t is tuple else LIST
+        return all(_walk(out, i, steps + [(kind, len(v), k, None)], e) for k, e in enumerate(v))
+    return False
+
+
 class Quick:
     """The quick call of one compiled entry for arguments shaped as some given ones: `fn(*args)`
-    (see the module's docstring); `finish()` after it returned `RAN`."""
+    (see the module's docstring); `finish(words)` after it returned `RAN` words. `comp`: the
+    specialization it runs (its caller's)."""
+
+    comp = None
 
     def __init__(self, program, entry, leaves: list, nargs: int, results: list, single: bool, budget: int):
         self.program, self.entry = program, entry
@@ -713,8 +772,8 @@ class Quick:
                     keep.append(key)
                 step_words += [container, n, index, id(key) if key is not None else 0]
             steps_arr = _words(step_words)
-            keep += [shape, steps_arr, a.dtype]
-            leaf_words += [arg, base + offset, id(a.dtype), a.ndim, ctypes.addressof(shape) if shape is not None else 0,
+            keep += [shape, steps_arr, dtype]
+            leaf_words += [arg, base + offset, id(dtype), a.ndim, ctypes.addressof(shape) if shape is not None else 0,
                            len(steps), ctypes.addressof(steps_arr), id(kind) if kind is not np.ndarray else 0]
             words = [0, 0, 0, *a.shape]  # the descriptor's sizes and strides, fixed for these shapes
             stride = 1
@@ -738,6 +797,7 @@ class Quick:
         header[H_ARGV] = ctypes.addressof(self.argv)
         header[H_RES] = ctypes.addressof(self.res)
         header[H_BUSY] = ctypes.addressof(self.busy)
+        header[H_WAITING] = ctypes.addressof(program.waiting)
         header[H_STATE] = ctypes.addressof(state) if state is not None else 0
         header[H_FLAG] = ctypes.addressof(program._interrupted)
         header[H_OWNER] = threading.get_ident()
@@ -749,22 +809,30 @@ class Quick:
         header[H_NRES] = len(results)
         header[H_RESULTS] = ctypes.addressof(self.result_table)
         header[H_TUPLE] = -1 if single else len(results)
-        header[H_NOTRUN], header[H_RAN], header[H_NONE] = id(NOT_RUN), id(RAN), id(None)
+        header[H_NOTRUN], header[H_NONE] = id(NOT_RUN), id(None)
+        header[H_MAIN] = threading.current_thread() is threading.main_thread()
+        header[H_RES_WORDS] = entry.out_words
         header[H_SMALL] = entry.small
         header[H_NDARRAY], header[H_NEW], header[H_SCALAR], header[H_SETBASE] = nd_type, new, make_scalar, setbase
         header[H_TUPLE_TYPE], header[H_LIST_TYPE], header[H_DICT_TYPE] = id(tuple), id(list), id(dict)
-        self.snapshot = (ctypes.c_int64 * STATE_WORDS)()  # the state words of a call that returned RAN
-        header[H_SNAPSHOT] = ctypes.addressof(self.snapshot)
         self.has_state = state is not None
         self.table = _words(header)
         self.method = _MethodDef(b"dg_quick_call", address, METH_FASTCALL, None)
         self.fn = _new_function(ctypes.addressof(self.method), ctypes.addressof(self.table), None)
 
-    def finish(self):
-        """What `CpuProgram.call` gives (or raises) for the call that returned `RAN`, from the
-        results struct and the state words it left (the program itself is free again: a
-        Ctrl-C that Python raises before this runs leaves nothing taken)."""
-        s = self.snapshot
-        failed = (s[0] - 1, s[3], s[4], s[5:]) if self.has_state and s[0] else None
-        inputs = {self.descs[offset // 8] for offset in self.entry.offsets}
-        return self.program.outcome(self.entry, self.table[H_RC], self.res, inputs, failed, outermost=True)
+    def finish(self, words: bytes):
+        """What `CpuProgram.call` gives (or raises) for the call that returned these `RAN` words."""
+        w = memoryview(words).cast("q")
+        n = len(self.entry.offsets)
+        s = w[1:1 + STATE_WORDS]
+        failed = (s[0] - 1, s[3], s[4], list(s[5:])) if self.has_state and s[0] else None
+        inputs = set(w[1 + STATE_WORDS:1 + STATE_WORDS + n])
+        return self.program.outcome(self.entry, w[0], words[8 * (1 + STATE_WORDS + n):], inputs, failed,
+                                    outermost=True)
+
+
+def claim(busy: ctypes.c_int64, me: int) -> bool:
+    """The program whose busy word this is taken for thread `me` (atomically: 0 to `me`), if free."""
+    if _Native.claim is None:
+        native()
+    return bool(_Native.claim(ctypes.addressof(busy), me))

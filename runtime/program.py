@@ -223,8 +223,8 @@ class DgFunction:
         self._seen: dict = {}  # signature.fingerprint of positional arguments -> (Compiled, signature.weak_floats)
         self._last = None
         # The quick call (runtime.fastcall) for arguments shaped as the last ones the general path
-        # took, its specialization, and the quick calls made before, by fingerprint.
-        self._quick = self._quick_comp = None
+        # took, and the quick calls made before, by fingerprint.
+        self._quick = None
         self._quicks: dict = {}
         self.gradients: dict = {}  # dg.grad expression -> the dg function running it (autodiff_api)
         self.__name__ = name
@@ -290,8 +290,8 @@ class DgFunction:
             if quick is not None and not kwargs and not THREAD_CALLS.stack:
                 out = quick.fn(*args)
                 if out is not NOT_RUN:
-                    self._last = comp = self._quick_comp
-                    return out if out is not RAN else signature.to_python(quick.finish(), comp.result_proto)
+                    self._last = comp = quick.comp
+                    return out if type(out) is not RAN else signature.to_python(quick.finish(out), comp.result_proto)
             if not kwargs and len(args) == len(self.fd.params):
                 # Arrays of dtypes and shapes seen before go straight to their specialization.
                 fp, arrays = signature.fingerprint(args)
@@ -302,6 +302,8 @@ class DgFunction:
             if comp is None:
                 raw = arrays if fp is not None else None
                 comp, arrays = self.specialize(args, kwargs)
+                if fp is not None and not signature.same_leaves(raw, arrays):
+                    fp = None  # (a structure that a parameter takes as one array: the slow way each time)
                 if fp is not None:
                     if len(self._seen) >= 64:  # many shapes: keep the newest
                         self._seen.clear()
@@ -331,8 +333,9 @@ class DgFunction:
         if quick is None or quick.program is not comp.runner:
             quick = modes.quick(comp, self.mode, self.device, args)
             if quick is not None:
+                quick.comp = comp
                 self._quicks[fp] = quick
-        self._quick, self._quick_comp = quick, comp if quick is not None else None
+        self._quick = quick
 
     # ------------------------------------------------------------ IR at a stage
     @user_facing

@@ -239,6 +239,15 @@ def fingerprint(values) -> tuple:
     return tuple(fp), arrays
 
 
+def same_leaves(raw: list, leaves: list) -> bool:
+    """Whether `fingerprint`'s leaves are the signature's (`leaves`, its arrays for them): the
+    same count, dtypes and shapes (a Python float: any). Not so where the fingerprint read a
+    structure that a parameter declared as an array takes as one (a list of arrays, stacked):
+    such arguments must go the slow way."""
+    return len(raw) == len(leaves) and all(
+        type(x) is float or (x.dtype == a.dtype and x.shape == a.shape) for x, a in zip(raw, leaves))
+
+
 def weak_floats(raw: list, leaves: list) -> tuple:
     """((leaf index, dtype), ...) for the Python floats among `fingerprint`'s leaves `raw`: the
     dtypes `leaves` (the signature's arrays for them) gave them, which the parameters decide
@@ -306,9 +315,10 @@ def make_signature(fd: A.FuncDef, values: list):
         hit = seen.get(fp)
         if hit is None:
             sig, leaves = _checked_signature(fd, values)
-            if len(seen) >= 64:  # many shapes: keep the newest
-                seen.clear()
-            seen[fp] = (sig, weak_floats(arrays, leaves))
+            if same_leaves(arrays, leaves):
+                if len(seen) >= 64:  # many shapes: keep the newest
+                    seen.clear()
+                seen[fp] = (sig, weak_floats(arrays, leaves))
             return sig, leaves
         sig, floats = hit
         return sig, with_weak_floats(arrays, floats)

@@ -251,3 +251,147 @@ def test_ctrl_c_stops_a_quick_call():
     r = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "DG_CACHE": "0"})
     assert r.stdout.split("\n") == ["warm 12.0 18.0 True", "interrupted True", "again 12.0", ""], (r.stdout, r.stderr)
+
+
+def _run(code: str) -> str:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "DG_CACHE": "0"})
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])
+    return r.stdout
+
+
+HELD = """
+import gc, threading, time, numpy as np, dg
+m = dg.loads('''
+def f(xs: (f64[?],), n: i64) -> f64:
+    s = 0.0
+    for k in range(n):
+        s = s + sum(xs[0] * f64(k))
+    return s
+''', mode="compiled", filename="held.dg")
+xs = [np.ones(8_000_000)]  # (64 MB: unmapped when freed)
+m.f(xs, np.int64(1)); m.f(xs, np.int64(1))
+assert m.f._quick is not None
+gc.collect()
+def drop():
+    time.sleep(0.2)
+    xs[0] = None  # the list held the only other reference
+threading.Thread(target=drop).start()
+n = 100
+print(m.f(xs, np.int64(n)) == 8_000_000 * n * (n - 1) / 2)
+"""
+
+
+def test_an_array_taken_out_of_its_list_during_a_quick_call_lives_until_the_call_ends():
+    """The quick call holds the arrays it found while the GIL is let go (another thread may drop
+    the container's reference; reading freed memory crashed the process)."""
+    assert _run(HELD) == "True\n"
+
+
+REENTER = """
+import signal, numpy as np, dg
+m = dg.loads('''
+def g(x: f64[?], n: i64) -> (f64[?], f64[?]):
+    s = 0.0
+    for k in range(n):
+        s = s + sum(x * f64(k))
+    y = x * 0.0 + s
+    return y, y
+''', mode="compiled", filename="reenter.dg")
+x = np.ones(100_000)
+m.g(x, np.int64(1)); m.g(x, np.int64(1))
+inner = []
+signal.signal(signal.SIGALRM, lambda sig, frame: inner.append(m.g(x, np.int64(2))))
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+n = 20000
+outer = m.g(x, np.int64(n))  # (two results on one buffer: the general path finishes it)
+print(len(inner), inner[0][0][0] == 100_000.0, outer[0][0] == n * (n - 1) / 2 * 100_000,
+      np.shares_memory(outer[0], inner[0][0]))
+"""
+
+
+def test_a_quick_call_made_before_the_last_one_is_finished_changes_nothing_of_it():
+    """A signal handler runs right after the quick call returned a call for the general path to
+    finish, and calls again: each call gets its own results (they shared one results struct, and
+    the second call's buffers were freed twice)."""
+    assert _run(REENTER).split() == ["1", "True", "True", "False"]
+
+
+WORKER = """
+import threading, numpy as np, dg
+from dg.runtime.cpu import CpuProgram
+n = [0]
+call = CpuProgram.call
+def counted(self, *a):
+    n[0] += 1
+    return call(self, *a)
+CpuProgram.call = counted
+m = dg.loads("def f(x: f32[?]) -> f32[?]:\\n    return x + 1.0\\n", mode="compiled", filename="worker.dg")
+x = np.ones(4, np.float32)
+def work():
+    for _ in range(100):
+        assert (m.f(x) == 2).all()
+t = threading.Thread(target=work)
+t.start()
+t.join()
+print(n[0])
+"""
+
+
+def test_quick_calls_on_a_thread_when_the_main_thread_never_called():
+    """Off the main thread, where Python's SIGINT handler cannot be learnt, calls run unarmed, as
+    the general path runs them there (they all went the general path)."""
+    assert _run(WORKER) == "1\n"
+
+
+def test_the_general_path_gets_its_turn_beside_a_stream_of_quick_calls(m):
+    """A thread on the general path waits for the program while another thread's quick calls
+    keep coming: while it waits, those calls queue on the general path too."""
+    x = np.arange(1000, dtype=np.float32)
+    m.twice(x)
+    done = threading.Event()
+
+    def other():
+        for _ in range(50):
+            np.testing.assert_array_equal(m.twice(x), x * 2)
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    calls = 0
+    while not done.is_set() and calls < 2_000_000:
+        m.twice(x)
+        calls += 1
+    t.join()
+    assert done.is_set(), f"the other thread did not finish while {calls} quick calls ran"
+
+
+def test_a_list_of_arrays_that_a_parameter_takes_as_one_array(m):
+    """f32[2, ?] takes [a, b] as one array (stacked): no fingerprint, nor quick call, may take it
+    as two arrays (a second call failed, packing two descriptors for one)."""
+    m2 = dg.loads("def f(x: f32[2, ?]) -> f32[?]:\n    return x[0] + x[1] * 10.0\n", mode="compiled",
+                  filename="stacked.dg")
+    a, b = np.ones(3, np.float32), np.full(3, 2, np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(m2.f([a, b]), np.full(3, 21, np.float32))
+    np.testing.assert_array_equal(m2.f(np.stack([a, b])), np.full(3, 21, np.float32))
+
+
+def test_the_first_calls_arguments_are_not_kept(m):
+    """Nothing the quick call keeps refers to the arguments it was made for (a reference cycle
+    kept them until the next garbage collection)."""
+    import weakref
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        x = np.ones(1000, np.float32) * 3
+        r = weakref.ref(x)
+        m.add_one(x[:999].copy())
+        m.add_one(x)
+        assert m.add_one._quick is not None
+        del x
+        assert r() is None
+    finally:
+        if was:
+            gc.enable()
