@@ -3,6 +3,7 @@
 Call overhead: dg compiled functions that do next to nothing, called from a Python loop:
   one_array   f32[4] -> f32[4] (x + 1)                    the issue's "one-array call"
   scalar      f32[4] -> f32    (x[0])
+  array_and_python_float   f32[4], a Python float -> f32[4] (x * a)
   nine_arrays nine f32[4] -> f32[4] (their sum)
 Each is set against the same work from Python with no compiler between: a NumPy ufunc
 (np.add(x, 1)), PyTorch eager and a JAX jit function when they are installed. Figures are
@@ -35,6 +36,9 @@ def one_array(x: f32[?]) -> f32[?]:
 
 def scalar(x: f32[?]) -> f32:
     return x[0]
+
+def scaled(x: f32[?], a: f32) -> f32[?]:
+    return x * a
 
 def nine_arrays(a: f32[?], b: f32[?], c: f32[?], d: f32[?], e: f32[?], f: f32[?], g: f32[?], h: f32[?],
                 i: f32[?]) -> f32[?]:
@@ -83,6 +87,7 @@ def main(argv=None) -> dict:
     r = results["overhead_us"]
     r["dg_one_array"] = per_call_us(lambda: m.one_array(x), args.calls, args.repeats)
     r["dg_scalar"] = per_call_us(lambda: m.scalar(x), args.calls, args.repeats)
+    r["dg_array_and_python_float"] = per_call_us(lambda: m.scaled(x, 0.5), args.calls, args.repeats)
     r["dg_nine_arrays"] = per_call_us(lambda: m.nine_arrays(*nine), args.calls, args.repeats)
     r["numpy_one_array"] = per_call_us(lambda: np.add(x, 1.0), args.calls, args.repeats)
     p = _peers()
