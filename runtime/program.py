@@ -284,7 +284,7 @@ class DgFunction:
         return Compiled(spec.symbol, sig, text, spec.result_proto)
 
     def __call__(self, *args, **kwargs):
-        comp = fp = None
+        comp = fp = hit = None
         try:
             quick = self._quick
             if quick is not None and not kwargs and not THREAD_CALLS.stack:
@@ -320,15 +320,16 @@ class DgFunction:
                                      f"a view that compiled code needs as one contiguous array, and {gib:.3g} GiB do not "
                                      f"fit in memory", p.loc) from None
             out = signature.to_python(out, comp.result_proto)
-            if fp is not None:
+            if hit is not None:  # (a second call of its kind: the first call does not wait for a quick call)
                 self._quicken(comp, fp, args)
             return out
         except (DgError, KeyboardInterrupt) as e:
             raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
 
     def _quicken(self, comp, fp, args) -> None:
-        """After the general path ran a call: the quick call for arguments shaped as these (made
-        once per fingerprint where the mode and the program allow one) takes the next calls."""
+        """After the general path ran a call whose fingerprint it had seen before: the quick call
+        for arguments shaped as these (made once per fingerprint where the mode and the program
+        allow one) takes the next calls."""
         quick = self._quicks.get(fp)
         if quick is None or quick.program is not comp.runner:
             quick = modes.quick(comp, self.mode, self.device, args)
