@@ -108,6 +108,24 @@ define internal ptr @pointer(ptr %t, i64 %k) {{
   ret ptr %v
 }}
 
+; %fn (Py_IncRef or Py_DecRef) on each of the %n objects at %objs.
+define internal void @each(ptr %objs, i64 %n, ptr %fn) {{
+entry:
+  br label %loop
+loop:
+  %k = phi i64 [0, %entry], [%k1, %body]
+  %done = icmp eq i64 %k, %n
+  br i1 %done, label %out, label %body
+body:
+  %p = getelementptr ptr, ptr %objs, i64 %k
+  %o = load ptr, ptr %p
+  call void %fn(ptr %o)
+  %k1 = add i64 %k, 1
+  br label %loop
+out:
+  ret void
+}}
+
 ; A result's buffer, freed by its array's base when that array goes.
 define void @dg_quick_free_capsule(ptr %cap) {{
   %p = call ptr @PyCapsule_GetPointer(ptr %cap, ptr null)
@@ -573,16 +591,7 @@ reset:
   br label %hold
 hold:
   ; the arrays held while the GIL is let go (another thread may take them out of a list or dict)
-  %k = phi i64 [0, %state], [0, %reset], [%k1, %holdnext]
-  %kdone = icmp eq i64 %k, %nl
-  br i1 %kdone, label %call, label %holdnext
-holdnext:
-  %hk = getelementptr ptr, ptr %held, i64 %k
-  %ok_ = load ptr, ptr %hk
-  call void @Py_IncRef(ptr %ok_)
-  %k1 = add i64 %k, 1
-  br label %hold
-call:
+  call void @each(ptr %held, i64 %nl, ptr @Py_IncRef)
   %fn = call ptr @pointer(ptr %t, i64 {H_FN})
   %argv = call ptr @pointer(ptr %t, i64 {H_ARGV})
   %ts = call ptr @PyEval_SaveThread()
@@ -600,22 +609,11 @@ snap:
   %failed = load i64, ptr %st
   br label %flags
 flags:
-  %f0 = phi i64 [0, %call], [%failed, %snap]
+  %f0 = phi i64 [0, %hold], [%failed, %snap]
   %flagp = call ptr @pointer(ptr %t, i64 {H_FLAG})
   %flag = load volatile i64, ptr %flagp
   store atomic i64 0, ptr %busyp seq_cst, align 8
-  br label %unhold
-unhold:
-  %u = phi i64 [0, %flags], [%u1, %unholdnext]
-  %udone = icmp eq i64 %u, %nl
-  br i1 %udone, label %outcome, label %unholdnext
-unholdnext:
-  %hu = getelementptr ptr, ptr %held, i64 %u
-  %ou = load ptr, ptr %hu
-  call void @Py_DecRef(ptr %ou)
-  %u1 = add i64 %u, 1
-  br label %unhold
-outcome:
+  call void @each(ptr %held, i64 %nl, ptr @Py_DecRef)
   %e1 = or i64 %rc64, %f0
   %e2 = or i64 %e1, %flag
   %clean = icmp eq i64 %e2, 0
