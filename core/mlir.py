@@ -115,6 +115,12 @@ def constant_value(value):
     return ir.IntegerAttr(op.attributes["value"]).value
 
 
+def row_major(t) -> bool:
+    """Whether a ranked memref type has the identity layout (row-major, no offset)."""
+    dims = ", ".join(f"d{i}" for i in range(t.rank))
+    return str(t.layout) == f"affine_map<({dims}) -> ({dims})>"
+
+
 def static_elements(t) -> int:
     """The product of a shaped type's static sizes (a dynamic one counts as 1)."""
     n = 1
@@ -152,4 +158,4 @@ def int_constant(n: int, t=None) -> "ir.Value":
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
-           "static_elements", "user", "create", "get_global", "int_constant"]
+           "row_major", "static_elements", "user", "create", "get_global", "int_constant"]

@@ -9,7 +9,7 @@ serves in Python. Copies between plain buffers stay, and become `memcpy`.
 """
 from __future__ import annotations
 
-from dg.core.mlir import create, ir, operations_under
+from dg.core.mlir import create, ir, operations_under, row_major
 
 
 def _memref(t):
@@ -19,19 +19,13 @@ def _memref(t):
         return None
 
 
-def _plain(t) -> bool:
-    """A ranked memref with the identity layout (row-major, no offset)."""
-    dims = ", ".join(f"d{i}" for i in range(t.rank))
-    return str(t.layout) == f"affine_map<({dims}) -> ({dims})>"
-
-
 def strided_copies_as_loops(module) -> int:
     """Replace the strided `memref.copy` ops; how many."""
     found = []
     for op in operations_under(module.body):
         if op.name == "memref.copy":
             types = [_memref(v.type) for v in op.operands]
-            if all(t is not None for t in types) and not all(_plain(t) for t in types):
+            if all(t is not None for t in types) and not all(row_major(t) for t in types):
                 found.append(op)
     with module.context:
         for op in found:

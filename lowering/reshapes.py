@@ -13,14 +13,9 @@ strides: a transformer's gradient had 111 of them.
 """
 from __future__ import annotations
 
-from dg.core.mlir import constant_value, create, defining_op, int_constant, ir, operations_under, user
+from dg.core.mlir import constant_value, create, defining_op, int_constant, ir, operations_under, row_major, user
 
 _DYNAMIC = -(2**63)  # (ShapedType::kDynamic, in the static size and stride lists)
-
-
-def _row_major(t) -> bool:
-    dims = ", ".join(f"d{i}" for i in range(t.rank))
-    return str(t.layout) == f"affine_map<({dims}) -> ({dims})>"
 
 
 def _sizes(shape, reshape) -> list | None:
@@ -56,7 +51,7 @@ def reshapes_as_views(module) -> int:
         if op.name == "memref.reshape" and len(op.operands) == 2:
             source = ir.MemRefType(op.operands[0].type)
             result = ir.MemRefType(op.results[0].type)
-            if _row_major(source) and _row_major(result):
+            if row_major(source) and row_major(result):
                 found.append(op)
     done = 0
     with module.context:
