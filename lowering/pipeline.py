@@ -47,6 +47,7 @@ from . import (
     instrument,
     parallel,
     reductions,
+    repeats,
     reshapes,
     stoppable,
     to_linalg,
@@ -105,6 +106,7 @@ PASSES = {
     "inline-and-simplify": inlining.inline_and_simplify,
     "share-argument-dims": _share_argument_dims,
     "fold-full-slices": fold_sizes.fold_full_slices,
+    "merge-repeats": repeats.merge_repeats,
     "bufferize": _bufferize,
     # CPU
     "stoppable-loops": stoppable.stoppable_loops,
@@ -140,7 +142,7 @@ PASSES = {
 }
 
 # From a target's linalg-level IR to buffers: what the CPU and the GPU share.
-BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices", "bufferize"]
+BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices", "merge-repeats", "bufferize"]
 
 # stage -> (the stage it starts from, its passes)
 STAGES = {
