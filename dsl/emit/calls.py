@@ -234,7 +234,10 @@ class Calls:
             return None
         trees, types = [], []
         names: dict = {}  # the callee's named dims, shared across its parameters
-        recursive = self.mod.in_progress_fn(ref.module, fd)
+        # A recursive function gets all-dynamic sizes, from its first call on: its recursive calls
+        # need them, and one specialization serves both (a first one of static sizes would be
+        # a whole copy of the function, made for one call).
+        recursive = self.mod.in_progress_fn(ref.module, fd) or self.mod.recurses(ref.module, fd)
         for p, v in zip(fd.params, bound):
             v = self.as_value(v, loc)
             if not all_values(v):
@@ -263,7 +266,6 @@ class Calls:
                 v = map_leaves(lambda x: x if _static(x) and not recursive else self.materialize(x, loc=loc), v)
                 t = map_leaves(lambda x: Static(x.const, x.dtype) if _static(x) else x.type, v)
             trees.append(v)
-            # A recursive call gets all-dynamic sizes, so recursion needs one specialization.
             types.append(map_leaves(_dynamic, t) if recursive else t)
         spec = self.mod.specialize(ref.module, fd, types, loc)
         if spec.result_types is None:

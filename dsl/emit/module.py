@@ -2,6 +2,7 @@
 typed by probing, and the declarations of the gradients the module asks for."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ class ModuleEmitter:
         self.tainted: set = set()
         self.quiet = 0  # >0 while probing the loop bodies of the function being emitted: errors are not kept
         self.grad_decls: dict = {}  # (kind, of, wrt, slots) -> (symbol, declaration text)
+        self._recursive: dict = {}  # id(source) -> (source, the names of its recursive functions)
 
     # ------------------------------------------------------------ errors
     def error(self, msg: str, loc: Loc, cls=DgTypeError):
@@ -183,3 +185,40 @@ class ModuleEmitter:
 
     def in_progress_fn(self, source, fd) -> bool:
         return any(s.fd is fd for s in self.in_progress.values())
+
+    def recurses(self, source, fd) -> bool:
+        """Whether fd calls itself by name, directly or through other functions of its source."""
+        found = self._recursive.get(id(source))
+        if found is None:
+            found = self._recursive[id(source)] = (source, recursive_functions(source.funcs))
+        return fd.name in found[1]
+
+
+def recursive_functions(funcs: dict) -> set:
+    """The names of the functions (name -> FuncDef) that a chain of calls by name leads back to."""
+    calls = {name: _called_names(fd.body) & funcs.keys() for name, fd in funcs.items()}
+    out = set()
+    for name in funcs:
+        seen, todo = set(), list(calls[name])
+        while todo:
+            g = todo.pop()
+            if g not in seen:
+                seen.add(g)
+                todo += calls[g]
+        if name in seen:
+            out.add(name)
+    return out
+
+
+def _called_names(node, out=None) -> set:
+    """The names that calls under an AST node (or a list of them) call."""
+    out = set() if out is None else out
+    if isinstance(node, list):
+        for x in node:
+            _called_names(x, out)
+    elif isinstance(node, A.Node):
+        if isinstance(node, A.Call) and isinstance(node.func, A.Name):
+            out.add(node.func.id)
+        for f in dataclasses.fields(node):
+            _called_names(getattr(node, f.name), out)
+    return out

@@ -4,12 +4,14 @@ Each is compared with a plain Python / NumPy re-implementation, or must fail wit
 `dg.DgError` (`x.dg:LINE:COL: error: ...`).
 """
 
+import re
+
 import numpy as np
 import pytest
 
 import dg
 
-from .util import F, assert_located, assert_same, load, load_src
+from .util import F, assert_located, assert_same, f32, load, load_src
 
 REC_ANN = """
 def depth(n: i64) -> i64:
@@ -198,3 +200,41 @@ def test_an_unannotated_recursion_with_no_way_out_names_its_function(mode, name,
         getattr(load(NO_WAY_OUT, mode), name)(1.0)
     assert_located(e.value, line)
     assert "cannot be inferred" in str(e.value) and "annotate" in str(e.value)
+
+
+ONE_COPY = """
+def tsum(x, i):
+    if i >= x.shape[0]:
+        return 0.0 * x[0]
+    return x[i] + tsum(x, i + 1)
+
+def ping2(x, n):
+    if n == 0:
+        return x
+    return pong2(x * 2.0, n - 1)
+
+def pong2(x, n):
+    return ping2(x + 1.0, n)
+
+def top(x: f32[4]):
+    return tsum(x * 2.0, 0), ping2(x, 2)
+
+def both(y: f32[4]) -> f32:
+    return tsum(y, 0) + sum(ping2(y, 2))
+
+def g(x: f32[4]):
+    return grad(both)(x)
+"""
+
+
+def test_a_recursive_function_first_called_with_static_sizes_is_made_once(mode):
+    """Its first call (static sizes, a Python int) and its recursive calls (dynamic sizes) share
+    one specialization: before, the first call had one of its own, a whole second copy of the
+    function (and of its gradient) to compile."""
+    m = load(ONE_COPY, mode)
+    x = f32(1, 2, 3, 4)
+    assert_same(m.top(x), (np.float32(20), f32(7, 11, 15, 19)))
+    assert_same(m.g(x), np.full(4, 5, np.float32))
+    text = m.g.ir("dg", args=(x,))
+    for name in ("tsum", "ping2", "pong2"):
+        assert len(re.findall(rf"func\.func (?:private )?@{name}(?:_\d+)?\(", text)) == 1, name
