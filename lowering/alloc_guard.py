@@ -96,41 +96,68 @@ def check_counts(m) -> None:
     can wrap around and allocate too little): a `memref.alloc` whose elements may number more
     than MAX_ELEMENTS gets sizes, when they do, whose product is 2**59 elements, more bytes than
     any address space has (with no branch: selects of its sizes). Its `malloc` fails, and the
-    guard reports it at the allocation's site. One whose static sizes make too many elements gets
-    an unconditional `malloc` of 2**62 bytes in front of it."""
-    f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
-    index, ptr = ir.IndexType.get(), ir.Type.parse("!llvm.ptr")
-    dynamic = ir.ShapedType.get_dynamic_size()
+    guard reports it at the allocation's site. Allocations of the same static part and the same
+    size values in one block, or in blocks inside it, share the test and the selected sizes (the
+    activations of a model, all of batch by sequence by width). One whose static sizes make too
+    many elements gets an unconditional `malloc` of 2**62 bytes in front of it."""
     found = False
     for op in m.body.operations:
         op = op.operation
-        if op.name != "func.func" or not len(op.regions[0].blocks):
-            continue
-        for alloc in [o for o in operations_under(op.regions[0].blocks[0]) if o.name == "memref.alloc"]:
-            t = ir.MemRefType(alloc.results[0].type)
-            static = static_elements(t)
-            sizes = list(alloc.operands)[:t.shape.count(dynamic)]
-            if static > MAX_ELEMENTS:
-                found = True
-                with alloc.location, ir.InsertionPoint(alloc):
-                    huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
-                    create("llvm.call", [ptr], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
-                            operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]),
-                            op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
-            elif sizes and static > 0:  # (a static 0 makes no elements)
-                with alloc.location, ir.InsertionPoint(alloc):
-                    count = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
-                    for s in sizes:
-                        i = create("arith.index_cast", [i64], [s]).result
-                        count = create("arith.mulf", [f64], [count, create("arith.sitofp", [f64], [i]).result]).result
-                    most = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
-                    too = create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
-                    for k, s in enumerate(sizes):
-                        v = (1 << 59) // static if k == 0 else 1
-                        c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, v)).result
-                        alloc.operands[k] = create("arith.select", [index], [too, c, s]).result
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            found |= _check_block(op.regions[0].blocks[0], {})
     if found:
         append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
+
+
+def _check_block(block, made: dict) -> bool:
+    """check_counts in a block and the blocks inside it; `made`: (static part, size values) ->
+    the selected sizes made before it (in it or around it). Whether any allocation is too large
+    whatever its sizes."""
+    i64 = ir.IntegerType.get_signless(64)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    huge_one = False
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "memref.alloc":
+            for region in op.regions:
+                for b in region.blocks:
+                    huge_one |= _check_block(b, dict(made))  # (what a nested block makes stays there)
+            continue
+        t = ir.MemRefType(op.results[0].type)
+        static = static_elements(t)
+        sizes = list(op.operands)[:t.shape.count(dynamic)]
+        if static > MAX_ELEMENTS:
+            huge_one = True
+            with op.location, ir.InsertionPoint(op):
+                huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
+                create("llvm.call", [ir.Type.parse("!llvm.ptr")], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
+                       operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]), op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
+        elif sizes and static > 0:  # (a static 0 makes no elements)
+            key = (static, *sizes)
+            if key not in made:
+                with op.location, ir.InsertionPoint(op):
+                    made[key] = _capped(static, sizes)
+            for k, s in enumerate(made[key]):
+                op.operands[k] = s
+    return huge_one
+
+
+def _capped(static: int, sizes: list) -> list:
+    """The sizes, or when the elements they make with `static` number more than MAX_ELEMENTS,
+    sizes whose product with it is 2**59, at the insertion point."""
+    f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
+    index = ir.IndexType.get()
+    count = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
+    for s in sizes:
+        i = create("arith.index_cast", [i64], [s]).result
+        count = create("arith.mulf", [f64], [count, create("arith.sitofp", [f64], [i]).result]).result
+    most = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
+    too = create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
+    out = []
+    for k, s in enumerate(sizes):
+        c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, (1 << 59) // static if k == 0 else 1))
+        out.append(create("arith.select", [index], [too, c.result, s]).result)
+    return out
 
 
 def guard(m) -> None:
