@@ -294,26 +294,32 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
 
 
-def _outline(m, loop, nest: list, bounds: list, name: str, words: list, made: dict) -> bool:
-    """Move one scf.parallel into functions of its own (see the module's doc); False if a value
-    it uses cannot travel in the context. `nest` and `bounds` as shared_loops gives them;
-    `words`: each context's size is appended to it. `made`: the loop functions so far, by their
-    text under a common name; a loop the same as an earlier one (a layer's element-wise ops
-    repeat in every layer and in its gradient) launches the earlier one's functions, and LLVM
-    compiles it once."""
+def _plan(loop, nest: list, bounds: list, name: str):
+    """What outlining one scf.parallel takes (see the module's doc): (the values it uses from
+    outside that travel in the context, the constants made again inside, the text of its
+    functions), or None if a value it uses cannot travel. `nest` and `bounds` as shared_loops
+    gives them."""
     dims = len(loop.regions[0].blocks[0].arguments)
     outside = _used_from_outside(nest, _defined_inside(nest), dims)
     constants = [v for v in outside if _is_constant(v)]
     passed = [v for v in outside if not _is_constant(v)]
     fields = [_field(v.type) for v in passed]
     if any(f is None for f in fields):
-        return False
-    first, inner = list(bounds[0]), bounds[1:]
+        return None
     units = [constant_value(b[2]) == 1 for b in bounds]
-    text = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, _cost(nest))
+    return passed, constants, _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units,
+                                     _cost(nest))
 
-    helper = ir.Module.parse(RUNTIME_DECL + "\n" + text, m.context)
-    funcs = [op.operation for op in helper.body.operations][1:]
+
+def _outline(m, loop, nest: list, bounds: list, name: str, plan: tuple, funcs: list, words: list, made: dict) -> None:
+    """Move one scf.parallel into the functions its plan's text made (`funcs`: the loop function,
+    the pool's entry, the launch, parsed). `words`: each context's size is appended to it.
+    `made`: the loop functions so far, by their text under a common name; a loop the same as an
+    earlier one (a layer's element-wise ops repeat in every layer and in its gradient) launches
+    the earlier one's functions, and LLVM compiles it once."""
+    passed, constants, _ = plan
+    dims = len(loop.regions[0].blocks[0].arguments)
+    first, inner = list(bounds[0]), bounds[1:]
     for f in funcs[:2]:
         f.detach_from_parent()
         m.body.append(f)
@@ -351,7 +357,6 @@ def _outline(m, loop, nest: list, bounds: list, name: str, words: list, made: di
             op.attributes["value"] = ir.FlatSymbolRefAttr.get(same)
         op.move_before(loop)
     loop.erase()
-    return True
 
 
 def mark_loop_functions(m) -> None:
@@ -406,13 +411,21 @@ def outline_parallel_loops(m) -> int:
     """Lower linalg ops to loops and outline the outermost parallel ones; how many were."""
     run_pipeline(m, "builtin.module(func.func(convert-linalg-to-parallel-loops))")
     taken = symbols(m)
-    count, words, made = 0, [], {}
+    planned = []
     for loop, nest, bounds in shared_loops(m):
-        name = f"__dg_par_{count}"
+        name = f"__dg_par_{len(planned)}"
         while name in taken:
             name += "_"
-        if _outline(m, loop, nest, bounds, name, words, made):
-            count += 1
+        plan = _plan(loop, nest, bounds, name)
+        if plan is not None:
+            planned.append((loop, nest, bounds, name, plan))
+    # The functions of all the loops, parsed at once (a parse per loop took most of the time).
+    helper = ir.Module.parse("\n".join([RUNTIME_DECL] + [p[-1][2] for p in planned]), m.context)
+    funcs = [op.operation for op in helper.body.operations][1:]
+    words, made = [], {}
+    for i, (loop, nest, bounds, name, plan) in enumerate(planned):
+        _outline(m, loop, nest, bounds, name, plan, funcs[3 * i:3 * i + 3], words, made)
+    count = len(planned)
     if count:
         array = f"!llvm.array<{max(words)} x i64>"
         append_parsed(m, RUNTIME_DECL)
