@@ -42,7 +42,7 @@ from dg.lowering.llvm_ir import llvm_ir
 
 from . import cache, collectives, compile_log, fastcall, interrupt, optimizer, threads
 from .interp import _Breakpoints, _Console
-from .machine_code import object_code
+from .machine_code import object_code, quick_object_codes
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -337,8 +337,10 @@ def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lower
     meta = {**extra, "signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
             "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
     level = opt_level(m)
+    t1 = time.perf_counter()
     with shared_context():
         text = llvm_ir(m)
+    pipeline.note_time("LLVM IR", time.perf_counter() - t1)
     meta["seconds"] = {"passes": time.perf_counter() - t0}
     return meta, text, level
 
@@ -350,13 +352,23 @@ def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_low
     return finish_object(meta, text, level)
 
 
-def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes]:
-    """`lower_object`'s metadata with LLVM's time and level, and the object code of its text."""
+def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes | list]:
+    """`lower_object`'s metadata with LLVM's time and level, and the object code of its text: at
+    the quick level, a list of pieces made at once, one per core (machine_code.split_module)."""
     t0 = time.perf_counter()
-    blob = object_code(text, level)
+    blob = quick_object_codes(text, _cores()) if level == 0 else object_code(text, level)
     took = time.perf_counter() - t0
     pipeline.note_time("LLVM", took)
     return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
+
+
+def _cores() -> int:
+    """The cores this process may run on (at most 4: pieces of a module below a few thousand
+    lines gain nothing)."""
+    try:
+        return min(4, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return min(4, os.cpu_count() or 1)
 
 
 def _log_compile(entry: str | None, meta: dict, t0: float, why: str) -> None:
@@ -390,12 +402,14 @@ class CpuProgram:
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
         self._interrupted = interrupt.flag()
 
-    def _load(self, blob: bytes) -> None:
+    def _load(self, blob: bytes | list) -> None:
+        """Link the object code (or its pieces) into a JIT of its own."""
         import llvmlite.binding as llvm
 
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
-        self._jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
+        for piece in [blob] if isinstance(blob, bytes) else blob:
+            self._jit.add_object_file(llvm.ObjectFileRef.from_data(piece))
         self._jit.finalize_object()
         at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
         self._state = (ctypes.c_int64 * STATE_WORDS).from_address(at) if at else None

@@ -7,32 +7,65 @@ level 0 the quick one of a program's first calls (runtime.optimizer).
 """
 from __future__ import annotations
 
+import ctypes
+import re
+from concurrent.futures import ThreadPoolExecutor
 
-def object_code(text: str, level: int) -> bytes:
+
+def object_code(text: str, level: int, piece: bool = False) -> bytes:
     """Object code for this CPU (position independent) of LLVM IR text, optimized at `level`:
     1 to 3, LLVM's default pipelines (the SLP vectorizer off) and code generation at that level;
     0, quick (QUICK_PASSES and LLVM's fast code generation: a tenth of -O2's time on a large
     program, for code about three times slower). The module is parsed into an LLVM context of
-    its own, so that threads may compile at once; LLVM's work runs without the GIL (llvmlite
-    calls it through ctypes)."""
+    its own. A `piece` is one of several objects that one JIT links (quick_object_codes):
+    - its code addresses what the other pieces define by absolute address (the JIT's GOT
+      relocations of the large code model resolve against the last object's table: code that
+      reached another object's symbols through them crashed);
+    - llvmlite makes every call into LLVM under one lock of the process; a piece's three calls
+      that take the time (parsing, the passes, code generation), all on its own module,
+      context, pass manager and target machine, go around it, so that threads compile at once."""
     import llvmlite.binding as llvm
+    from llvmlite.binding import ffi
 
+    call = _unlocked if piece else (lambda name, *args: getattr(ffi.lib, name)(*args))
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    mod = llvm.parse_assembly(text, context=llvm.create_context())
-    machine = _target_machine(level)
+    context = llvm.create_context()
+    with ffi.OutputString() as error:
+        mod = llvm.module.ModuleRef(call("LLVMPY_ParseAssembly", context, ctypes.c_char_p(text.encode()), error),
+                                    context)
+        if error:
+            mod.close()
+            raise RuntimeError(f"LLVM IR parsing error\n{error}")
+    machine = _target_machine(level, "static" if piece else "pic")
     mod.triple = machine.triple
     tuning = llvm.create_pipeline_tuning_options(speed_level=max(level, 1))
     tuning.slp_vectorization = False  # (see below)
     passes = llvm.create_pass_builder(machine, tuning)
     if level:
-        passes.getModulePassManager().run(mod, passes)
+        manager = passes.getModulePassManager()
     else:
-        quick = llvm.create_new_module_pass_manager()
+        manager = llvm.create_new_module_pass_manager()
         for name in QUICK_PASSES:
-            getattr(quick, f"add_{name}_pass")()
-        quick.run(mod, passes)
-    return machine.emit_object(mod)
+            getattr(manager, f"add_{name}_pass")()
+    call("LLVMPY_RunNewModulePassManager", manager, mod, passes)
+    with ffi.OutputString() as error:
+        buffer = call("LLVMPY_TargetMachineEmitToMemory", machine, mod, 1, error)
+        if not buffer:
+            raise RuntimeError(str(error))
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+
+
+def _unlocked(name: str, *args):
+    """llvmlite's function `name` called without its lock (the plain ctypes function its wrapper
+    holds; with the lock where a version of llvmlite has no such wrapper)."""
+    from llvmlite.binding import ffi
+
+    fn = getattr(ffi.lib, name)
+    return getattr(fn, "_cfn", fn)(*args)
 
 
 # The SLP vectorizer is off at every level: on some functions its cost model ran for minutes (a
@@ -45,9 +78,112 @@ def object_code(text: str, level: int) -> bytes:
 QUICK_PASSES = ("always_inliner", "sroa", "instruction_combine", "simplify_cfg")
 
 
-def _target_machine(level: int):
+def _target_machine(level: int, reloc: str = "pic"):
     import llvmlite.binding as llvm
 
     return llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=level, reloc="pic",
-        codemodel="jitdefault")
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=level, reloc=reloc,
+        codemodel="large" if reloc == "static" else "jitdefault")
+
+
+def quick_object_codes(text: str, parts: int) -> list:
+    """The quick level's object code of LLVM IR text in up to `parts` pieces made at once on as
+    many threads (`split_module`), which one JIT links; one piece for a small module."""
+    texts = split_module(text, parts)
+    if len(texts) == 1:
+        return [object_code(text, 0)]
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()  # (once, before the threads)
+    llvm.initialize_native_asmprinter()
+    with ThreadPoolExecutor(len(texts)) as pool:
+        return list(pool.map(lambda t: object_code(t, 0, piece=True), texts))
+
+
+# A module is split only where each piece has at least this many lines of function bodies: LLVM's
+# time per piece (parsing, then code generation) is then far above a thread's cost.
+SPLIT_LINES = 4000
+
+
+def split_module(text: str, parts: int) -> list:
+    """LLVM IR text as up to `parts` modules that, linked, are the same program: each function
+    defined in one of them (a loop function, `X_loop`, with its pool entry `X`, which always
+    inlines it), the largest first into the piece with the fewest lines; everything else in
+    each. A piece declares what it uses of the others: their functions, and the globals, which
+    the first piece defines; what another piece uses loses its internal linkage."""
+    lines = text.split("\n")
+    head, bodies, i = [], {}, 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("define ") and line.endswith("{"):
+            end = lines.index("}", i)
+            bodies[_defined(line)] = lines[i:end + 1]
+            i = end + 1
+        else:
+            head.append(line)
+            i += 1
+    size = sum(len(b) for b in bodies.values())
+    parts = max(1, min(parts, size // SPLIT_LINES))
+    if parts == 1:
+        return [text]
+    units: dict = {}
+    for name in bodies:
+        units.setdefault(name[:-len("_loop")] if name.endswith("_loop") and name[:-len("_loop")] in bodies
+                         else name, []).append(name)
+    owner, load = {}, [0] * parts
+    for unit in sorted(units.values(), key=lambda u: -sum(len(bodies[n]) for n in u)):
+        k = load.index(min(load))
+        load[k] += sum(len(bodies[n]) for n in unit)
+        owner.update((n, k) for n in unit)
+    used = [set() for _ in range(parts)]  # the defined functions each piece calls or takes the address of
+    for name, body in bodies.items():
+        used[owner[name]].update(n for n in _SYMBOL.findall("\n".join(body[1:])) if n in bodies)
+    shared = {n for k in range(parts) for n in used[k] if owner[n] != k}
+    out = []
+    for k in range(parts):
+        piece = []
+        for line in head:
+            g = _GLOBAL.match(line)
+            if g:
+                line = _global_line(g, k == 0)
+            piece.append(line)
+        for name, body in bodies.items():
+            if owner[name] == k:
+                piece.append(_LOCAL.sub("define ", body[0], 1) if name in shared else body[0])
+                piece += body[1:]
+            elif name in used[k]:
+                piece.append("declare " + _LOCAL.sub("", body[0][len("define "):], 1).rstrip(" {"))
+        out.append("\n".join(piece))
+    return out
+
+
+_SYMBOL = re.compile(r"@([-\w.$]+)")
+_LOCAL = re.compile(r"^define (?:internal |private )|^(?:internal |private )")
+_GLOBAL = re.compile(r"^@([-\w.$]+) = (?:(internal|private) )?((?:unnamed_addr )?(?:global|constant)) (.*)$")
+
+
+def _defined(header: str) -> str:
+    """The name a `define ... @name(...) ... {` line defines."""
+    return _SYMBOL.search(header[:header.index("(")]).group(1) if "(" in header else _SYMBOL.search(header).group(1)
+
+
+def _global_line(g, defining: bool) -> str:
+    """A global's line for a piece of a split module: its definition, with external linkage, in
+    the first piece; elsewhere a declaration of its type."""
+    name, _, kind, rest = g.groups()
+    if defining:
+        return f"@{name} = {kind} {rest}"
+    return f"@{name} = external {kind.replace('unnamed_addr ', '')} {_leading_type(rest)}"
+
+
+def _leading_type(text: str) -> str:
+    """The type that `text` starts with (`i64`, `ptr`, `[4 x i64]`, `{ ptr, i64 }`, `<4 x float>`)."""
+    if text[0] not in "[{<":
+        return text.split(" ", 1)[0].rstrip(",")
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c in "[{<"
+        depth -= c in "]}>"
+        if depth == 0:
+            return text[:i + 1]
+    return text

@@ -130,3 +130,54 @@ def test_each_level_makes_code_that_loads():
         jit.finalize_object()
         twice = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("twice"))
         assert twice(21) == 42
+
+
+def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(large, monkeypatch):
+    """Quick code of a module with enough lines comes in one piece per core, made at once
+    (machine_code.split_module): every function is defined in exactly one piece, the others
+    declare what they use of it, and the linked pieces compute what the interpreter does."""
+    monkeypatch.setattr(machine_code, "SPLIT_LINES", 20)
+    monkeypatch.setattr(cpu, "_cores", lambda: 3)
+    x, w = _args()
+    want = dg.loads(SRC, mode="interp", filename="quick.dg").g(x, w)
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    calls = []
+    split = machine_code.split_module
+
+    def spy(text, parts):
+        calls.append(split(text, parts))
+        return calls[-1]
+
+    monkeypatch.setattr(machine_code, "split_module", spy)
+    np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)
+    pieces = calls[0]
+    assert len(pieces) == 3
+    defined = [line for p in pieces for line in p.splitlines() if line.startswith("define ")]
+    names = [machine_code._defined(line) for line in defined]
+    assert len(names) == len(set(names)) > 3
+    globals_ = [[line for line in p.splitlines() if line.startswith("@")] for p in pieces]
+    assert globals_[0] and all(" = external " in line for g in globals_[1:] for line in g)
+    np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)  # (the quick call, once made)
+    optimizer.wait_all()
+
+
+def test_split_module_keeps_a_loop_function_with_its_entry():
+    text = "\n".join([
+        "@g = internal global [2 x i64] zeroinitializer",
+        "define internal void @__dg_par_0_loop(ptr %p) #0 {", *["  store i64 1, ptr %p"] * 30, "  ret void", "}",
+        "define internal void @__dg_par_0(ptr %p) {", "  call void @__dg_par_0_loop(ptr %p)", "  ret void", "}",
+        "define void @big(ptr %p) {", *["  store i64 2, ptr %p"] * 40, "  call void @__dg_par_0(ptr @g)", "  ret void", "}",
+        "attributes #0 = { alwaysinline }"])
+    machine_code.object_code(text, 0)
+    import llvmlite.binding as llvm
+
+    old, machine_code.SPLIT_LINES = machine_code.SPLIT_LINES, 10
+    try:
+        first, second = machine_code.split_module(text, 2)
+    finally:
+        machine_code.SPLIT_LINES = old
+    assert "define void @big" in first and "declare void @__dg_par_0(ptr %p)" in first
+    assert "define void @__dg_par_0(ptr %p)" in second and "define internal void @__dg_par_0_loop" in second
+    assert "@g = global [2 x i64] zeroinitializer" in first and "@g = external global [2 x i64]" in second
+    for piece in (first, second):
+        llvm.parse_assembly(piece).verify()
