@@ -66,9 +66,10 @@ def cache_dir(path: str):
 def _stages(times: dict, emission: float) -> dict:
     autodiff = times.get("autodiff", 0.0) + times.get("verify", 0.0)
     inlining = times.get("inline-and-simplify", 0.0)
-    llvm = times.get("LLVM", 0.0)
-    mlir = sum(v for k, v in times.items() if k not in ("autodiff", "verify", "inline-and-simplify", "LLVM"))
-    return {"emission": emission, "autodiff": autodiff, "inlining": inlining, "mlir_passes": mlir, "llvm": llvm}
+    llvm, translation = times.get("LLVM", 0.0), times.get("LLVM IR", 0.0)
+    mlir = sum(v for k, v in times.items() if k not in ("autodiff", "verify", "inline-and-simplify", "LLVM", "LLVM IR"))
+    return {"emission": emission, "autodiff": autodiff, "inlining": inlining, "mlir_passes": mlir,
+            "llvm_ir": translation, "llvm": llvm}
 
 
 def measure_tiered(load, name: str, args) -> dict:

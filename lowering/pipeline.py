@@ -216,7 +216,8 @@ _TIMERS: list = []  # the dicts pass_times() gives out, open now
 def pass_times():
     """A dict that collects, while the block runs, the seconds each pass takes (name -> seconds,
     added up over the modules compiled; a run of MLIR's own passes under their names joined by
-    commas) and those LLVM's code generation takes ("LLVM"): benchmarks/compile.py reads it."""
+    commas), those the translation to LLVM IR text takes ("LLVM IR") and those LLVM's code
+    generation takes ("LLVM"): benchmarks/compile.py reads it."""
     times: dict = {}
     _TIMERS.append(times)
     try:
