@@ -13,10 +13,11 @@ The process starts with a compile of its own (`process_start`, reported), so tha
 charged with the libraries' start. For each: the first call in a fresh module with an empty disk
 cache ("cold"; marked * where a
 large program's first call ran quick code while a worker optimized it, `runtime.optimizer`), split into
-emission, autodiff (with the verifier), inlining, the other MLIR passes and LLVM
-(`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
+emission, autodiff (with the verifier), inlining, the other MLIR passes, the translation to LLVM
+IR text and LLVM (`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
 disk cache ("cached"); the size of the program (dg ops emitted, and after autodiff); and the
-cold time per emitted op. For the named programs, the tiered start too (DG_TIERED=1): how long
+compile time per op after autodiff: the cold first call up to the code being ready to run
+("compile", which leaves out the run itself: depth=16's first call makes 2^16 calls). For the named programs, the tiered start too (DG_TIERED=1): how long
 the first call waits while a worker process compiles, and when compiled code takes over. JAX: the first call of `jax.jit` of the same computation, where JAX
 can express it (its `while_loop` has no reverse mode: the `order` family has no JAX figure;
 loops are `fori_loop`s, the tree is unrolled by tracing).
@@ -102,6 +103,8 @@ def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) 
             t0 = time.perf_counter()
             comp, _ = fn.specialize(args, run=False)
             t1 = time.perf_counter()
+            fn.specialize(args)  # (compiled and ready to run, not run)
+            compiled = time.perf_counter() - t0
             fn(*args)
             cold = time.perf_counter() - t0
         optimizing = getattr(fn._last.runner, "optimized", None)
@@ -114,8 +117,8 @@ def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) 
         t = time.perf_counter()
         fn2(*args)
         cached = time.perf_counter() - t
-    out = {"cold_s": cold, "cached_s": cached, "stages_s": _stages(times, t1 - t0), "passes_s": dict(times), "dg_ops": ops,
-           "grad_ops": grad_ops, "cold_ms_per_op": 1000 * cold / max(grad_ops, 1),
+    out = {"cold_s": cold, "compile_s": compiled, "cached_s": cached, "stages_s": _stages(times, t1 - t0),
+           "passes_s": dict(times), "dg_ops": ops, "grad_ops": grad_ops, "cold_ms_per_op": 1000 * compiled / max(grad_ops, 1),
            "quick_start": optimizing is not None, "optimized_after_s": optimized_after}
     if full:
         with environment("DG_QUICK_START", "0"), tempfile.TemporaryDirectory() as d, cache_dir(d):
@@ -368,7 +371,8 @@ def run_family(name: str, sizes) -> dict:
             r["jax_first_call_s"] = measure_jax(jax_version) if jax_version else None
         rows[str(n)] = r
         j = r["jax_first_call_s"]
-        print(f"  {name}={n:<5} cold {r['cold_s']:7.3f} s{'*' if r['quick_start'] else ' '} cached {r['cached_s']:6.3f} s  ops {r['dg_ops']:6d} "
+        print(f"  {name}={n:<5} cold {r['cold_s']:7.3f} s{'*' if r['quick_start'] else ' '} compile {r['compile_s']:7.3f} s "
+              f"cached {r['cached_s']:6.3f} s  ops {r['dg_ops']:6d} "
               f"(grad {r['grad_ops']:6d})  {r['cold_ms_per_op']:6.2f} ms/op  "
               + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
               + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
@@ -401,7 +405,7 @@ def main(argv=None) -> dict:
     for name in args.families.split(","):
         print(f"{name}:")
         out["families"][name] = run_family(name, QUICK[name] if args.quick else FAMILIES[name][0])
-        print(f"  cold time per op, largest over smallest member: {out['families'][name]['per_op_max_over_min']:.2f}")
+        print(f"  compile time per op, largest over smallest member: {out['families'][name]['per_op_max_over_min']:.2f}")
     if not args.quick:
         print("named programs:")
         p, words, left, right = tree_setup()
@@ -416,7 +420,7 @@ def main(argv=None) -> dict:
         for name, run in progs.items():
             r = out["programs"][name] = run()
             j = r["jax_first_call_s"]
-            print(f"  {name:15s} cold {r['cold_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
+            print(f"  {name:15s} cold {r['cold_s']:7.3f} s  compile {r['compile_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
                   + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
                   + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
             if r["quick_start"]:

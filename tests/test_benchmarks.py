@@ -36,7 +36,7 @@ def test_compile_benchmark_runs(tmp_path):
     fam = r["families"]["straight"]
     assert set(fam["members"]) == {"100", "200"} and fam["per_op_max_over_min"] >= 1
     row = fam["members"]["200"]
-    assert row["grad_ops"] > row["dg_ops"] > 0 and row["cold_s"] > 0 and row["cached_s"] > 0
+    assert row["grad_ops"] > row["dg_ops"] > 0 and row["cold_s"] >= row["compile_s"] > 0 and row["cached_s"] > 0
     assert set(row["stages_s"]) == {"emission", "autodiff", "inlining", "mlir_passes", "llvm_ir", "llvm"}
     assert row["stages_s"]["llvm"] > 0 and row["stages_s"]["llvm_ir"] > 0 and row["stages_s"]["autodiff"] > 0
     assert r["families"]["order"]["members"]["2"]["jax_first_call_s"] is None  # JAX has no reverse-mode while
