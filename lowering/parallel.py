@@ -6,8 +6,8 @@ Expects: a module after bufferization, its linalg ops still whole. Guarantees:
 parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
-values the body uses from outside travel in a context struct, which
-`@__dg_par_K(ctx, lo, hi)` unpacks for it (constants are made again
+values the body uses from outside travel in a context (each at its offset
+in 8-byte words), which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants are made again
 inside; LLVM inlines the loop function there). A memref on memory the
 caller allocated, which no other memref of the loop can view, is marked
 `noalias` for LLVM (after the lowering to LLVM: `mark_loop_functions`), as
@@ -231,7 +231,12 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
-    ctx = "!llvm.struct<(" + ", ".join(fields) + ")>"
+    # Each field at its offset in 8-byte words (a memref's descriptor takes several, a scalar
+    # one of its own): the addresses need no struct type, whose text, spelled out in every
+    # field's address, made most of what the pass parsed.
+    offsets = [0]
+    for t in types:
+        offsets.append(offsets[-1] + _words(ir.Type.parse(t)))
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
     for i, t in enumerate(types):
@@ -249,7 +254,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
 
     unpack, values = [], []
     for i, (f, t) in enumerate(zip(fields, types)):
-        unpack += [f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}",
+        unpack += [f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
                    f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
         if f.startswith("!llvm.struct"):
             unpack.append(f"%v{i} = builtin.unrealized_conversion_cast %f{i} : {f} to {t}")
@@ -272,7 +277,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
         launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
         work = f"%w{i}"
     for i, (f, t) in enumerate(zip(fields, types)):
-        launch.append(f"%p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {ctx}")
+        launch.append(f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64")
         v = f"%a{i}"
         if f.startswith("!llvm.struct"):
             launch.append(f"%d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
