@@ -39,6 +39,7 @@ from . import (
     cpu,
     cuda_host,
     fold_sizes,
+    fusion_bound,
     gemm_updates,
     gpu,
     gpu_loops,
@@ -107,6 +108,7 @@ PASSES = {
     "share-argument-dims": _share_argument_dims,
     "fold-full-slices": fold_sizes.fold_full_slices,
     "merge-repeats": repeats.merge_repeats,
+    "bound-fusion": fusion_bound.bound_fusion,
     "bufferize": _bufferize,
     # CPU
     "stoppable-loops": stoppable.stoppable_loops,
@@ -142,7 +144,7 @@ PASSES = {
 }
 
 # From a target's linalg-level IR to buffers: what the CPU and the GPU share.
-BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices", "merge-repeats", "bufferize"]
+BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-full-slices", "merge-repeats", "bound-fusion", "bufferize"]
 
 # stage -> (the stage it starts from, its passes)
 STAGES = {
