@@ -110,8 +110,14 @@ def split_module(text: str, parts: int) -> list:
     defined in one of them (a loop function, `X_loop`, with its pool entry `X`, which always
     inlines it), the largest first into the piece with the fewest lines; everything else in
     each. A piece declares what it uses of the others: their functions, and the globals, which
-    the first piece defines; what another piece uses loses its internal linkage."""
+    the first piece defines; what another piece uses loses its internal linkage. A module with
+    a name or a global of a form this does not read (a quoted name, a global line it does not
+    parse) stays whole."""
+    if '@"' in text:
+        return [text]
     lines = text.split("\n")
+    if any(line.startswith("@") and not (_GLOBAL.match(line) or _EXTERNAL.match(line)) for line in lines):
+        return [text]
     head, bodies, i = [], {}, 0
     while i < len(lines):
         line = lines[i]
@@ -159,6 +165,7 @@ def split_module(text: str, parts: int) -> list:
 
 _SYMBOL = re.compile(r"@([-\w.$]+)")
 _LOCAL = re.compile(r"^define (?:internal |private )|^(?:internal |private )")
+_EXTERNAL = re.compile(r"^@[-\w.$]+ = external ")  # (a declaration: in every piece as it is)
 _GLOBAL = re.compile(r"^@([-\w.$]+) = (?:(internal|private) )?((?:unnamed_addr )?(?:global|constant)) (.*)$")
 
 

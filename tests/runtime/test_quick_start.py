@@ -181,3 +181,11 @@ def test_split_module_keeps_a_loop_function_with_its_entry():
     assert "@g = global [2 x i64] zeroinitializer" in first and "@g = external global [2 x i64]" in second
     for piece in (first, second):
         llvm.parse_assembly(piece).verify()
+    # a module with a global line of another form, or a quoted name, stays whole
+    machine_code.SPLIT_LINES = 10
+    try:
+        for odd in (text.replace("internal global", "internal thread_local global"),
+                    text.replace("@big", '@"big one"')):
+            assert machine_code.split_module(odd, 2) == [odd]
+    finally:
+        machine_code.SPLIT_LINES = old
