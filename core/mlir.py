@@ -100,6 +100,32 @@ def operations_under(block):
                 yield from operations_under(b)
 
 
+def function_bodies(m):
+    """The entry blocks of the module's functions that have a body."""
+    for op in m.body.operations:
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            yield op.regions[0].blocks[0]
+
+
+def walk_in_scope(block, visit, scope) -> None:
+    """visit(op, scope) on each op of a block, in order; where it returns false, the blocks of the
+    op's regions are walked the same way with a copy of the scope: what is added to the scope in
+    a nested block holds only inside it, as a value defined there dominates only there."""
+    for op in list(block.operations):
+        op = op.operation
+        if not visit(op, scope):
+            for region in op.regions:
+                for b in region.blocks:
+                    walk_in_scope(b, visit, scope.copy())
+
+
+def one_use(value) -> bool:
+    """Whether the value has exactly one use."""
+    uses = iter(value.uses)
+    return next(uses, None) is not None and next(uses, None) is None
+
+
 def defining_op(value):
     """The op that defines `value`, or None for a block argument."""
     owner = value.owner
@@ -157,5 +183,6 @@ def int_constant(n: int, t=None) -> "ir.Value":
 
 
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline",
-           "append_parsed", "attributes", "symbols", "downcast", "operations_under", "defining_op", "constant_value",
+           "append_parsed", "attributes", "symbols", "downcast", "operations_under", "function_bodies",
+           "walk_in_scope", "one_use", "defining_op", "constant_value",
            "row_major", "static_elements", "user", "create", "get_global", "int_constant"]

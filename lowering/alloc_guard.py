@@ -21,7 +21,7 @@ from __future__ import annotations
 from dg.core.abi import GUARDED, LONGJMP, SETJMP
 from dg.core.attrs import set_table
 from dg.core.locations import loc_of, loc_row
-from dg.core.mlir import append_parsed, create, ir, operations_under, static_elements
+from dg.core.mlir import append_parsed, create, function_bodies, ir, operations_under, static_elements, walk_in_scope
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
 # Names with a dot, which no dg function can have.
@@ -100,34 +100,19 @@ def check_counts(m) -> None:
     size values in one block, or in blocks inside it, share the test and the selected sizes (the
     activations of a model, all of batch by sequence by width). One whose static sizes make too
     many elements gets an unconditional `malloc` of 2**62 bytes in front of it."""
-    found = False
-    for op in m.body.operations:
-        op = op.operation
-        if op.name == "func.func" and len(op.regions[0].blocks):
-            found |= _check_block(op.regions[0].blocks[0], {})
-    if found:
-        append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
-
-
-def _check_block(block, made: dict) -> bool:
-    """check_counts in a block and the blocks inside it; `made`: (static part, size values) ->
-    the selected sizes made before it (in it or around it). Whether any allocation is too large
-    whatever its sizes."""
     i64 = ir.IntegerType.get_signless(64)
     dynamic = ir.ShapedType.get_dynamic_size()
-    huge_one = False
-    for op in list(block.operations):
-        op = op.operation
+    huge_ones = []
+
+    def visit(op, made: dict) -> bool:
+        """(made: (static part, size values) -> the selected sizes made before op, around it)"""
         if op.name != "memref.alloc":
-            for region in op.regions:
-                for b in region.blocks:
-                    huge_one |= _check_block(b, dict(made))  # (what a nested block makes stays there)
-            continue
+            return False
         t = ir.MemRefType(op.results[0].type)
         static = static_elements(t)
         sizes = list(op.operands)[:t.shape.count(dynamic)]
         if static > MAX_ELEMENTS:
-            huge_one = True
+            huge_ones.append(op)
             with op.location, ir.InsertionPoint(op):
                 huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
                 create("llvm.call", [ir.Type.parse("!llvm.ptr")], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
@@ -139,7 +124,12 @@ def _check_block(block, made: dict) -> bool:
                     made[key] = _capped(static, sizes)
             for k, s in enumerate(made[key]):
                 op.operands[k] = s
-    return huge_one
+        return True
+
+    for body in function_bodies(m):
+        walk_in_scope(body, visit, {})
+    if huge_ones:
+        append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
 
 def _capped(static: int, sizes: list) -> list:

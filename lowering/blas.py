@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dg.core.errors import DgError
-from dg.core.mlir import append_parsed, create, defining_op, ir, operations_under, user
+from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, operations_under, user
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 _ELTS = {"f32": "s", "f64": "d"}
@@ -517,7 +517,7 @@ def _batched_transposed_view(bmm, i: int):
     becomes a BLAS flag, not a copy."""
     v = bmm.operands[i]
     rs = defining_op(v)
-    if getattr(rs, "name", None) != "memref.reshape" or len(list(v.uses)) != 1:
+    if getattr(rs, "name", None) != "memref.reshape" or not one_use(v):
         return None
     buf = rs.operands[0]
     filled = _filled_once(buf)

@@ -13,7 +13,7 @@ linear, and the cut costs one pass over the value's memory per FUSED_OPS ops of 
 """
 from __future__ import annotations
 
-from dg.core.mlir import create, int_constant, ir, operations_under
+from dg.core.mlir import create, function_bodies, int_constant, ir, one_use, operations_under
 
 FUSED_OPS = 1024
 
@@ -22,12 +22,7 @@ def bound_fusion(m, ops: str | None = None) -> int:
     """Cut the chains that would fuse into bodies larger than FUSED_OPS ops (or `ops`: the
     option `bound-fusion{ops=N}`); how many cuts."""
     most = int(ops) if ops is not None else FUSED_OPS
-    cuts = 0
-    for op in m.body.operations:
-        op = op.operation
-        if op.name == "func.func" and op.regions[0].blocks:
-            cuts += _bound(op.regions[0].blocks[0], most)
-    return cuts
+    return sum(_bound(body, most) for body in function_bodies(m))
 
 
 def _iterators(op) -> list:
@@ -49,7 +44,7 @@ def _bound(body, most: int) -> int:
         parts = []
         for i in range(inputs):
             v = op.operands[i]
-            if v in size and _one_use(v):
+            if v in size and one_use(v):
                 parts.append((size[v], i))
                 total += size[v]
         for part, i in sorted(parts, reverse=True):
@@ -62,11 +57,6 @@ def _bound(body, most: int) -> int:
         for r in op.results:
             size[r] = total
     return cuts
-
-
-def _one_use(v) -> bool:
-    uses = iter(v.uses)
-    return next(uses, None) is not None and next(uses, None) is None
 
 
 def _copy(v) -> "ir.Value":

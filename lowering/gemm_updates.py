@@ -16,7 +16,7 @@ takes as long as gemm with beta = 0).
 """
 from __future__ import annotations
 
-from dg.core.mlir import append_parsed, create, defining_op, ir, operations_under, user
+from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, operations_under, user
 
 from .blas import _ELTS, helper_name, helper_text, locate, ops_between
 
@@ -57,7 +57,7 @@ def _update_of(call):
     `scale` is ("argument", a 0-d memref argument), ("constant", an `arith.constant` op) or None (1)."""
     c = call.operands[2]
     cast = defining_op(c)
-    if getattr(cast, "name", None) != "memref.cast" or len(list(c.uses)) != 1:
+    if getattr(cast, "name", None) != "memref.cast" or not one_use(c):
         return None
     g = cast.operands[0]
     # Static shapes only: w is copied into G, and dg does not check at run time that dynamic

@@ -316,7 +316,7 @@ def _plan(loop, nest: list, bounds: list, name: str):
                                      _cost(nest))
 
 
-def _outline(m, loop, nest: list, bounds: list, name: str, plan: tuple, funcs: list, words: list, made: dict) -> None:
+def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: list, made: dict) -> None:
     """Move one scf.parallel into the functions its plan's text made (`funcs`: the loop function,
     the pool's entry, the launch, parsed). `words`: each context's size is appended to it.
     `made`: the loop functions so far, by their text under a common name; a loop the same as an
@@ -423,17 +423,17 @@ def outline_parallel_loops(m) -> int:
             name += "_"
         plan = _plan(loop, nest, bounds, name)
         if plan is not None:
-            planned.append((loop, nest, bounds, name, plan))
+            planned.append((loop, bounds, name, plan))
+    if not planned:
+        return 0
     # The functions of all the loops, parsed at once (a parse per loop took most of the time).
     helper = ir.Module.parse("\n".join([RUNTIME_DECL] + [p[-1][2] for p in planned]), m.context)
     funcs = [op.operation for op in helper.body.operations][1:]
     words, made = [], {}
-    for i, (loop, nest, bounds, name, plan) in enumerate(planned):
-        _outline(m, loop, nest, bounds, name, plan, funcs[3 * i:3 * i + 3], words, made)
-    count = len(planned)
-    if count:
-        array = f"!llvm.array<{max(words)} x i64>"
-        append_parsed(m, RUNTIME_DECL)
-        append_parsed(m, f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
-                         f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}")
-    return count
+    for i, (loop, bounds, name, plan) in enumerate(planned):
+        _outline(m, loop, bounds, name, plan, funcs[3 * i:3 * i + 3], words, made)
+    array = f"!llvm.array<{max(words)} x i64>"
+    append_parsed(m, RUNTIME_DECL)
+    append_parsed(m, f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
+                     f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}")
+    return len(planned)

@@ -18,7 +18,7 @@ one it raises.
 from __future__ import annotations
 
 from dg.core.abi import FAIL
-from dg.core.mlir import defining_op, ir, operations_under, run_pipeline, user
+from dg.core.mlir import defining_op, function_bodies, ir, operations_under, run_pipeline, user, walk_in_scope
 
 _PLACEHOLDERS = ("tensor.empty", "linalg.fill")
 _DESTINATION_AT = {"tensor.insert_slice": 1, "tensor.insert": 1}  # (ops that are not linalg's)
@@ -45,16 +45,9 @@ def _writes(use) -> bool:
     return op.name in _CARRIERS
 
 
-def _functions(m):
-    for op in m.body.operations:
-        op = op.operation
-        if op.name == "func.func" and op.regions[0].blocks:
-            yield op.regions[0].blocks[0]
-
-
 def _unshare_placeholders(m) -> int:
     made = 0
-    for body in _functions(m):
+    for body in function_bodies(m):
         for op in list(operations_under(body)):
             if op.name not in _PLACEHOLDERS:
                 continue
@@ -82,20 +75,16 @@ def _is_check(op) -> bool:
 def _drop_repeated_checks(m) -> int:
     repeated = []
 
-    def visit(block, tested: set):
-        for op in block.operations:
-            op = op.operation
-            if _is_check(op):
-                if op.operands[0] in tested:
-                    repeated.append(op)
-                tested.add(op.operands[0])
-                continue
-            for region in op.regions:
-                for b in region.blocks:
-                    visit(b, set(tested))  # (what a nested block tests holds only inside it)
+    def visit(op, tested: set) -> bool:
+        if not _is_check(op):
+            return False
+        if op.operands[0] in tested:
+            repeated.append(op)
+        tested.add(op.operands[0])
+        return True
 
-    for body in _functions(m):
-        visit(body, set())
+    for body in function_bodies(m):
+        walk_in_scope(body, visit, set())
     for op in repeated:
         op.erase()
     return len(repeated)
