@@ -3,6 +3,7 @@
 Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
+import contextlib
 import os
 import sys
 import types
@@ -54,9 +55,27 @@ def pass_manager(pipeline: str) -> "passmanager.PassManager":
     return pm
 
 
-def run_pipeline(module, pipeline: str) -> None:
-    """Run a textual MLIR pipeline on a module (`pass_manager`'s)."""
-    pass_manager(pipeline).run(module.operation)
+def run_pipeline(module, pipeline: str, threads: bool = False) -> None:
+    """Run a textual MLIR pipeline on a module (`pass_manager`'s); with `threads`, on MLIR's
+    thread pool, the passes nested in `func.func(…)` on several functions at once (`threaded`)."""
+    pm = pass_manager(pipeline)
+    if not threads:
+        pm.run(module.operation)
+        return
+    with threaded(module.context):
+        pm.run(module.operation)
+
+
+@contextlib.contextmanager
+def threaded(context):
+    """The context with MLIR's multithreading on while the block runs. It is off otherwise (the
+    bindings make contexts so): with it on, every type and attribute the Python passes make
+    takes a lock, and dg's own passes took up to half again as long."""
+    context.enable_multithreading(True)
+    try:
+        yield context
+    finally:
+        context.enable_multithreading(False)
 
 
 def attributes(op) -> dict:
@@ -182,7 +201,7 @@ def int_constant(n: int, t=None) -> "ir.Value":
     return create("arith.constant", [t], value=ir.IntegerAttr.get(t, n)).result
 
 
-__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline",
+__all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline", "threaded",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "function_bodies",
            "walk_in_scope", "one_use", "defining_op", "constant_value",
            "row_major", "static_elements", "user", "create", "get_global", "int_constant"]

@@ -16,14 +16,17 @@ from dg.core.mlir import append_parsed, ir, run_pipeline
 
 # bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
 # are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
-# Math functions of f16 and bf16 are computed in f32, as NumPy does.
+# Math functions of f16 and bf16 are computed in f32, as NumPy does. The conversions that work
+# on one function at a time are nested in `func.func(…)`: the `to-llvm` pass runs them on MLIR's
+# threads, several functions at once (a parallel loop's outlined functions are many); the others
+# add declarations to the module or change signatures, and run on the whole module.
 TO_LLVM = (
     "builtin.module("
     "func.func(convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
     "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
-    "convert-math-to-funcs, convert-scf-to-cf, expand-strided-metadata, lower-affine,"
-    "finalize-memref-to-llvm, convert-math-to-llvm, convert-math-to-libm,"
-    "convert-arith-to-llvm, convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"
+    "convert-math-to-funcs, func.func(convert-scf-to-cf, expand-strided-metadata, lower-affine),"
+    "finalize-memref-to-llvm, func.func(convert-math-to-llvm), convert-math-to-libm,"
+    "func.func(convert-arith-to-llvm), convert-cf-to-llvm, convert-func-to-llvm, convert-index-to-llvm,"
     "reconcile-unrealized-casts)"
 )
 

@@ -15,12 +15,13 @@ import re
 import ml_dtypes
 import numpy as np
 
-from dg.core.mlir import llvm_dialect
+from dg.core.mlir import llvm_dialect, threaded
 
 
 def llvm_ir(module) -> str:
     """The module (LLVM dialect), verified, translated to LLVM IR text, its float literals portable."""
-    module.operation.verify()
+    with threaded(module.context):  # (the functions verified on several threads)
+        module.operation.verify()
     return portable_floats(str(llvm_dialect.translate_module_to_llvmir(module.operation)))
 
 

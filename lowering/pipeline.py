@@ -85,10 +85,10 @@ def _scf_nesting(block) -> int:
     return deepest
 
 
-def _mlir(pipeline: str):
+def _mlir(pipeline: str, threads: bool = False):
     def run(m):
-        run_pipeline(m, pipeline)
-    run.__doc__ = f"MLIR's `{pipeline}`."
+        run_pipeline(m, pipeline, threads)
+    run.__doc__ = f"MLIR's `{pipeline}`" + (", on several threads." if threads else ".")
     return run
 
 
@@ -127,7 +127,7 @@ PASSES = {
     "internal-linkage": cpu.internal_linkage,
     "check-allocation-sizes": alloc_guard.check_counts,
     "host-data-layout": cpu.host_data_layout,
-    "to-llvm": _mlir(cpu.TO_LLVM),
+    "to-llvm": _mlir(cpu.TO_LLVM, threads=True),
     "mark-loop-functions": parallel.mark_loop_functions,
     "guard-allocations": alloc_guard.guard,
     "function-attributes": cpu.function_attributes,
