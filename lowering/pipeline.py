@@ -53,7 +53,7 @@ from . import (
     stoppable,
     to_linalg,
 )
-from .inlining import SIMPLIFY  # (what inline-and-simplify runs)
+from .inlining import MAX_ANALYZED_NESTING, SIMPLIFY, scf_nesting  # (inline-and-simplify's; bufferization's depth)
 
 BUFFERIZE = (
     "builtin.module("
@@ -62,27 +62,14 @@ BUFFERIZE = (
     "allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
 )
-# One-shot bufferization's analysis (which writes may happen in place) takes time exponential in
-# how deeply loops and branches nest: 0.03 s at 16 levels of scf ops, 0.75 s at 22, 3 s at 24
-# (a gradient through 22 nested `while`s). Deeper than this, a write copies its buffer first
-# instead (`copy-before-write`): no analysis, more copies, for programs that nest that deep only.
-MAX_ANALYZED_NESTING = 16
+# Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.
 BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-return-allocs-from-loops copy-before-write}")
 
 
 def _bufferize(m):
     """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING."""
-    deep = _scf_nesting(m.body) > MAX_ANALYZED_NESTING
+    deep = scf_nesting(m.body) > MAX_ANALYZED_NESTING
     run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
-
-
-def _scf_nesting(block) -> int:
-    deepest = 0
-    for op in block.operations:
-        op = op.operation
-        inner = max((_scf_nesting(b) for r in op.regions for b in r.blocks), default=0)
-        deepest = max(deepest, inner + op.name.startswith("scf."))
-    return deepest
 
 
 def _mlir(pipeline: str, threads: bool = False):

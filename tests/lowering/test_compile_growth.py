@@ -54,3 +54,46 @@ def test_shared_large_functions_keep_their_calls(monkeypatch, programs):
     monkeypatch.setattr(inlining, "INLINE_LIMIT", 50)
     sizes = [_sizes(programs, "depth", d)[1] for d in (4, 8, 12)]
     assert abs((sizes[2] - sizes[1]) - (sizes[1] - sizes[0])) <= 0.1 * (sizes[1] - sizes[0]), sizes
+
+
+def test_a_call_chain_gradient_compiles_to_a_module_in_proportion(programs):
+    """With the default limits, what each doubling of the chain adds to the LLVM module about
+    doubles: inlining stays within its budget and nests loops no deeper than bufferization
+    analyzes (without them, depth 16 added 3.9 times what depth 8 did)."""
+    l4, l8, l16 = (_sizes(programs, "depth", d)[1] for d in (4, 8, 16))
+    assert (l16 - l8) / (l8 - l4) <= 2.4, (l4, l8, l16)
+
+
+def test_inlining_nests_loops_no_deeper_than_bufferization_analyzes(programs):
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+
+    src, fname, args, _ = programs.depth_program(16)
+    fn = getattr(dg.loads(src, mode="interp", filename="growth_nesting.dg"), fname)
+    comp, _ = fn.specialize(args, run=False)
+    m = pipeline.run_passes(parse(modes.grad_text(comp)), ["to-linalg", "only-entry", "inline-and-simplify"],
+                            entry=comp.symbol)
+    assert inlining.scf_nesting(m.body) <= inlining.MAX_ANALYZED_NESTING
+
+
+def test_inlining_keeps_within_its_budget(monkeypatch, programs):
+    """A shared function's copies stop where the module would grow past INLINE_GROWTH times its
+    size: with a budget of half again, less is inlined than with a budget of double."""
+    from dg.core.mlir import operations_under
+    from dg.dialects.dialect import parse
+    from dg.lowering import pipeline
+
+    src, fname, args, _ = programs.depth_program(8)
+    fn = getattr(dg.loads(src, mode="interp", filename="growth_budget.dg"), fname)
+    comp, _ = fn.specialize(args, run=False)
+    before = pipeline.run_passes(parse(modes.grad_text(comp)), ["to-linalg", "only-entry"], entry=comp.symbol)
+    start = len(list(operations_under(before.body)))
+    monkeypatch.setattr(inlining, "INLINE_FLOOR", 0)
+    kept = {}
+    for growth in (1.5, 2.0):
+        monkeypatch.setattr(inlining, "INLINE_GROWTH", growth)
+        m = pipeline.run_passes(parse(str(before)), ["inline-and-simplify"])
+        ops = list(operations_under(m.body))
+        kept[growth] = sum(1 for op in ops if op.name == "func.call" and "no_inline" in op.attributes)
+        assert len(ops) <= growth * start, (growth, len(ops), start)
+    assert kept[1.5] > kept[2.0] > 0, kept
