@@ -43,6 +43,7 @@ class Builder(Writer):
         # passes its id and at most one value to the executor.
         self.host_calls: list = []
         self.runtime_decls: set = set()  # the declarations of the runtime functions called
+        self.target = "cpu"  # what the code is for: "cpu" or "cuda" (lowering.to_linalg sets it)
 
     # ------------------------------------------------------------ scalars and sizes
     def const(self, value, mlir_elt: str) -> str:

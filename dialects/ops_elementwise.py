@@ -54,7 +54,12 @@ def out_sizes(b, operands, in_types, out_t):
 
 def map_generic(b, out_t, inputs, scalar_fn):
     """An elementwise linalg.generic over inputs [(value, type)] broadcast to out_t;
-    `scalar_fn(b, input scalars)` gives the element."""
+    `scalar_fn(b, input scalars)` gives the element. On the CPU, a 0-d result is the scalar
+    computed on the operands' elements, in a 0-d tensor: canonicalization then folds a chain of
+    scalar ops into plain arithmetic, which a generic per op (and a buffer per op once bufferized)
+    would not be."""
+    if out_t.rank == 0 and b.target == "cpu":
+        return b.scalar_tensor(scalar_fn(b, [b.extract(v, t) for v, t in inputs]), out_t)
     vals, types = [v for v, _ in inputs], [t for _, t in inputs]
     vals, sizes = checked_operands(b, vals, types, out_t)
     init = b.empty(out_t, sizes)

@@ -38,7 +38,7 @@ def run(module: "ir.Module", target: str = "cpu") -> "ir.Module":
 class ToLinalg:
     def __init__(self, module: "ir.Module", target: str = "cpu"):
         self.b = Builder()
-        self.target = target
+        self.target = self.b.target = target
         self.names: dict = {}
         self.call_sites: list = []  # the `.dg` places of the calls that record a failure's call stack
         out = []
