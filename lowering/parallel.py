@@ -7,8 +7,9 @@ parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
 values the body uses from outside travel in a context (each at its offset
-in 8-byte words), which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants are made again
-inside; LLVM inlines the loop function there). A memref on memory the
+in 8-byte words), which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants, the first axis'
+lower bound and step among them where they are, are made again inside; LLVM inlines the loop
+function there). A memref on memory the
 caller allocated, which no other memref of the loop can view, is marked
 `noalias` for LLVM (after the lowering to LLVM: `mark_loop_functions`), as
 it would know inside the caller. In the loop's place, the context is
@@ -20,7 +21,8 @@ the runtime's thread pool (`core.abi.PARALLEL_FOR`, `runtime.threads`) with the
 number of first-axis iterations and an estimate of the work: the
 iterations of the loop and of the loops inside it whose bounds are known
 before it starts (or bounded by such a value), times the operations of
-its body (a load or store counting as several). The pool decides at run
+its body (a load or store counting as several); the launch counts at run time
+only the iterations of loops whose bounds are not constants. The pool decides at run
 time how many threads to use; a small loop runs on the calling thread. A loop
 whose bounds are constants and whose work is too small to share is left
 in place. Other `scf.parallel` loops stay sequential
@@ -184,15 +186,24 @@ def _inner_bounds(nest: list, inside: set) -> list:
     return out
 
 
-def _trips(lb: str, ub: str, st: str, out: str, unit: bool) -> list:
+def _trips(lb: str, ub: str, st: str, out: str, unit: bool, from_zero: bool = False) -> list:
     """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb); no
-    division for a `unit` step."""
-    return [f"{out}_d = arith.subi {ub}, {lb} : index",
-            f"{out}_c = arith.ceildivsi {out}_d, {st} : index" if not unit else
-            f"{out}_c = arith.addi {out}_d, %zero : index",
-            f"{out}_n = arith.maxsi {out}_c, %zero : index",
+    division for a `unit` step, no subtraction `from_zero` (lb a constant 0)."""
+    span = ub if from_zero else f"{out}_d"
+    count = span if unit else f"{out}_c"
+    return [*([] if from_zero else [f"{out}_d = arith.subi {ub}, {lb} : index"]),
+            *([] if unit else [f"{out}_c = arith.ceildivsi {span}, {st} : index"]),
+            f"{out}_n = arith.maxsi {count}, %zero : index",
             f"{out}_i = arith.index_cast {out}_n : index to i64",
             f"{out} = arith.sitofp {out}_i : i64 to f64"]
+
+
+def _known_trips(bounds: tuple) -> int | None:
+    """The iterations of a loop whose bounds (lower, upper, step) are constants, else None."""
+    lb, ub, st = (constant_value(b) for b in bounds)
+    if None in (lb, ub, st):
+        return None
+    return max(0, -(-(ub - lb) // st)) if st > 0 else 0
 
 
 def _root(v):
@@ -221,22 +232,25 @@ def _noalias(passed: list, fields: list) -> list:
             for r in roots]
 
 
-def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int) -> str:
+def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int, first: tuple) -> str:
     """IR of the loop's functions and of its launch: `{name}_loop` (iterations [lo, hi) of the
     first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
     is cloned into it later), `{name}` (what the pool calls: the values from the context, then
     `{name}_loop`, which LLVM inlines into it) and `{name}_launch`, whose body takes the loop's
     place: it packs the context at the address it is given, estimates the work and calls the pool
-    (which runs a loop too small to share on the calling thread)."""
+    (which runs a loop too small to share on the calling thread). `first`: the first axis' lower
+    bound and step where they are constants (else None), which `{name}` makes again rather than
+    reads from the context."""
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
+    fixed = {i: c for i, c in ((k, first[0]), (k + 2, first[1])) if c is not None}
     # Each field at its offset in 8-byte words (a memref's descriptor takes several, a scalar
     # one of its own): the addresses need no struct type, whose text, spelled out in every
     # field's address, made most of what the pass parsed.
     offsets = [0]
-    for t in types:
-        offsets.append(offsets[-1] + _words(ir.Type.parse(t)))
+    for i, t in enumerate(types):
+        offsets.append(offsets[-1] + (0 if i in fixed else _words(ir.Type.parse(t))))
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
     for i, t in enumerate(types):
@@ -254,6 +268,10 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
 
     unpack, values = [], []
     for i, (f, t) in enumerate(zip(fields, types)):
+        if i in fixed:
+            unpack.append(f"%v{i} = arith.constant {fixed[i]} : index")
+            values.append(f"%v{i}")
+            continue
         unpack += [f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
                    f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
         if f.startswith("!llvm.struct"):
@@ -269,14 +287,16 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     launch_params = (["%ctx: !llvm.ptr"] + [f"%a{i}: {t}" for i, t in enumerate(types)]
                      + [f"%b{i}: index" for i in range(3 * inner)])
     launch = ["%zero = arith.constant 0 : index"]
-    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0])
-    launch.append(f"%w = arith.constant {float(ops)} : f64")
+    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0], fixed.get(k) == 0)
+    launch.append(f"%w = arith.constant {float(ops):.6e} : f64")  # (an exponent, never a bare 1e+20)
     work = "%w"
     for i in range(inner):
         launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}", units[i + 1])
         launch.append(f"%w{i} = arith.mulf {work}, %t{i} : f64")
         work = f"%w{i}"
     for i, (f, t) in enumerate(zip(fields, types)):
+        if i in fixed:
+            continue
         launch.append(f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64")
         v = f"%a{i}"
         if f.startswith("!llvm.struct"):
@@ -302,8 +322,9 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
 def _plan(loop, nest: list, bounds: list, name: str):
     """What outlining one scf.parallel takes (see the module's doc): (the values it uses from
     outside that travel in the context, the constants made again inside, the text of its
-    functions), or None if a value it uses cannot travel. `nest` and `bounds` as shared_loops
-    gives them."""
+    functions, the bounds of the inner loops that its launch estimates the work with at run time),
+    or None if a value it uses cannot travel. `nest` and `bounds` as shared_loops gives them; an
+    inner loop of constant bounds is counted in the estimate's constant factor."""
     dims = len(loop.regions[0].blocks[0].arguments)
     outside = _used_from_outside(nest, _defined_inside(nest), dims)
     constants = [v for v in outside if _is_constant(v)]
@@ -311,9 +332,17 @@ def _plan(loop, nest: list, bounds: list, name: str):
     fields = [_field(v.type) for v in passed]
     if any(f is None for f in fields):
         return None
-    units = [constant_value(b[2]) == 1 for b in bounds]
+    ops, inner = _cost(nest), []
+    for t in bounds[1:]:
+        trips = _known_trips(t)
+        if trips is None:
+            inner.append(t)
+        else:
+            ops *= trips
+    units = [constant_value(b[2]) == 1 for b in [bounds[0]] + inner]
+    first = (constant_value(bounds[0][0]), constant_value(bounds[0][2]))
     return passed, constants, _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units,
-                                     _cost(nest))
+                                     ops, first), inner, first
 
 
 def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: list, made: dict) -> None:
@@ -322,9 +351,9 @@ def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: 
     `made`: the loop functions so far, by their text under a common name; a loop the same as an
     earlier one (a layer's element-wise ops repeat in every layer and in its gradient) launches
     the earlier one's functions, and LLVM compiles it once."""
-    passed, constants, _ = plan
+    passed, constants, _, inner, fixed = plan
     dims = len(loop.regions[0].blocks[0].arguments)
-    first, inner = list(bounds[0]), bounds[1:]
+    first = list(bounds[0])
     for f in funcs[:2]:
         f.detach_from_parent()
         m.body.append(f)
@@ -344,7 +373,7 @@ def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: 
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
-    same = made.setdefault(funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), name)
+    same = made.setdefault((funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), fixed), name)
     if same != name:
         for f in funcs[:2]:
             f.erase()
@@ -354,7 +383,7 @@ def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: 
     with loop.location, ir.InsertionPoint(loop):
         context = create("llvm.mlir.addressof", [ir.Type.parse("!llvm.ptr")],
                          global_name=ir.FlatSymbolRefAttr.get(CONTEXT)).result
-    words.append(3 + sum(_words(v.type) for v in passed))
+    words.append(1 + sum(c is None for c in fixed) + sum(_words(v.type) for v in passed))
     for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
         arg.replace_all_uses_with(v)
     for op in [op.operation for op in launch.operations][:-1]:
@@ -401,11 +430,11 @@ def shared_loops(m) -> list:
         dims, ops = len(loop.regions[0].blocks[0].arguments), list(loop.operands)
         bounds = [(ops[i], ops[dims + i], ops[2 * dims + i]) for i in range(dims)]
         bounds += _inner_bounds(nest, _defined_inside(nest))
-        known = [tuple(constant_value(b) for b in t) for t in bounds]
-        if all(None not in k for k in known):  # sizes known now: a loop too small to share stays put
+        trips = [_known_trips(t) for t in bounds]
+        if None not in trips:  # sizes known now: a loop too small to share stays put
             work = _cost(nest)
-            for lb, ub, st in known:
-                work *= max(0, -(-(ub - lb) // st)) if st > 0 else 0
+            for n in trips:
+                work *= n
             if work < 2 * GRAIN:
                 continue
         out.append((loop, nest, bounds))

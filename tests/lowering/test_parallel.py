@@ -267,7 +267,7 @@ def test_the_launch_takes_the_loops_place():
     """One loop function and the pool's entry; in the caller, in the loop's place, the context
     packed into the module's context global and a call of the pool (which runs a small loop on the
     calling thread). Nothing is allocated on the caller's stack for it."""
-    from dg.core.mlir import operations_under
+    from dg.core.mlir import constant_value, operations_under
     from dg.lowering import parallel
 
     text = ("func.func @f(%b: memref<?xf32>, %c: i1) -> memref<?xf32> {\n"
@@ -282,13 +282,42 @@ def test_the_launch_takes_the_loops_place():
     (branch,) = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "scf.if"]
     inside = [op for op in operations_under(branch.regions[0].blocks[0])]
     assert "scf.parallel" not in [op.name for op in inside], str(f)
-    assert [op.name for op in inside].count("llvm.store") == 5, str(f)  # 2 memrefs, lb, ub, step
+    assert [op.name for op in inside].count("llvm.store") == 3, str(f)  # 2 memrefs, ub (lb, step: constants)
+    assert [op.name for op in inside].count("arith.sitofp") == 1, str(f)  # the iterations, ub - 0 (a 1-d loop)
+    entry = list(operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
+    assert [op.name for op in entry].count("llvm.load") == 3, str(funcs["__dg_par_0"])
+    assert sorted(constant_value(op.result) for op in entry if op.name == "arith.constant") == [0, 1]
     (address,) = [op for op in inside if op.name == "llvm.mlir.addressof"]
     assert ir.FlatSymbolRefAttr(address.attributes["global_name"]).value == parallel.CONTEXT
     (call,) = [op for op in inside if op.name == "llvm.call"]
     assert call.operands[1] == address.result
     assert not any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
     assert any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]))
+    assert m.operation.verify()
+
+
+def test_an_inner_axis_of_constant_bounds_is_in_the_work_estimates_constant():
+    """A loop over rows of 64: the launch counts the rows at run time and the 64 columns in the
+    constant it multiplies them by (the body's cost per element, times 64)."""
+    from dg.core.mlir import operations_under
+    from dg.lowering import parallel
+
+    text = ("func.func @f(%b: memref<?x64xf32>) -> memref<?x64xf32> {\n"
+            "%c0 = arith.constant 0 : index\n%n = memref.dim %b, %c0 : memref<?x64xf32>\n"
+            "%a = memref.alloc(%n) : memref<?x64xf32>\n"
+            "linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], "
+            "iterator_types = [\"parallel\", \"parallel\"]} ins(%b : memref<?x64xf32>) outs(%a : memref<?x64xf32>) {\n"
+            "^bb0(%x: f32, %y: f32):\n  %e = math.exp %x : f32\n  linalg.yield %e : f32\n}\n"
+            "return %a : memref<?x64xf32>\n}")
+    m, funcs = _outlined(text)
+    body = list(operations_under(funcs["f"].regions[0].blocks[0]))
+    assert [op.name for op in body].count("arith.sitofp") == 1, str(funcs["f"])
+    (clone,) = [op for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]) if op.name == "scf.parallel"]
+    per_element = parallel._cost(parallel._nest(clone))
+    weights = [ir.FloatAttr(op.attributes["value"]).value for op in body
+               if op.name == "arith.constant" and str(op.result.type) == "f64"]
+    weights = [w for w in weights if w < 1e18]  # (not the cap)
+    assert weights == [64.0 * per_element], (weights, per_element)
     assert m.operation.verify()
 
 
@@ -312,7 +341,8 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
 
 def test_the_context_global_holds_the_largest_context():
     """Two loops, one context global as large as the larger context (two descriptors of five
-    words and three bounds)."""
+    words and the upper bound: the lower bound and the step are constants, which the pool's entry
+    makes again)."""
     from dg.dialects.dialect import shared_context
     from dg.lowering import parallel
 
@@ -325,7 +355,7 @@ def test_the_context_global_holds_the_largest_context():
         m = ir.Module.parse(text)
         assert parallel.outline_parallel_loops(m) == 2
         (g,) = [op.operation for op in m.body.operations if op.operation.name == "llvm.mlir.global"]
-        assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<13 x i64>"
+        assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<11 x i64>"
         assert m.operation.verify()
 
 
