@@ -79,29 +79,34 @@ def _mkl_libraries():
         yield p
 
 
-def _candidates():
+def _candidates(family: str | None = None):
     """(family, library path, symbol patterns with {t} for s/d: ((pattern, int type), ...)),
-    most preferred first."""
-    for p in _mkl_libraries():
-        yield "mkl", p, (("cblas_{t}gemm_64", "i64"), ("cblas_{t}gemm", "i32"))
-    try:
-        import numpy
+    most preferred first; only `family`'s when given, without looking for the others (each
+    `find_library` runs a program: looking for all of them took 0.1 s of a process's first
+    compile)."""
+    if family in (None, "mkl"):
+        for p in _mkl_libraries():
+            yield "mkl", p, (("cblas_{t}gemm_64", "i64"), ("cblas_{t}gemm", "i32"))
+    if family in (None, "openblas"):
+        try:
+            import numpy
 
-        cfg = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        name = str(cfg.get("name", ""))
-    except Exception:  # pragma: no cover - an unusual NumPy build
-        name = ""
-    if "scipy-openblas" in name:
-        libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
-        ilp64 = "64" in name or "USE64BITINT" in str(cfg.get("openblas configuration", ""))
-        for p in sorted(libs.glob("libscipy_openblas*.so*")):
-            yield "openblas", str(p), ((("scipy_cblas_{t}gemm64_", "i64"),) if ilp64 else (("scipy_cblas_{t}gemm", "i32"),))
-    for family, lib, pattern, ity in (("openblas", "openblas64_", "cblas_{t}gemm64_", "i64"),
-                                      ("openblas", "openblas", "cblas_{t}gemm", "i32"),
-                                      ("cblas", "cblas", "cblas_{t}gemm", "i32")):
-        p = ctypes.util.find_library(lib)
-        if p:
-            yield family, p, ((pattern, ity),)
+            cfg = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+            name = str(cfg.get("name", ""))
+        except Exception:  # pragma: no cover - an unusual NumPy build
+            name = ""
+        if "scipy-openblas" in name:
+            libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
+            ilp64 = "64" in name or "USE64BITINT" in str(cfg.get("openblas configuration", ""))
+            for p in sorted(libs.glob("libscipy_openblas*.so*")):
+                yield "openblas", str(p), ((("scipy_cblas_{t}gemm64_", "i64"),) if ilp64 else (("scipy_cblas_{t}gemm", "i32"),))
+    for fam, lib, pattern, ity in (("openblas", "openblas64_", "cblas_{t}gemm64_", "i64"),
+                                   ("openblas", "openblas", "cblas_{t}gemm", "i32"),
+                                   ("cblas", "cblas", "cblas_{t}gemm", "i32")):
+        if family in (None, fam):
+            p = ctypes.util.find_library(lib)
+            if p:
+                yield fam, p, ((pattern, ity),)
 
 
 def _wanted() -> tuple:
@@ -119,7 +124,7 @@ def _wanted() -> tuple:
 @functools.lru_cache(maxsize=None)
 def _locate(wanted: tuple) -> Blas | None:
     for family in wanted:
-        for fam, path, symbols in _candidates():
+        for fam, path, symbols in _candidates(family):
             if fam != family:
                 continue
             try:

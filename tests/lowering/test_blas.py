@@ -178,13 +178,13 @@ def test_locate_prefers_families_in_order_and_skips_what_does_not_load(monkeypat
     fake = [("openblas", path, symbols),
             ("mkl", "/nonexistent/libmkl_rt.so.3", (("cblas_{t}gemm_64", "i64"),)),  # does not load
             ("mkl", path, (("no_such_{t}gemm", "i64"), symbols[0]))]  # loads; the first pattern is missing
-    monkeypatch.setattr(blas, "_candidates", lambda: iter(fake))
+    monkeypatch.setattr(blas, "_candidates", lambda family=None: iter(fake))
     got = blas._locate.__wrapped__(blas.FAMILIES)
     assert (got.path, got.int_type) == (path, ity)
     assert got is not None and dict(got.addresses)["dg_blas_sgemm"] == ctypes.cast(
         getattr(ctypes.CDLL(path), symbols[0][0].format(t="s")), ctypes.c_void_p).value
     # the "mkl" entry won although listed after the OpenBLAS one: families are tried in order
-    monkeypatch.setattr(blas, "_candidates", lambda: iter(fake[:2]))
+    monkeypatch.setattr(blas, "_candidates", lambda family=None: iter(fake[:2]))
     assert blas._locate.__wrapped__(blas.FAMILIES).path == path
     assert blas._locate.__wrapped__(("mkl",)) is None
     assert blas._locate.__wrapped__(()) is None
@@ -491,3 +491,16 @@ def test_a_product_with_one_batch_axis_reads_its_operands_in_place(batched):
     body = batched[0].bmm3.ir("bufferized", args=args).split("func.func @bmm3(")[1]
     assert "linalg.batch_matmul ins(%arg0, " in body
     assert "memref.copy" not in body and "memref.reshape" not in body
+
+
+@pytest.mark.skipif(_numpy_openblas() is None or _mkl()[0] is not None,
+                    reason="needs NumPy's OpenBLAS and no MKL")
+def test_locating_numpys_openblas_looks_for_no_other_library(monkeypatch):
+    """Each `find_library` runs a program: only MKL, preferred to it, is looked for."""
+    import ctypes.util
+
+    asked, real = [], ctypes.util.find_library
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: asked.append(name) or real(name))
+    got = blas._locate.__wrapped__(blas.FAMILIES)
+    assert got is not None and "numpy.libs" in got.path
+    assert asked == ["mkl_rt"], asked
