@@ -62,3 +62,17 @@ def test_threaded_turns_threads_off_after_a_failure():
         except ValueError:
             pass
         assert ctx.get_num_threads() == 1
+
+
+def test_no_field_is_read_back_from_the_struct_it_was_just_put_in():
+    """`to-llvm` ends with each function's canonicalization and cse: no `llvm.extractvalue` reads
+    a field of a memref descriptor that an `llvm.insertvalue` chain of the same function built
+    (the lowering's own pattern, a quarter of the LLVM IR without them)."""
+    from dg.core.mlir import defining_op, operations_under
+
+    m = parse(_before_to_llvm())
+    with shared_context():
+        pipeline.run_passes(m, ["to-llvm"])
+    extracts = [op for op in operations_under(m.body) if op.name == "llvm.extractvalue"]
+    from_inserts = [op for op in extracts if (d := defining_op(op.operands[0])) is not None and d.name == "llvm.insertvalue"]
+    assert not from_inserts, len(from_inserts)
