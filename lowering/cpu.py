@@ -19,13 +19,15 @@ from dg.core.mlir import append_parsed, ir, run_pipeline
 # Math functions of f16 and bf16 are computed in f32, as NumPy does. The conversions that work
 # on one function at a time are nested in `func.func(…)`: the `to-llvm` pass runs them on MLIR's
 # threads, several functions at once (a parallel loop's outlined functions are many); the others
-# add declarations to the module or change signatures, and run on the whole module. Last, each
+# add declarations to the module or change signatures, and run on the whole module. First, cse:
+# what bufferization and outlining repeat (sizes read again, the launches' conversions) is a
+# quarter of the ops, which every conversion would convert on its own. Last, each
 # function's canonicalization and cse: a memref descriptor's fields are read from the struct
 # they were just put in (the lowering's extractvalue of an insertvalue, and the same field read
 # again at every access), which made a quarter of the LLVM IR that LLVM parses and compiles.
 TO_LLVM = (
     "builtin.module("
-    "func.func(convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "func.func(cse, convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
     "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
     "convert-math-to-funcs, func.func(convert-scf-to-cf, expand-strided-metadata, lower-affine),"
     "finalize-memref-to-llvm, func.func(convert-math-to-llvm), convert-math-to-libm,"
