@@ -45,9 +45,9 @@ MAX_ANALYZED_NESTING = 16
 
 
 def _survey(block, depth: int, calls: list) -> tuple[int, int]:
-    """(ops under the block, how deeply scf ops nest there, counted as pipeline's bufferization
-    counts them: an scf op, its terminators too, one level); `calls` gets each func.call under
-    it with the number of scf ops around it (`depth` around the block)."""
+    """(ops under the block, how deeply scf ops nest there: an scf op, its terminators too, one
+    level, as `scf_nesting` gives it to bufferization); `calls` gets each func.call under it with
+    the number of scf ops around it (`depth` around the block)."""
     ops = nesting = 0
     for op in block.operations:
         op = op.operation

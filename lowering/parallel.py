@@ -33,6 +33,8 @@ its gradient, and LLVM's time goes mostly to optimizing and compiling loops.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
 from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under,
                           run_pipeline, symbols)
@@ -232,7 +234,7 @@ def _noalias(passed: list, fields: list) -> list:
             for r in roots]
 
 
-def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int, first: tuple) -> str:
+def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int, first: tuple) -> tuple[str, int]:
     """IR of the loop's functions and of its launch: `{name}_loop` (iterations [lo, hi) of the
     first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
     is cloned into it later), `{name}` (what the pool calls: the values from the context, then
@@ -240,7 +242,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     place: it packs the context at the address it is given, estimates the work and calls the pool
     (which runs a loop too small to share on the calling thread). `first`: the first axis' lower
     bound and step where they are constants (else None), which `{name}` makes again rather than
-    reads from the context."""
+    reads from the context. With the text, the context's size in words."""
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
@@ -248,15 +250,16 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     # Each field at its offset in 8-byte words (a memref's descriptor takes several, a scalar
     # one of its own): the addresses need no struct type, whose text, spelled out in every
     # field's address, made most of what the pass parsed.
+    widths = [_words(ir.Type.parse(t)) for t in types]
     offsets = [0]
-    for i, t in enumerate(types):
-        offsets.append(offsets[-1] + (0 if i in fixed else _words(ir.Type.parse(t))))
+    for i, w in enumerate(widths):
+        offsets.append(offsets[-1] + (0 if i in fixed else w))
     params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
     at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
-    for i, t in enumerate(types):
+    for i, w in enumerate(widths):
         if i < k and noalias[i]:
             flat.append(at + 1)  # the aligned pointer (the allocated one is for freeing)
-        at += _words(ir.Type.parse(t))
+        at += w
     attrs = f" attributes {{{NOALIAS} = array<i64: {', '.join(map(str, flat))}>}}" if flat else ""
     loop = [f"func.func private @{name}_loop(%lo: index, %hi: index, {params}){attrs} {{",
             f"  %x = arith.muli %lo, %a{k + 2} : index",
@@ -316,15 +319,24 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "return"]
     return ("\n".join(loop) + "\n"
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
-            f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n")
+            f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n",
+            offsets[-1])
 
 
-def _plan(loop, nest: list, bounds: list, name: str):
-    """What outlining one scf.parallel takes (see the module's doc): (the values it uses from
-    outside that travel in the context, the constants made again inside, the text of its
-    functions, the bounds of the inner loops that its launch estimates the work with at run time),
-    or None if a value it uses cannot travel. `nest` and `bounds` as shared_loops gives them; an
-    inner loop of constant bounds is counted in the estimate's constant factor."""
+class _Plan(NamedTuple):
+    """What outlining one scf.parallel takes (see the module's doc)."""
+    passed: list  # the values it uses from outside that travel in the context
+    constants: list  # the constants it uses from outside, made again inside
+    text: str  # its functions' text (_texts)
+    inner: list  # the bounds of the inner loops whose iterations its launch counts at run time
+    first: tuple  # the first axis' lower bound and step where they are constants, else None
+    words: int  # the size of its context, in 8-byte words
+
+
+def _plan(loop, nest: list, bounds: list, name: str) -> _Plan | None:
+    """The loop's _Plan, or None if a value it uses cannot travel. `nest` and `bounds` as
+    shared_loops gives them; an inner loop of constant bounds is counted in the estimate's
+    constant factor."""
     dims = len(loop.regions[0].blocks[0].arguments)
     outside = _used_from_outside(nest, _defined_inside(nest), dims)
     constants = [v for v in outside if _is_constant(v)]
@@ -341,17 +353,17 @@ def _plan(loop, nest: list, bounds: list, name: str):
             ops *= trips
     units = [constant_value(b[2]) == 1 for b in [bounds[0]] + inner]
     first = (constant_value(bounds[0][0]), constant_value(bounds[0][2]))
-    return passed, constants, _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units,
-                                     ops, first), inner, first
+    text, words = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, ops, first)
+    return _Plan(passed, constants, text, inner, first, words)
 
 
-def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: list, made: dict) -> None:
+def _outline(m, loop, bounds: list, name: str, plan: _Plan, funcs: list, words: list, made: dict) -> None:
     """Move one scf.parallel into the functions its plan's text made (`funcs`: the loop function,
     the pool's entry, the launch, parsed). `words`: each context's size is appended to it.
     `made`: the loop functions so far, by their text under a common name; a loop the same as an
     earlier one (a layer's element-wise ops repeat in every layer and in its gradient) launches
     the earlier one's functions, and LLVM compiles it once."""
-    passed, constants, _, inner, fixed = plan
+    passed, constants, inner = plan.passed, plan.constants, plan.inner
     dims = len(loop.regions[0].blocks[0].arguments)
     first = list(bounds[0])
     for f in funcs[:2]:
@@ -373,7 +385,7 @@ def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: 
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
     clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
-    same = made.setdefault((funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), fixed), name)
+    same = made.setdefault((funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), plan.first), name)
     if same != name:
         for f in funcs[:2]:
             f.erase()
@@ -383,7 +395,7 @@ def _outline(m, loop, bounds: list, name: str, plan: tuple, funcs: list, words: 
     with loop.location, ir.InsertionPoint(loop):
         context = create("llvm.mlir.addressof", [ir.Type.parse("!llvm.ptr")],
                          global_name=ir.FlatSymbolRefAttr.get(CONTEXT)).result
-    words.append(1 + sum(c is None for c in fixed) + sum(_words(v.type) for v in passed))
+    words.append(plan.words)
     for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
         arg.replace_all_uses_with(v)
     for op in [op.operation for op in launch.operations][:-1]:
@@ -456,7 +468,7 @@ def outline_parallel_loops(m) -> int:
     if not planned:
         return 0
     # The functions of all the loops, parsed at once (a parse per loop took most of the time).
-    helper = ir.Module.parse("\n".join([RUNTIME_DECL] + [p[-1][2] for p in planned]), m.context)
+    helper = ir.Module.parse("\n".join([RUNTIME_DECL] + [p[-1].text for p in planned]), m.context)
     funcs = [op.operation for op in helper.body.operations][1:]
     words, made = [], {}
     for i, (loop, bounds, name, plan) in enumerate(planned):
