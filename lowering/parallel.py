@@ -7,16 +7,17 @@ parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
 values the body uses from outside travel in a context (each at its offset
-in 8-byte words), which `@__dg_par_K(ctx, lo, hi)` unpacks for it (constants, the first axis'
-lower bound and step among them where they are, are made again inside; LLVM inlines the loop
-function there). A memref on memory the
-caller allocated, which no other memref of the loop can view, is marked
-`noalias` for LLVM (after the lowering to LLVM: `mark_loop_functions`), as
-it would know inside the caller. In the loop's place, the context is
-packed into the module's context global (`@dg.par_context`, as large as
+in 8-byte words, a memref as its whole descriptor), which `@__dg_par_K(ctx, lo, hi)`
+unpacks for it (constants, the first axis' lower bound and step among them where they are,
+are made again inside; LLVM inlines the loop function there). A memref on memory the
+caller allocated, which no other memref of the loop can view, also comes as its
+aligned pointer, marked `noalias` for LLVM (after the lowering to LLVM:
+`mark_loop_functions`), as it would know inside the caller. In the loop's
+place, a call of `@__dg_par_K_launch` on the loop's operands packs the context
+into the module's context global (`@dg.par_context`, as large as
 the largest context: a call of a compiled program runs alone, and a
 launch ends before the next begins; on the stack, it would make each
-frame of a recursive function larger) and a call hands `@__dg_par_K` to
+frame of a recursive function larger) and hands `@__dg_par_K` to
 the runtime's thread pool (`core.abi.PARALLEL_FOR`, `runtime.threads`) with the
 number of first-axis iterations and an estimate of the work: the
 iterations of the loop and of the loops inside it whose bounds are known
@@ -27,7 +28,7 @@ time how many threads to use; a small loop runs on the calling thread. A loop
 whose bounds are constants and whose work is too small to share is left
 in place. Other `scf.parallel` loops stay sequential
 (`convert-scf-to-cf` lowers them). Loops that are the same once outlined
-(their loop functions print alike under one name) share one pair of
+(their loop functions print alike under one name) share their three
 functions: a transformer's element-wise loops repeat in every layer and in
 its gradient, and LLVM's time goes mostly to optimizing and compiling loops.
 """
@@ -36,8 +37,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
-from dg.core.mlir import (append_parsed, constant_value, create, defining_op, downcast, ir, operations_under,
-                          run_pipeline, symbols)
+from dg.core.mlir import constant_value, create, defining_op, downcast, ir, operations_under, run_pipeline, symbols
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
@@ -52,6 +52,9 @@ _SCALARS = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
 # operations is bound by memory traffic, which costs more per element than what LLVM vectorizes.
 _MEMORY_COST = 8
 NOALIAS = "dg.noalias"  # a loop function's pointer arguments that alias no other (mark_loop_functions)
+# The outlined functions' names begin so (a loop's three: PREFIX K, PREFIX K_loop, PREFIX K_launch);
+# none of them allocates.
+PREFIX = "__dg_par_"
 
 
 def _descriptor(t: "ir.MemRefType") -> str:
@@ -234,15 +237,48 @@ def _noalias(passed: list, fields: list) -> list:
             for r in roots]
 
 
-def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops: int, first: tuple) -> tuple[str, int]:
-    """IR of the loop's functions and of its launch: `{name}_loop` (iterations [lo, hi) of the
-    first axis, on the passed values, then the axis' lower bound, upper bound and step; the loop
-    is cloned into it later), `{name}` (what the pool calls: the values from the context, then
-    `{name}_loop`, which LLVM inlines into it) and `{name}_launch`, whose body takes the loop's
-    place: it packs the context at the address it is given, estimates the work and calls the pool
-    (which runs a loop too small to share on the calling thread). `first`: the first axis' lower
-    bound and step where they are constants (else None), which `{name}` makes again rather than
-    reads from the context. With the text, the context's size in words."""
+def _is_descriptor(field: str) -> bool:
+    return field.startswith("!llvm.struct")
+
+
+def _loop_text(name: str, plan: "_Plan") -> str:
+    """`{name}_loop`: the iterations [lo, hi) of the first axis, on the passed values, then the
+    axis' lower bound, upper bound and step, then again the aligned pointer of each memref that
+    aliases no other (LLVM's `noalias` marks a pointer argument only). A memref comes as its
+    descriptor, as the pool's entry loaded it: as a memref, each of the descriptor's fields would
+    be an argument of its own. The loop is cloned in later, before the `return`, on the casts of
+    the descriptors to memrefs."""
+    k = len(plan.fields)
+    params = ["%lo: index", "%hi: index"]
+    params += [f"%a{i}: {f if _is_descriptor(f) else t}" for i, (f, t) in enumerate(zip(plan.fields, plan.types))]
+    params += ["%lb: index", "%ub: index", "%st: index"]
+    free = [i for i in range(k) if plan.noalias[i]]
+    params += [f"%q{i}: !llvm.ptr" for i in free]
+    flat = ", ".join(str(2 + k + 3 + j) for j in range(len(free)))  # (func-to-llvm keeps one argument each)
+    attrs = f" attributes {{{NOALIAS} = array<i64: {flat}>}}" if free else ""
+    body = ["%x = arith.muli %lo, %st : index", "%nlb = arith.addi %lb, %x : index",
+            "%y = arith.muli %hi, %st : index", "%z = arith.addi %lb, %y : index",
+            "%nub = arith.minsi %z, %ub : index"]
+    for i, (f, t) in enumerate(zip(plan.fields, plan.types)):
+        if not _is_descriptor(f):
+            continue
+        d = f"%a{i}"
+        if plan.noalias[i]:
+            body.append(f"%e{i} = llvm.insertvalue %q{i}, %a{i}[1] : {f}")
+            d = f"%e{i}"
+        body.append(f"%m{i} = builtin.unrealized_conversion_cast {d} : {f} to {t}")
+    return (f"func.func private @{name}_loop({', '.join(params)}){attrs} {{\n  "
+            + "\n  ".join(body) + "\n  return\n}\n")
+
+
+def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
+    """IR of `{name}` (what the pool calls: the values from the context, then `{name}_loop`,
+    which LLVM inlines into it) and `{name}_launch`, which the loop's place calls: it packs the
+    context into the module's context global, estimates the work and calls the pool (which runs
+    a loop too small to share on the calling thread). The first axis' lower bound and step,
+    where they are constants (`plan.first`), `{name}` makes again rather than reads from the
+    context. With the text, the context's size in words."""
+    fields, types, units, first = plan.fields, plan.types, plan.units, plan.first
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
@@ -254,20 +290,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
     offsets = [0]
     for i, w in enumerate(widths):
         offsets.append(offsets[-1] + (0 if i in fixed else w))
-    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
-    at, flat = 2, []  # the arguments' positions once memrefs are descriptors' fields (func-to-llvm)
-    for i, w in enumerate(widths):
-        if i < k and noalias[i]:
-            flat.append(at + 1)  # the aligned pointer (the allocated one is for freeing)
-        at += w
-    attrs = f" attributes {{{NOALIAS} = array<i64: {', '.join(map(str, flat))}>}}" if flat else ""
-    loop = [f"func.func private @{name}_loop(%lo: index, %hi: index, {params}){attrs} {{",
-            f"  %x = arith.muli %lo, %a{k + 2} : index",
-            f"  %nlb = arith.addi %a{k}, %x : index",
-            f"  %y = arith.muli %hi, %a{k + 2} : index",
-            f"  %z = arith.addi %a{k}, %y : index",
-            f"  %nub = arith.minsi %z, %a{k + 1} : index",
-            "  return", "}"]
+    as_passed = [f if _is_descriptor(f) else t for f, t in zip(fields, types)]  # a memref as its descriptor
 
     unpack, values = [], []
     for i, (f, t) in enumerate(zip(fields, types)):
@@ -277,21 +300,21 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             continue
         unpack += [f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
                    f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
-        if f.startswith("!llvm.struct"):
-            unpack.append(f"%v{i} = builtin.unrealized_conversion_cast %f{i} : {f} to {t}")
-        elif t == "index":
+        if t == "index":
             unpack.append(f"%v{i} = arith.index_cast %f{i} : i64 to index")
         values.append(unpack[-1].split(" = ")[0])
+    free = [i for i in range(k) if plan.noalias[i]]
+    unpack += [f"%q{i} = llvm.extractvalue %f{i}[1] : {fields[i]}" for i in free]
+    signature = f"({', '.join(['index', 'index'] + as_passed + ['!llvm.ptr'] * len(free))})"
     unpack += ["%lo_i = arith.index_cast %lo : i64 to index",
                "%hi_i = arith.index_cast %hi : i64 to index",
-               f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values)}) : (index, index, {', '.join(types)}) -> ()",
+               f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values + [f'%q{i}' for i in free])}) : {signature} -> ()",
                "return"]
 
-    launch_params = (["%ctx: !llvm.ptr"] + [f"%a{i}: {t}" for i, t in enumerate(types)]
-                     + [f"%b{i}: index" for i in range(3 * inner)])
-    launch = ["%zero = arith.constant 0 : index"]
+    launch_params = [f"%a{i}: {t}" for i, t in enumerate(as_passed)] + [f"%b{i}: index" for i in range(3 * inner)]
+    launch = [f"%ctx = llvm.mlir.addressof @{CONTEXT} : !llvm.ptr", "%zero = arith.constant 0 : index"]
     launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0], fixed.get(k) == 0)
-    launch.append(f"%w = arith.constant {float(ops):.6e} : f64")  # (an exponent, never a bare 1e+20)
+    launch.append(f"%w = arith.constant {float(plan.ops):.6e} : f64")  # (an exponent, never a bare 1e+20)
     work = "%w"
     for i in range(inner):
         launch += _trips(f"%b{3 * i}", f"%b{3 * i + 1}", f"%b{3 * i + 2}", f"%t{i}", units[i + 1])
@@ -302,10 +325,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
             continue
         launch.append(f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64")
         v = f"%a{i}"
-        if f.startswith("!llvm.struct"):
-            launch.append(f"%d{i} = builtin.unrealized_conversion_cast %a{i} : {t} to {f}")
-            v = f"%d{i}"
-        elif t == "index":
+        if t == "index":
             launch.append(f"%d{i} = arith.index_cast %a{i} : index to i64")
             v = f"%d{i}"
         launch.append(f"llvm.store {v}, %p{i} : {f}, !llvm.ptr")
@@ -317,7 +337,7 @@ def _texts(name: str, fields: list, types: list, noalias: list, units: list, ops
                "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
                f"llvm.call @{PARALLEL_FOR}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
                "return"]
-    return ("\n".join(loop) + "\n"
+    return (f"func.func private @{name}_loop{signature}\n"  # (declared for the text to parse: it is there)
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n",
             offsets[-1])
@@ -327,13 +347,16 @@ class _Plan(NamedTuple):
     """What outlining one scf.parallel takes (see the module's doc)."""
     passed: list  # the values it uses from outside that travel in the context
     constants: list  # the constants it uses from outside, made again inside
-    text: str  # its functions' text (_texts)
+    fields: list  # each passed value's field in the context (_field)
+    types: list  # each passed value's type, as text
+    noalias: list  # whether each passed value aliases nothing else (_noalias)
     inner: list  # the bounds of the inner loops whose iterations its launch counts at run time
+    units: list  # whether the first axis steps by a constant 1, then each loop of `inner`
     first: tuple  # the first axis' lower bound and step where they are constants, else None
-    words: int  # the size of its context, in 8-byte words
+    ops: int  # the work estimate's constant factor
 
 
-def _plan(loop, nest: list, bounds: list, name: str) -> _Plan | None:
+def _plan(loop, nest: list, bounds: list) -> _Plan | None:
     """The loop's _Plan, or None if a value it uses cannot travel. `nest` and `bounds` as
     shared_loops gives them; an inner loop of constant bounds is counted in the estimate's
     constant factor."""
@@ -353,68 +376,54 @@ def _plan(loop, nest: list, bounds: list, name: str) -> _Plan | None:
             ops *= trips
     units = [constant_value(b[2]) == 1 for b in [bounds[0]] + inner]
     first = (constant_value(bounds[0][0]), constant_value(bounds[0][2]))
-    text, words = _texts(name, fields, [str(v.type) for v in passed], _noalias(passed, fields), units, ops, first)
-    return _Plan(passed, constants, text, inner, first, words)
+    return _Plan(passed, constants, fields, [str(v.type) for v in passed], _noalias(passed, fields), inner, units,
+                 first, ops)
 
 
-def _outline(m, loop, bounds: list, name: str, plan: _Plan, funcs: list, words: list, made: dict) -> None:
-    """Move one scf.parallel into the functions its plan's text made (`funcs`: the loop function,
-    the pool's entry, the launch, parsed). `words`: each context's size is appended to it.
-    `made`: the loop functions so far, by their text under a common name; a loop the same as an
-    earlier one (a layer's element-wise ops repeat in every layer and in its gradient) launches
-    the earlier one's functions, and LLVM compiles it once."""
-    passed, constants, inner = plan.passed, plan.constants, plan.inner
+def _clone_loop(loop, bounds: list, name: str, plan: _Plan, func, made: dict) -> str:
+    """Clone one scf.parallel into its loop function `func` (parsed from _loop_text); the name of
+    the functions its place is to launch. `made`: the loop functions so far, by their text under
+    a common name (and what else the launch depends on); a loop the same as an earlier one (a
+    layer's element-wise ops repeat in every layer and in its gradient) launches the earlier
+    one's functions, and its own is erased: LLVM compiles the functions once."""
     dims = len(loop.regions[0].blocks[0].arguments)
-    first = list(bounds[0])
-    for f in funcs[:2]:
-        f.detach_from_parent()
-        m.body.append(f)
-    block = funcs[0].regions[0].blocks[0]
+    block = func.regions[0].blocks[0]
     args = list(block.arguments)
     ops = [op.operation for op in block.operations]
-    value = dict(zip(passed, args[2:]))
+    casts = iter(op.results[0] for op in ops if op.name == "builtin.unrealized_conversion_cast")
+    value = {v: next(casts) if _is_descriptor(f) else a for v, f, a in zip(plan.passed, plan.fields, args[2:])}
     start = ir.InsertionPoint.at_block_begin(block)
-    for c in constants:
+    for c in plan.constants:
         value[c] = defining_op(c).clone(ip=start).results[0]
     clone = loop.clone(ip=ir.InsertionPoint(ops[-1]))
     for op in _nest(clone):
         for i, v in enumerate(op.operands):
             if v in value:
                 op.operands[i] = value[v]
-    step = first[2]  # a constant step stays one, so that LLVM can vectorize the loop
+    step = bounds[0][2]  # a constant step stays one, so that LLVM can vectorize the loop
     clone.operands[0] = ops[1].results[0]  # %nlb
     clone.operands[dims] = ops[4].results[0]  # %nub
-    clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[-1]
-    same = made.setdefault((funcs[0].get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1), plan.first), name)
-    if same != name:
-        for f in funcs[:2]:
-            f.erase()
-
-    # The launch's body in the loop's place, on the context global and the loop's operands.
-    launch = funcs[2].regions[0].blocks[0]
-    with loop.location, ir.InsertionPoint(loop):
-        context = create("llvm.mlir.addressof", [ir.Type.parse("!llvm.ptr")],
-                         global_name=ir.FlatSymbolRefAttr.get(CONTEXT)).result
-    words.append(plan.words)
-    for arg, v in zip(launch.arguments, [context] + passed + first + [b for t in inner for b in t]):
-        arg.replace_all_uses_with(v)
-    for op in [op.operation for op in launch.operations][:-1]:
-        if op.name == "func.constant":
-            op.attributes["value"] = ir.FlatSymbolRefAttr.get(same)
-        op.move_before(loop)
-    loop.erase()
+    k = len(plan.passed)
+    clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[2 + k + 2]
+    key = (func.get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1),
+           plan.first, tuple(plan.units), plan.ops)
+    return made.setdefault(key, name)
 
 
 def mark_loop_functions(m) -> None:
     """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
     the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument), and
-    the loop functions `alwaysinline`: the pool's entry is a loop's one caller, and inlined there
-    the loop keeps what `noalias` says as scoped alias metadata."""
+    the loop functions and launches `alwaysinline`. The pool's entry is a loop's one caller, and
+    inlined there the loop keeps what `noalias` says as scoped alias metadata. A launch is one
+    function in the module, shared by the loops alike (MLIR lowers it once), and inlined where it
+    is called: the call passes descriptors, and LLVM's fast instruction selection gives up on a
+    call of aggregates and hands the caller's blocks to the slower selection (an eighth of the
+    2-layer GPT gradient's machine code time more, with the launches called)."""
     inline = ir.ArrayAttr.get([ir.StringAttr.get("alwaysinline")])
     for op in m.body.operations:
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "llvm.func" else ""
-        if name.startswith("__dg_par_") and name.endswith("_loop"):
+        if name.startswith(PREFIX) and (name.endswith("_loop") or name.endswith("_launch")):
             op.attributes["passthrough"] = inline
         if op.name == "llvm.func" and NOALIAS in op.attributes:
             marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
@@ -459,22 +468,48 @@ def outline_parallel_loops(m) -> int:
     taken = symbols(m)
     planned = []
     for loop, nest, bounds in shared_loops(m):
-        name = f"__dg_par_{len(planned)}"
+        name = f"{PREFIX}{len(planned)}"
         while name in taken:
             name += "_"
-        plan = _plan(loop, nest, bounds, name)
+        plan = _plan(loop, nest, bounds)
         if plan is not None:
             planned.append((loop, bounds, name, plan))
     if not planned:
         return 0
-    # The functions of all the loops, parsed at once (a parse per loop took most of the time).
-    helper = ir.Module.parse("\n".join([RUNTIME_DECL] + [p[-1].text for p in planned]), m.context)
-    funcs = [op.operation for op in helper.body.operations][1:]
-    words, made = [], {}
-    for i, (loop, bounds, name, plan) in enumerate(planned):
-        _outline(m, loop, bounds, name, plan, funcs[3 * i:3 * i + 3], words, made)
-    array = f"!llvm.array<{max(words)} x i64>"
-    append_parsed(m, RUNTIME_DECL)
-    append_parsed(m, f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
-                     f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}")
+    # The loop functions, parsed at once (a parse per loop took most of the time); a loop's
+    # pool entry and launch only for a loop unlike those before it.
+    helper = ir.Module.parse("".join(_loop_text(name, plan) for _, _, name, plan in planned), m.context)
+    made: dict = {}
+    launched, distinct = [], []
+    for (loop, bounds, name, plan), func in zip(planned, [op.operation for op in helper.body.operations]):
+        same = _clone_loop(loop, bounds, name, plan, func, made)
+        launched.append(same)
+        if same == name:
+            func.detach_from_parent()
+            m.body.append(func)
+            distinct.append((name, plan))
+    texts = [_pool_texts(name, plan) for name, plan in distinct]
+    array = f"!llvm.array<{max(words for _, words in texts)} x i64>"  # the largest context
+    context = (f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
+               f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}\n")
+    pool = ir.Module.parse(RUNTIME_DECL + "\n" + context + "".join(text for text, _ in texts), m.context)
+    have = symbols(m)
+    launches = {}
+    for op in list(pool.body.operations):
+        op = op.operation
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if name not in have:
+            op.detach_from_parent()
+            m.body.append(op)
+        if name.endswith("_launch"):
+            launches[name] = [a.type for a in op.regions[0].blocks[0].arguments]
+    # In each loop's place, a call of its launch on the loop's operands, memrefs as descriptors.
+    for (loop, bounds, _, plan), same in zip(planned, launched):
+        types = launches[f"{same}_launch"]
+        with loop.location, ir.InsertionPoint(loop):
+            operands = [v if v.type == t else create("builtin.unrealized_conversion_cast", [t], [v]).result
+                        for v, t in zip(plan.passed, types)]
+            create("func.call", operands=operands + list(bounds[0]) + [b for t in plan.inner for b in t],
+                   callee=ir.FlatSymbolRefAttr.get(f"{same}_launch"))
+        loop.erase()
     return len(planned)

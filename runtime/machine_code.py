@@ -107,8 +107,9 @@ SPLIT_LINES = 4000
 
 def split_module(text: str, parts: int) -> list:
     """LLVM IR text as up to `parts` modules that, linked, are the same program: each function
-    defined in one of them (a loop function, `X_loop`, with its pool entry `X`, which always
-    inlines it), the largest first into the piece with the fewest lines; everything else in
+    defined in one of them, the largest first into the piece with the fewest lines, except that a
+    function LLVM always inlines (a loop function, `X_loop`, into its pool entry `X`; a launch
+    into its callers) is defined, internal, in each piece that uses it; everything else in
     each. A piece declares what it uses of the others: their functions, and the globals, which
     the first piece defines; what another piece uses loses its internal linkage. A module with
     a name or a global of a form this does not read (a quoted name, a global line it does not
@@ -132,19 +133,24 @@ def split_module(text: str, parts: int) -> list:
     parts = max(1, min(parts, size // SPLIT_LINES))
     if parts == 1:
         return [text]
-    units: dict = {}
-    for name in bodies:
-        units.setdefault(name[:-len("_loop")] if name.endswith("_loop") and name[:-len("_loop")] in bodies
-                         else name, []).append(name)
+    inlined = {g.group(1) for g in map(_ALWAYS_INLINE.match, head) if g}
+    copied = {n for n, b in bodies.items() if inlined & set(_GROUP.findall(b[0][b[0].rindex(")"):]))}
+    refers = {n: {m for m in _SYMBOL.findall("\n".join(b[1:])) if m in bodies} for n, b in bodies.items()}
     owner, load = {}, [0] * parts
-    for unit in sorted(units.values(), key=lambda u: -sum(len(bodies[n]) for n in u)):
+    for name in sorted(set(bodies) - copied, key=lambda n: -len(bodies[n])):
         k = load.index(min(load))
-        load[k] += sum(len(bodies[n]) for n in unit)
-        owner.update((n, k) for n in unit)
+        load[k] += len(bodies[name])
+        owner[name] = k
     used = [set() for _ in range(parts)]  # the defined functions each piece calls or takes the address of
-    for name, body in bodies.items():
-        used[owner[name]].update(n for n in _SYMBOL.findall("\n".join(body[1:])) if n in bodies)
-    shared = {n for k in range(parts) for n in used[k] if owner[n] != k}
+    for name, k in owner.items():
+        used[k] |= refers[name]
+    for k in range(parts):  # and what the copies it holds use
+        more = used[k] & copied
+        while more:
+            more = {m for n in more for m in refers[n] if m not in used[k]}
+            used[k] |= more
+            more &= copied
+    shared = {n for k in range(parts) for n in used[k] if n in owner and owner[n] != k}
     out = []
     for k in range(parts):
         piece = []
@@ -154,7 +160,7 @@ def split_module(text: str, parts: int) -> list:
                 line = _global_line(g, k == 0)
             piece.append(line)
         for name, body in bodies.items():
-            if owner[name] == k:
+            if owner.get(name) == k or (name in copied and name in used[k]):
                 piece.append(_LOCAL.sub("define ", body[0], 1) if name in shared else body[0])
                 piece += body[1:]
             elif name in used[k]:
@@ -164,6 +170,8 @@ def split_module(text: str, parts: int) -> list:
 
 
 _SYMBOL = re.compile(r"@([-\w.$]+)")
+_GROUP = re.compile(r"#(\d+)")  # an attribute group a function's `define` line names
+_ALWAYS_INLINE = re.compile(r"^attributes #(\d+) = \{.*\balwaysinline\b")
 _LOCAL = re.compile(r"^define (?:internal |private )|^(?:internal |private )")
 _EXTERNAL = re.compile(r"^@[-\w.$]+ = external ")  # (a declaration: in every piece as it is)
 _GLOBAL = re.compile(r"^@([-\w.$]+) = (?:(internal|private) )?((?:unnamed_addr )?(?:global|constant)) (.*)$")

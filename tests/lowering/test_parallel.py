@@ -264,9 +264,10 @@ def _outlined(text: str):
 
 
 def test_the_launch_takes_the_loops_place():
-    """One loop function and the pool's entry; in the caller, in the loop's place, the context
-    packed into the module's context global and a call of the pool (which runs a small loop on the
-    calling thread). Nothing is allocated on the caller's stack for it."""
+    """One loop function, the pool's entry and the launch; in the caller, in the loop's place, a
+    call of the launch on the loop's operands (memrefs as their descriptors), which packs the
+    context into the module's context global and calls the pool (which runs a small loop on the
+    calling thread). Nothing is allocated on the stack for it."""
     from dg.core.mlir import constant_value, operations_under
     from dg.lowering import parallel
 
@@ -276,24 +277,61 @@ def test_the_launch_takes_the_loops_place():
             "scf.if %c {\n" + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>") + "}\n"
             "return %a : memref<?xf32>\n}")
     m, funcs = _outlined(text)
-    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_loop", parallel.CONTEXT, "dg.parallel_for", "f"], str(m)
-    f = funcs["f"]
-    assert not any(op.name == "llvm.alloca" for op in operations_under(f.regions[0].blocks[0])), str(f)
+    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_launch", "__dg_par_0_loop", parallel.CONTEXT,
+                             "dg.parallel_for", "f"], str(m)
+    f, launch = funcs["f"], funcs["__dg_par_0_launch"]
     (branch,) = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "scf.if"]
-    inside = [op for op in operations_under(branch.regions[0].blocks[0])]
-    assert "scf.parallel" not in [op.name for op in inside], str(f)
-    assert [op.name for op in inside].count("llvm.store") == 3, str(f)  # 2 memrefs, ub (lb, step: constants)
-    assert [op.name for op in inside].count("arith.sitofp") == 1, str(f)  # the iterations, ub - 0 (a 1-d loop)
+    inside = [op.name for op in operations_under(branch.regions[0].blocks[0])]
+    assert "scf.parallel" not in inside and inside.count("builtin.unrealized_conversion_cast") == 2, str(f)
+    (call,) = [op for op in operations_under(branch.regions[0].blocks[0]) if op.name == "func.call"]
+    assert ir.FlatSymbolRefAttr(call.attributes["callee"]).value == "__dg_par_0_launch"
+    body = list(operations_under(launch.regions[0].blocks[0]))
+    assert not any(op.name == "llvm.alloca" for g in (f, launch) for op in operations_under(g.regions[0].blocks[0]))
+    assert [op.name for op in body].count("llvm.store") == 3, str(launch)  # 2 memrefs, ub (lb, step: constants)
+    assert [op.name for op in body].count("arith.sitofp") == 1, str(launch)  # the iterations, ub - 0 (a 1-d loop)
     entry = list(operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
     assert [op.name for op in entry].count("llvm.load") == 3, str(funcs["__dg_par_0"])
     assert sorted(constant_value(op.result) for op in entry if op.name == "arith.constant") == [0, 1]
-    (address,) = [op for op in inside if op.name == "llvm.mlir.addressof"]
+    (address,) = [op for op in body if op.name == "llvm.mlir.addressof"]
     assert ir.FlatSymbolRefAttr(address.attributes["global_name"]).value == parallel.CONTEXT
-    (call,) = [op for op in inside if op.name == "llvm.call"]
+    (call,) = [op for op in body if op.name == "llvm.call"]
     assert call.operands[1] == address.result
     assert not any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
     assert any(op.name == "scf.parallel" for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]))
     assert m.operation.verify()
+
+
+def test_the_pool_entry_passes_descriptors_whole():
+    """Lowered to LLVM, the loop function takes each memref as one descriptor argument (not one
+    argument a field: a 3-d memref has 9) and, again, the aligned pointer of the one that aliases
+    nothing else, marked `noalias`; the pool's entry reads nothing out of the other descriptors."""
+    from dg.core.mlir import operations_under, passmanager
+    from dg.dialects.dialect import shared_context
+    from dg.lowering import cpu, parallel
+
+    t = "memref<?x?x?xf32>"
+    text = (f"func.func @f(%b: {t}) -> {t} {{\n"
+            "%c0 = arith.constant 0 : index\n%c1 = arith.constant 1 : index\n%c2 = arith.constant 2 : index\n"
+            f"%n = memref.dim %b, %c0 : {t}\n%p = memref.dim %b, %c1 : {t}\n%q = memref.dim %b, %c2 : {t}\n"
+            f"%a = memref.alloc(%n, %p, %q) : {t}\n"
+            "linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, "
+            "affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = [\"parallel\", \"parallel\", \"parallel\"]} "
+            f"ins(%b : {t}) outs(%a : {t}) {{\n"
+            "^bb0(%x: f32, %y: f32):\n  %e = math.exp %x : f32\n  linalg.yield %e : f32\n}\n"
+            f"return %a : {t}\n}}")
+    m, _ = _outlined(text)
+    with shared_context():
+        passmanager.PassManager.parse(cpu.TO_LLVM).run(m.operation)
+        parallel.mark_loop_functions(m)
+    funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in m.body.operations}
+    loop = funcs["__dg_par_0_loop"]
+    descriptor = "!llvm.struct<(ptr, ptr, i64, array<3 x i64>, array<3 x i64>)>"
+    types = [str(a.type) for a in loop.regions[0].blocks[0].arguments]
+    # lo, hi; the other axes' upper bounds, b, a; the first axis' lower and upper bounds and step; a's pointer
+    assert types == ["i64"] * 4 + [descriptor] * 2 + ["i64"] * 3 + ["!llvm.ptr"], types
+    assert ["llvm.noalias" in str(a) for a in ir.ArrayAttr(loop.attributes["arg_attrs"])] == [False] * 9 + [True]
+    entry = [op.name for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0])]
+    assert entry.count("llvm.extractvalue") == 1, entry  # the aligned pointer of a
 
 
 def test_an_inner_axis_of_constant_bounds_is_in_the_work_estimates_constant():
@@ -310,8 +348,8 @@ def test_an_inner_axis_of_constant_bounds_is_in_the_work_estimates_constant():
             "^bb0(%x: f32, %y: f32):\n  %e = math.exp %x : f32\n  linalg.yield %e : f32\n}\n"
             "return %a : memref<?x64xf32>\n}")
     m, funcs = _outlined(text)
-    body = list(operations_under(funcs["f"].regions[0].blocks[0]))
-    assert [op.name for op in body].count("arith.sitofp") == 1, str(funcs["f"])
+    body = list(operations_under(funcs["__dg_par_0_launch"].regions[0].blocks[0]))
+    assert [op.name for op in body].count("arith.sitofp") == 1, str(funcs["__dg_par_0_launch"])
     (clone,) = [op for op in operations_under(funcs["__dg_par_0_loop"].regions[0].blocks[0]) if op.name == "scf.parallel"]
     per_element = parallel._cost(parallel._nest(clone))
     weights = [ir.FloatAttr(op.attributes["value"]).value for op in body
@@ -323,7 +361,8 @@ def test_an_inner_axis_of_constant_bounds_is_in_the_work_estimates_constant():
 
 def test_loop_functions_are_inlined_into_the_pools_entry():
     """After the lowering to LLVM the loop function is `alwaysinline` (its one caller is the
-    pool's entry) and keeps its `noalias` arguments."""
+    pool's entry) and keeps its `noalias` arguments; the launch is `alwaysinline` too (inlined
+    into its callers, whose calls would pass it descriptors)."""
     from dg.core.mlir import passmanager
     from dg.dialects.dialect import shared_context
     from dg.lowering import cpu, parallel
@@ -337,6 +376,7 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
     assert [str(a) for a in ir.ArrayAttr(loop["passthrough"])] == ['"alwaysinline"']
     assert sum("llvm.noalias" in str(a) for a in ir.ArrayAttr(loop["arg_attrs"])) == 1
     assert "passthrough" not in funcs["__dg_par_0"].attributes
+    assert [str(a) for a in ir.ArrayAttr(funcs["__dg_par_0_launch"].attributes["passthrough"])] == ['"alwaysinline"']
 
 
 def test_the_context_global_holds_the_largest_context():
@@ -361,8 +401,9 @@ def test_the_context_global_holds_the_largest_context():
 
 def test_the_same_loop_in_two_places_is_one_function():
     """Loops that are the same once outlined (a layer's element-wise ops repeat in every layer
-    and in its gradient) launch one pair of functions, which LLVM compiles once; a different
-    loop keeps its own. Compiled, the program gives the interpreter's values."""
+    and in its gradient) call one launch, of one loop function and pool entry, which LLVM
+    compiles once; a different loop keeps its own. Compiled, the program gives the
+    interpreter's values."""
     from dg.core.mlir import operations_under
     from dg.dialects.dialect import shared_context
     from dg.lowering import parallel
@@ -381,12 +422,12 @@ def test_the_same_loop_in_two_places_is_one_function():
         assert parallel.outline_parallel_loops(m) == 4
         names = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations]
         assert sorted(n for n in names if n.startswith("__dg_par")) == [
-            "__dg_par_0", "__dg_par_0_loop", "__dg_par_1", "__dg_par_1_loop", "__dg_par_3", "__dg_par_3_loop"], str(m)
+            f"__dg_par_{i}{kind}" for i in (0, 1, 3) for kind in ("", "_launch", "_loop")], str(m)
         (f,) = [op.operation for op in m.body.operations if op.operation.name == "func.func"
                 and ir.StringAttr(op.operation.attributes["sym_name"]).value == "f"]
-        launched = [ir.FlatSymbolRefAttr(op.attributes["value"]).value
-                    for op in operations_under(f.regions[0].blocks[0]) if op.name == "func.constant"]
-        assert launched == ["__dg_par_0", "__dg_par_1", "__dg_par_1", "__dg_par_3"], str(f)
+        launched = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                    for op in operations_under(f.regions[0].blocks[0]) if op.name == "func.call"]
+        assert launched == [f"__dg_par_{i}_launch" for i in (0, 1, 1, 3)], str(f)
         assert m.operation.verify()
 
     src = ("def g(x: f32[N]) -> f32[N]:\n    y = tanh(x * 0.5) + x\n    z = tanh(y * 0.5) + y\n"
@@ -407,9 +448,12 @@ def test_a_recursive_functions_frame_holds_no_loop_context():
     want = dg.loads(src, mode="interp", filename="deep.dg").deep(x, 40)
     np.testing.assert_allclose(comp.deep(x, 40), want, rtol=1e-5)
     text = comp.deep.ir("llvm")
-    bodies = [b[:b.index("\n  }\n")] for b in text.split("llvm.func ")[1:] if "@dg.fn.deep" in b.split("(")[0]]
-    assert len(bodies) == 2, text  # the entry, and the function it calls itself as
-    assert all("dg.parallel_for" in b and "llvm.alloca" not in b for b in bodies), text
+    bodies = {b.split("(")[0].strip(): b.split("\n  }\n")[0] for b in text.split("llvm.func ")[1:]}
+    deep = [b for name, b in bodies.items() if "@dg.fn.deep" in name]
+    launches = [b for name, b in bodies.items() if name.endswith("_launch")]
+    assert len(deep) == 2, text  # the entry, and the function it calls itself as
+    assert all("_launch(" in b and "llvm.alloca" not in b for b in deep), text
+    assert launches and all("dg.parallel_for" in b and "llvm.alloca" not in b for b in launches), text
 
 
 def test_a_context_field_after_a_narrower_one():

@@ -161,6 +161,33 @@ def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(la
     optimizer.wait_all()
 
 
+def test_split_module_copies_a_function_always_inlined_into_each_piece_that_calls_it():
+    """A launch (`alwaysinline`) called from functions in two pieces is defined, internal, in
+    both, where LLVM inlines it; what it uses of another piece is declared there."""
+    text = "\n".join([
+        "define internal void @__dg_par_0(ptr %p) {", "  store i64 3, ptr %p", "  ret void", "}",
+        "define internal void @__dg_par_0_launch(ptr %p) #0 {", "  call void @__dg_par_0(ptr %p)", "  ret void", "}",
+        "define void @one(ptr %p) {", *["  store i64 1, ptr %p"] * 30, "  call void @__dg_par_0_launch(ptr %p)",
+        "  ret void", "}",
+        "define void @two(ptr %p) {", *["  store i64 2, ptr %p"] * 30, "  call void @__dg_par_0_launch(ptr %p)",
+        "  ret void", "}",
+        "attributes #0 = { alwaysinline }"])
+    import llvmlite.binding as llvm
+
+    old, machine_code.SPLIT_LINES = machine_code.SPLIT_LINES, 10
+    try:
+        pieces = machine_code.split_module(text, 2)
+    finally:
+        machine_code.SPLIT_LINES = old
+    assert len(pieces) == 2
+    for piece in pieces:
+        assert "define internal void @__dg_par_0_launch(ptr %p) #0 {" in piece, piece
+        llvm.parse_assembly(piece).verify()
+    defined = [machine_code._defined(line) for p in pieces for line in p.splitlines() if line.startswith("define ")]
+    assert sorted(defined) == ["__dg_par_0", "__dg_par_0_launch", "__dg_par_0_launch", "one", "two"]
+    assert sum("declare void @__dg_par_0(ptr %p)" in p for p in pieces) == 1  # (in the piece without it)
+
+
 def test_split_module_keeps_a_loop_function_with_its_entry():
     text = "\n".join([
         "@g = internal global [2 x i64] zeroinitializer",
@@ -181,6 +208,7 @@ def test_split_module_keeps_a_loop_function_with_its_entry():
     assert "@g = global [2 x i64] zeroinitializer" in first and "@g = external global [2 x i64]" in second
     for piece in (first, second):
         llvm.parse_assembly(piece).verify()
+    assert "__dg_par_0_loop" not in first  # (it is inlined where it is used only)
     # a module with a global line of another form, or a quoted name, stays whole
     machine_code.SPLIT_LINES = 10
     try:

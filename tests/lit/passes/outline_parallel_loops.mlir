@@ -1,15 +1,14 @@
 // RUN: %dg opt %s --passes outline-parallel-loops | %filecheck %s
 
 // A large loop of independent iterations moves into a function of its own, which runs the
-// iterations [lo, hi) of its first axis; in its place, its context (the values it uses) is packed
-// into the module's context global and the thread pool's entry is called with the loop's trip
-// count and an estimate of its work. The output is fresh memory that nothing else views: the
-// loop function says so (dg.noalias), for LLVM.
+// iterations [lo, hi) of its first axis; in its place, a call of its launch on the values it
+// uses (a memref as its descriptor). The launch packs them into the module's context global and
+// calls the thread pool's entry with the loop's trip count and an estimate of its work. The
+// output is fresh memory that nothing else views: the loop function gets its pointer again,
+// and says so (dg.noalias), for LLVM.
 // CHECK-LABEL: func.func @f
-// CHECK: %[[CTX:.*]] = llvm.mlir.addressof @dg.par_context
-// CHECK: llvm.store
-// CHECK: %[[FN:.*]] = constant @__dg_par_0
-// CHECK: llvm.call @dg.parallel_for(%{{.*}}, %[[CTX]], %{{.*}}, %{{.*}})
+// CHECK: %[[D:.*]] = builtin.unrealized_conversion_cast %alloc : memref<?xf32> to !llvm.struct
+// CHECK: call @__dg_par_0_launch(%{{.*}}, %[[D]],
 // CHECK-NOT: scf.parallel
 // CHECK: return
 func.func @f(%b: memref<?xf32>) -> memref<?xf32> {
@@ -30,12 +29,20 @@ func.func @f(%b: memref<?xf32>) -> memref<?xf32> {
 // CHECK-NOT: dg.parallel_for
 // CHECK: scf.parallel
 // CHECK-LABEL: func.func private @__dg_par_0_loop(%arg0: index, %arg1: index,
-// CHECK-SAME: attributes {dg.noalias = array<i64: {{[0-9]+}}>}
+// CHECK-SAME: %[[P:arg[0-9]+]]: !llvm.ptr) attributes {dg.noalias = array<i64: {{[0-9]+}}>}
+// CHECK: %[[E:.*]] = llvm.insertvalue %[[P]]
+// CHECK: %[[OUT:.*]] = builtin.unrealized_conversion_cast %[[E]]
 // CHECK: scf.parallel
 // CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[OUT]]
+// CHECK: llvm.mlir.global internal @dg.par_context()
 // CHECK-LABEL: func.func private @__dg_par_0(%arg0: !llvm.ptr, %arg1: i64, %arg2: i64)
 // CHECK: call @__dg_par_0_loop(
-// CHECK: llvm.mlir.global internal @dg.par_context()
+// CHECK-LABEL: func.func private @__dg_par_0_launch(
+// CHECK: %[[CTX:.*]] = llvm.mlir.addressof @dg.par_context
+// CHECK: llvm.store
+// CHECK: %[[FN:.*]] = constant @__dg_par_0
+// CHECK: llvm.call @dg.parallel_for(%{{.*}}, %[[CTX]], %{{.*}}, %{{.*}})
 func.func @small(%b: memref<8xf32>, %a: memref<8xf32>) {
   linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
                   iterator_types = ["parallel"]} ins(%b : memref<8xf32>) outs(%a : memref<8xf32>) {
