@@ -24,6 +24,8 @@ from dg.core.locations import loc_of, loc_row
 from dg.core.mlir import append_parsed, create, function_bodies, ir, operations_under, static_elements, walk_in_scope
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
+from .parallel import PREFIX as PARALLEL_LOOPS
+
 # Names with a dot, which no dg function can have.
 MALLOC = "dg.rt_malloc"
 _JUMP = "dg.jump_target"
@@ -127,7 +129,8 @@ def check_counts(m) -> None:
         return True
 
     for body in function_bodies(m):
-        walk_in_scope(body, visit, {})
+        if not ir.StringAttr(body.owner.attributes["sym_name"]).value.startswith(PARALLEL_LOOPS):  # (no allocation)
+            walk_in_scope(body, visit, {})
     if huge_ones:
         append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
@@ -161,7 +164,7 @@ def guard(m) -> None:
         if op.name != "llvm.func":
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
-        if not len(op.regions[0].blocks):
+        if not len(op.regions[0].blocks) or name.startswith(PARALLEL_LOOPS):  # (a parallel loop allocates nothing)
             continue
         if name.startswith("_mlir_ciface_"):
             entries.append((name[len("_mlir_ciface_"):], len(op.regions[0].blocks[0].arguments)))

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dg.core.errors import DgError
-from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, operations_under, user
+from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, user
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 _ELTS = {"f32": "s", "f64": "d"}
@@ -339,9 +339,10 @@ def replace_matmuls(module, helpers: dict) -> int:
     function taking fully dynamic strided memrefs. `overwrite` is when a zero fill of C comes right
     before (the fill is dropped); transpose copies feeding only the matmul become views, and so do
     operands its indexing maps read transposed. How many."""
-    found, batched = [], []
-    for op in operations_under(module.body):
+    found, batched, before = [], [], {}
+    for op, prev in _with_previous(module.body):
         if op.name in ("linalg.matmul", "linalg.batch_matmul") and len(op.operands) == 3 and "cast" not in op.attributes:
+            before[op] = prev
             elt = str(ir.MemRefType(op.operands[0].type).element_type)
             if elt not in _ELTS or not all(str(ir.MemRefType(v.type).element_type) == elt for v in op.operands):
                 continue
@@ -355,8 +356,8 @@ def replace_matmuls(module, helpers: dict) -> int:
     if not found and not batched:
         return 0
     with module.context:
-        calls = [(op, elt, flips, _zero_fill_before(op)) for op, elt, flips in found]
-        bcalls = [(op, elt, _zero_fill_before(op)) for op, elt in batched]
+        calls = [(op, elt, flips, _zero_fill(op, before[op])) for op, elt, flips in found]
+        bcalls = [(op, elt, _zero_fill(op, before[op])) for op, elt in batched]
         bkeys = {(elt, fill is not None) for _, elt, fill in bcalls}
         for key in sorted({(elt, fill is not None) for _, elt, _, fill in calls} | bkeys):
             name, fn, decl = helpers[key]  # the batched helper calls the 2-D one: parsed together
@@ -569,15 +570,22 @@ def _batched_transposed_view(bmm, i: int):
     return view, rs, alloc
 
 
-def _zero_fill_before(op):
-    """The `linalg.fill` of zeros into the matmul's output right before it (the BLAS call then
-    overwrites instead of accumulating), or None."""
-    ops = list(op.block.operations)
-    i = next(j for j, o in enumerate(ops) if o.operation == op)
-    if i == 0:
-        return None
-    prev = ops[i - 1].operation
-    if prev.name != "linalg.fill" or len(prev.operands) != 2 or prev.operands[1] != op.operands[2]:
+def _with_previous(block):
+    """(op, the op right before it in its block or None) for every op under the block, depth first."""
+    prev = None
+    for op in block.operations:
+        op = op.operation
+        yield op, prev
+        for region in op.regions:
+            for b in region.blocks:
+                yield from _with_previous(b)
+        prev = op
+
+
+def _zero_fill(op, prev):
+    """`prev`, the op right before the matmul, if it is a `linalg.fill` of zeros into the matmul's
+    output (the BLAS call then overwrites instead of accumulating), else None."""
+    if prev is None or prev.name != "linalg.fill" or len(prev.operands) != 2 or prev.operands[1] != op.operands[2]:
         return None
     src = prev.operands[0].owner
     src = getattr(src, "operation", src)  # an OpView, an Operation or (a block argument) a Block
