@@ -3,7 +3,8 @@
 Expects: a verified dg module (func, scf, arith index constants, dg ops).
 Guarantees: the same module with every dg op replaced by its registry
 `lower` facet's ops (or the target's, `lower_for`, where the op has one); func and scf ops are kept as they are (dg values are
-builtin tensors, so their types do not change). Functions get
+builtin tensors, so their types do not change), except that on the CPU a loop or branch
+carries a rank-0 tensor as its element (an f64, not a heap buffer per iteration). Functions get
 `llvm.emit_c_interface` so the CPU executor can call them. A function that
 can call itself first checks the stack left to it (`entry_guard`), and a
 loop ends when a check has failed; on the CPU a call that returns with the
@@ -20,7 +21,7 @@ from dg.core.abi import FRAME, INTERRUPT, INTERRUPT_DECL, STACK_POINTER, STATE, 
 from dg.core.attrs import attr_value, literal_text
 from dg.core.errors import DgError
 from dg.core.locations import loc_of, loc_row
-from dg.core.mlir import attributes, ir, operations_under
+from dg.core.mlir import attributes, downcast, ir, operations_under
 from dg.core.types import TensorType, parse_mlir_type
 from dg.core.writer import module_text
 from dg.dialects.builder import Builder, LowerOp, fail_if
@@ -146,19 +147,26 @@ class ToLinalg:
     def _copy(self, op, extra: dict | None = None) -> None:
         """An op of another dialect (func, scf, arith) as it is, in generic form (with the `extra`
         attributes), the ops of its regions lowered; a while loop's condition also ends it once a
-        check has failed or Ctrl-C was pressed."""
+        check has failed or Ctrl-C was pressed. On the CPU, the dg-level loops and branches carry
+        rank-0 tensors as their elements (`_scalars`)."""
         b, loc = self.b, self.b.loc
+        scalars = self._scalars(op)
         operands = [self.name(v) for v in op.operands]
+        types = [str(v.type) for v in op.operands]
+        for i in scalars.get("operands", ()):
+            operands[i], types[i] = b.assign(f"tensor.extract {operands[i]}[] : {types[i]}", "s"), _element(types[i])
         if op.name == "scf.condition":
             operands[0] = b.binary("arith.andi", operands[0], not_failed(b, self.target), "i1")
-        if len(op.results) == 1:
+        results = [str(r.type) for r in op.results]
+        if len(op.results) == 1 and not scalars:
             lhs = f"{self.name(op.results[0])} = "
         else:
             lhs, names = b.results(len(op.results), "m")
             self.names.update(zip(op.results, names))
+        for i in scalars.get("results", ()):
+            results[i] = _element(results[i])
         attrs = ", ".join(f"{k} = {v}" for k, v in {**attributes(op), **(extra or {})}.items())
-        tail = (f" {{{attrs}}}" if attrs else "") + f" : ({', '.join(str(v.type) for v in op.operands)}) -> " \
-            f"({', '.join(str(r.type) for r in op.results)}) {loc}"
+        tail = (f" {{{attrs}}}" if attrs else "") + f" : ({', '.join(types)}) -> ({', '.join(results)}) {loc}"
         if not op.regions:
             b.line(f'{lhs}"{op.name}"({", ".join(operands)}){tail}')
             return
@@ -167,11 +175,36 @@ class ToLinalg:
             b.line("{")
             for block in region.blocks:
                 with b.nested():
-                    b.line(f"^bb0({', '.join(f'{self.name(a)}: {a.type}' for a in block.arguments)}):")
+                    wrapped = [(a, _element(str(a.type))) if scalars and _rank0(a.type) else (a, None)
+                               for a in block.arguments]
+                    inner = {a: b.fresh("s") for a, e in wrapped if e}
+                    b.line(f"^bb0({', '.join(f'{inner[a]}: {e}' if e else f'{self.name(a)}: {a.type}' for a, e in wrapped)}):")
                     with b.nested():
+                        b.loc = loc
+                        for a, e in wrapped:  # (the element as the rank-0 tensor the ops inside take)
+                            if e:
+                                b.emit(f"{self.name(a)} = tensor.from_elements {inner[a]} : {a.type}")
                         self._block(block)
             b.line("}" + ("," if k < len(op.regions) - 1 else ""))
         b.line(f"){tail}")
+        b.loc = loc
+        for i in scalars.get("results", ()):
+            r = op.results[i]
+            self.names[r] = b.assign(f"tensor.from_elements {self.names[r]} : {r.type}", "t")
+
+    def _scalars(self, op) -> dict:
+        """Where a dg-level loop or branch on the CPU carries a rank-0 tensor's element instead:
+        {"operands": positions, "results": positions} of its rank-0 values (its block arguments
+        of rank 0 too, and those of its terminators'). A rank-0 tensor that a loop carries would
+        be a heap buffer per iteration once bufferized; as an element it is a register, and
+        canonicalization folds the extracts and from_elements around it."""
+        if self.target != "cpu" or op.name not in _CARRIERS or (
+                op.name == "scf.yield" and op.parent.name not in _CARRIERS):
+            return {}
+        first = 1 if op.name == "scf.condition" else 0
+        found = {"operands": [i for i, v in enumerate(op.operands) if i >= first and _rank0(v.type)],
+                 "results": [i for i, r in enumerate(op.results) if _rank0(r.type)]}
+        return {k: v for k, v in found.items() if v}
 
     def _dg(self, op, opname):
         b = self.b
@@ -197,6 +230,21 @@ class ToLinalg:
             outs = [outs]
         for r, o in zip(op.results, outs):
             self.names[r] = o
+
+
+# The dg-level ops that carry values through regions, and their terminators (`ToLinalg._scalars`).
+_CARRIERS = ("scf.for", "scf.while", "scf.if", "scf.yield", "scf.condition")
+
+
+def _rank0(t) -> bool:
+    """Whether an MLIR type is a rank-0 tensor (`tensor<f64>`)."""
+    t = downcast(t)
+    return isinstance(t, ir.RankedTensorType) and t.rank == 0
+
+
+def _element(t: str) -> str:
+    """The element type of a rank-0 tensor type's text."""
+    return t[len("tensor<"):-1]
 
 
 def recursive_functions(module: "ir.Module") -> set:
