@@ -219,6 +219,9 @@ def _lower_tape_push(b, op):
         return g
 
     r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
+    if vt.rank == 0 and b.target == "cpu":  # a scalar: stored, not copied from a buffer of its own
+        e = b.assign(f"tensor.extract {v}[] : {vt.mlir()}", "e")
+        return b.assign(f"tensor.insert {e} into {r}[{k}] : {t}", "pushed")
     return b.assign(f"tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}", "pushed")
 
 
@@ -246,6 +249,9 @@ def _lower_tape_read(b, op):
     tt, rt = op.types[0], op.result_types[0]
     if 0 in rt.shape:  # empty rows, never written (tape_push)
         return b.empty(rt, [b.dim(tape, tt, i + 1) for i in range(rt.rank)])
+    if rt.rank == 0 and b.target == "cpu":  # a scalar: loaded (a rank-0 tensor that ops take, folded away)
+        e = b.assign(f"tensor.extract {tape}[{k}] : {tt.mlir()}", "e")
+        return b.assign(f"tensor.from_elements {e} : {rt.mlir()}", "row")
     sizes = _sizes(b, tape, tt, 1)
     return b.assign(f"tensor.extract_slice {tape}{_slice_text(k, sizes)} : {tt.mlir()} to {rt.mlir()}", "row")
 

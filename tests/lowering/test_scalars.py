@@ -52,3 +52,17 @@ def test_scalar_chains_agree_with_the_interpreter(modules, name):
         want = getattr(modules["interp"], name)(x, k)
         got = getattr(modules["compiled"], name)(x, k)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def test_a_scalar_tape_stores_and_loads_elements(modules):
+    """The gradient of the loop keeps the carried scalars on tapes: a push stores the element
+    into the tape (tensor.insert) and a read loads it (tensor.extract), with no rank-0 slice
+    (which bufferized into a buffer of its own and a copy per push and per read)."""
+    fn = modules["compiled"].d
+    fn(0.3, 4)
+    m = pipeline.run_passes(parse(grad_text(fn._last)), ["to-linalg"])
+    ops = list(operations_under(m.body))
+    rank0 = [op for op in ops if op.name in ("tensor.insert_slice", "tensor.extract_slice")
+             and any(str(v.type) in ("tensor<f64>", "tensor<i64>") for v in [*op.operands, *op.results])]
+    assert not rank0, str(rank0[0])
+    assert sum(op.name == "tensor.insert" for op in ops) >= 2, str(m)  # (y and i, pushed each iteration)
