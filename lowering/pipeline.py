@@ -116,6 +116,7 @@ PASSES = {
     "host-data-layout": cpu.host_data_layout,
     "to-llvm": _mlir(cpu.TO_LLVM, threads=True),
     "mark-loop-functions": parallel.mark_loop_functions,
+    "volatile-stop-flag": stoppable.volatile_stop_flag,
     "guard-allocations": alloc_guard.guard,
     "function-attributes": cpu.function_attributes,
     # GPU
@@ -143,7 +144,7 @@ STAGES = {
     "llvm": ("bufferized", ["stoppable-loops", "mpi-collectives", "link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
                             "reshapes-as-views", "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
                             "outline-parallel-loops", "internal-linkage", "check-allocation-sizes",
-                            "host-data-layout", "to-llvm", "mark-loop-functions", "guard-allocations",
+                            "host-data-layout", "to-llvm", "mark-loop-functions", "volatile-stop-flag", "guard-allocations",
                             "function-attributes"]),
     # (Reductions along leading axes in parts, one thread's each: a float32 sum of millions of
     # elements would round as one running sum on the host.)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dg.core.abi import INTERRUPT, INTERRUPT_DECL, STATE, STATE_DECL, STATE_TYPE
 from dg.core.mlir import append_parsed, create, get_global, ir, operations_under
 
+from .parallel import PREFIX as PARALLEL_LOOPS
+
 STOPPABLE = "dg.stoppable"  # the marker on a dg-level loop
 _EQ, _SLT = 0, 2  # arith.cmpi predicates
 
@@ -68,3 +70,32 @@ def _as_while(op) -> None:
     for old, new in zip(op.results, list(w.results)[1:]):
         old.replace_all_uses_with(new)
     op.erase()
+
+
+def volatile_stop_flag(m) -> None:
+    """After the lowering to LLVM: every read of the Ctrl-C flag (`core.abi.INTERRUPT`) is
+    volatile. The runtime sets the flag while a loop runs; in a loop whose body touches no
+    memory (one that carries scalars), LLVM would move the read before the loop, and the loop
+    would never see the flag. (The parallel loops' functions read no flag.)"""
+    volatile = ir.UnitAttr.get()
+    for f in m.body.operations:
+        f = f.operation
+        if f.name != "llvm.func" or not f.regions[0].blocks or \
+                ir.StringAttr(f.attributes["sym_name"]).value.startswith(PARALLEL_LOOPS):
+            continue
+        for block in f.regions[0].blocks:
+            for op in operations_under(block):
+                if op.name == "llvm.mlir.addressof" and \
+                        ir.FlatSymbolRefAttr(op.attributes["global_name"]).value == INTERRUPT:
+                    _mark_loads(op.result, volatile)
+
+
+def _mark_loads(address, volatile) -> None:
+    """Make volatile the loads from `address` and from the addresses computed from it."""
+    for use in address.uses:
+        owner = use.owner
+        owner = getattr(owner, "operation", owner)
+        if owner.name == "llvm.load":
+            owner.attributes["volatile_"] = volatile
+        elif owner.name == "llvm.getelementptr":
+            _mark_loads(owner.results[0], volatile)
