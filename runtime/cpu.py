@@ -300,13 +300,12 @@ LARGE_PROGRAM_LINES = 8000
 
 
 # A program whose LLVM IR has more lines than this starts on quick code while a worker optimizes
-# it (runtime.optimizer): LLVM's -O3 takes about 0.1 s at this size, more than the rest of such
+# it (runtime.optimizer): LLVM's -O3 takes about 0.15 s at this size, more than the rest of such
 # a program's compile (benchmarks/compile.py's order=1, 1,200 lines before to-llvm's closing
-# canonicalization, 930 after, 660 once loops carried scalars as scalars: 0.10 s at -O3, 0.03 s
-# quick; nesting=1, 1,800 lines then, 1,340 now: 0.34-0.63 s; the MLP training step of
-# benchmarks/cpu.py, 4,000 lines then: 0.7 s at -O3, 0.07 s quick). (1,000 lines until that
-# canonicalization made the IR a quarter shorter, 700 until the scalars.)
-QUICK_START_LINES = 500
+# canonicalization, 930 after: 0.16-0.28 s at -O3, 0.04 s quick; nesting=1, 1,800 lines then,
+# 1,340 now: 0.34-0.63 s; the MLP training step of benchmarks/cpu.py, 4,000 lines then: 0.7 s at
+# -O3, 0.07 s quick). (1,000 lines until that canonicalization made the IR a quarter shorter.)
+QUICK_START_LINES = 700
 
 
 def opt_level(m: "ir.Module") -> int:
