@@ -227,18 +227,19 @@ def _root(v):
     return "global" if owner.name == "memref.get_global" else None
 
 
+def _is_descriptor(field: str) -> bool:
+    """Whether a context field (_field) is a memref's descriptor, not a scalar."""
+    return field.startswith("!llvm.struct")
+
+
 def _noalias(passed: list, fields: list) -> list:
     """Which passed memrefs view memory allocated here that no other passed memref can view:
     LLVM may take those as not aliasing the others (and vectorize without checks at run time)."""
-    roots = [_root(v) if f.startswith("!llvm.struct") else "scalar" for v, f in zip(passed, fields)]
+    roots = [_root(v) if _is_descriptor(f) else "scalar" for v, f in zip(passed, fields)]
     if any(r is None for r in roots):
         return [False] * len(roots)
     return [not isinstance(r, str) and sum(1 for o in roots if not isinstance(o, str) and o == r) == 1
             for r in roots]
-
-
-def _is_descriptor(field: str) -> bool:
-    return field.startswith("!llvm.struct")
 
 
 def _loop_text(name: str, plan: "_Plan") -> str:
@@ -385,7 +386,7 @@ def _clone_loop(loop, bounds: list, name: str, plan: _Plan, func, made: dict) ->
     the functions its place is to launch. `made`: the loop functions so far, by their text under
     a common name (and what else the launch depends on); a loop the same as an earlier one (a
     layer's element-wise ops repeat in every layer and in its gradient) launches the earlier
-    one's functions, and its own is erased: LLVM compiles the functions once."""
+    one's functions, and its own stays out of the module: LLVM compiles the functions once."""
     dims = len(loop.regions[0].blocks[0].arguments)
     block = func.regions[0].blocks[0]
     args = list(block.arguments)
