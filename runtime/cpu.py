@@ -300,12 +300,12 @@ LARGE_PROGRAM_LINES = 8000
 
 
 # A program whose LLVM IR has more lines than this starts on quick code while a worker optimizes
-# it (runtime.optimizer): LLVM's -O3 takes about 0.15 s at this size, more than the rest of such
-# a program's compile (benchmarks/compile.py's order=1, 1,200 lines before to-llvm's closing
-# canonicalization, 930 after: 0.16-0.28 s at -O3, 0.04 s quick; nesting=1, 1,800 lines then,
-# 1,340 now: 0.34-0.63 s; the MLP training step of benchmarks/cpu.py, 4,000 lines then: 0.7 s at
-# -O3, 0.07 s quick). (1,000 lines until that canonicalization made the IR a quarter shorter.)
-QUICK_START_LINES = 700
+# it (runtime.optimizer); its calls take the quick call meanwhile (runtime.fastcall). LLVM's -O3
+# has a high floor: medians of 5 (tests/runtime/test_quick_call.py's functions, and
+# benchmarks/compile.py's order=1): 171 lines 52 ms at -O3 against 11 ms quick, 404 lines 120
+# against 17, 650 lines 229 against 27, 662 lines (order=1) 139 against 24. Below this size the
+# quick code gains less than 50 ms, and a worker process would be started for little.
+QUICK_START_LINES = 300
 
 
 def opt_level(m: "ir.Module") -> int:
@@ -376,6 +376,9 @@ def _log_compile(entry: str | None, meta: dict, t0: float, why: str) -> None:
     took = meta["seconds"]
     compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
                     f"{took['passes']:.3g} s, LLVM -O{meta.get('opt_level', 3)} {took['llvm']:.3g} s ({why})")
+
+
+_NEVER_STALE = ctypes.c_int64(0)  # (the stale word of code that nothing replaces: CpuProgram.stale_word)
 
 
 class CpuProgram:
@@ -583,13 +586,20 @@ class CpuProgram:
         finally:
             e.pool.append(bufs)
 
+    def stale_word(self) -> ctypes.c_int64:
+        """The word that turns nonzero once this program has newer code than it runs now (the
+        worker's optimized code, for quick-start code): a quick call made now stops there."""
+        optimizing = self.optimized
+        return _NEVER_STALE if optimizing is None else optimizing.finished_word
+
     def quick(self, symbol: str, args: tuple, proto) -> "fastcall.Quick | None":
         """The quick call (runtime.fastcall) of entry `symbol` for arguments shaped as `args` (a
         call's, just run) whose results `signature.to_python` arranges as `proto`; None where
-        only the general path can make the call: while a worker optimizes the code, for a program
-        with prints or breakpoints, results in records or nested tuples, arguments that are not
-        all arrays of the entry's dtypes, or on a thread already inside a dg call."""
-        if (self.optimized is not None or self.host_calls or self.free is not None or _Runtime.local.stack
+        only the general path can make the call: for a program with prints or breakpoints,
+        results in records or nested tuples, arguments that are not all arrays of the entry's
+        dtypes, or on a thread already inside a dg call. On quick-start code, it runs the calls
+        until the optimized code has arrived (`stale_word`)."""
+        if (self.host_calls or self.free is not None or _Runtime.local.stack
                 or type(self).call is not CpuProgram.call):
             return None
         e = self._entry.get(symbol) or self._function(symbol)

@@ -23,7 +23,9 @@ The general path and this one share the program's `busy` word (one call of a pro
 time: its state words belong to that call), which holds the id of the thread whose call has
 it: both take it atomically (`claim`), this one only when it is free and gives it back before
 it makes the results; the general path waits for it, and while it waits (its `waiting` word
-set) this one leaves every call to the general path, which queues on the program's lock.
+set) this one leaves every call to the general path, which queues on the program's lock. It
+leaves them to it too once the program has newer code (quick-start code whose optimized code
+has arrived, `stale`): the general path loads that code, and a new quick call takes over.
 
 What the machine code reads is a table of 64-bit words (the `H_*` header, then the leaves'
 records, each with the steps from the argument tuple to its array, and the results' records).
@@ -45,8 +47,8 @@ from . import interrupt
 # The header's words.
 (H_FN, H_ARGV, H_RES, H_BUSY, H_STATE, H_FLAG, H_OWNER, H_BUDGET, H_ARM, H_NARGS, H_NLEAVES, H_LEAVES,
  H_NRES, H_RESULTS, H_TUPLE, H_NOTRUN, H_MAIN, H_RES_WORDS, H_SMALL, H_NDARRAY, H_NEW, H_SCALAR, H_SETBASE,
- H_NONE, H_TUPLE_TYPE, H_LIST_TYPE, H_DICT_TYPE, H_WAITING) = range(28)
-HEADER_WORDS = 28
+ H_NONE, H_TUPLE_TYPE, H_LIST_TYPE, H_DICT_TYPE, H_WAITING, H_STALE) = range(29)
+HEADER_WORDS = 29
 # A leaf: its argument, its descriptor's address, its dtype, rank and shape, its steps (how many,
 # their address), the type of a scalar leaf (else 0: an array). A scalar's shape word is 0, or
 # for a Python float that an f32 parameter takes, the address of the 4 bytes its value is
@@ -556,9 +558,13 @@ lstore:
   br label %lloop
 claim:
   ; (not while the general path waits for the program: it would wait as long as calls come here)
+  ; (nor once the program has newer code: the general path takes it over)
   %waitp = call ptr @pointer(ptr %t, i64 {H_WAITING})
   %waiting = load atomic i64, ptr %waitp seq_cst, align 8
-  %nowait = icmp eq i64 %waiting, 0
+  %stalep = call ptr @pointer(ptr %t, i64 {H_STALE})
+  %stale = load atomic i64, ptr %stalep seq_cst, align 8
+  %either = or i64 %waiting, %stale
+  %nowait = icmp eq i64 %either, 0
   br i1 %nowait, label %take, label %not_run
 take:
   %busyp = call ptr @pointer(ptr %t, i64 {H_BUSY})
@@ -796,6 +802,8 @@ class Quick:
         header[H_RES] = ctypes.addressof(self.res)
         header[H_BUSY] = ctypes.addressof(self.busy)
         header[H_WAITING] = ctypes.addressof(program.waiting)
+        self.stale = program.stale_word()  # (nonzero once the program has newer code: NOT_RUN from then on)
+        header[H_STALE] = ctypes.addressof(self.stale)
         header[H_STATE] = ctypes.addressof(state) if state is not None else 0
         header[H_FLAG] = ctypes.addressof(program._interrupted)
         header[H_OWNER] = threading.get_ident()

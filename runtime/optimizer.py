@@ -18,6 +18,7 @@ inside LLVM when the interpreter exits meets LLVM's global state being torn down
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import queue
@@ -44,6 +45,7 @@ class Optimizing:
     def __init__(self, text: str, level: int, key: str, meta: dict):
         self.level, self.blob = level, None
         self._finished = threading.Event()
+        self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
         header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
         # The job's input, in a file the worker reads and removes: a worker started just before
         # this process ends still has all of it (it then puts the optimized code into the disk
@@ -67,6 +69,7 @@ class Optimizing:
         except (OSError, ValueError):
             pass
         finally:
+            self.finished_word.value = 1
             self._finished.set()
             _PENDING.discard(self)
 

@@ -329,9 +329,10 @@ class DgFunction:
     def _quicken(self, comp, fp, args) -> None:
         """After the general path ran a call whose fingerprint it had seen before: the quick call
         for arguments shaped as these (made once per fingerprint where the mode and the program
-        allow one) takes the next calls."""
+        allow one, and made again once the program's code was replaced: quick-start code by the
+        optimized code) takes the next calls."""
         quick = self._quicks.get(fp)
-        if quick is None or quick.program is not comp.runner:
+        if quick is None or quick.program is not comp.runner or quick.stale.value:
             quick = modes.quick(comp, self.mode, self.device, args)
             if quick is not None:
                 quick.comp = comp

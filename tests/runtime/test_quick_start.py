@@ -5,6 +5,8 @@ and is what the disk cache keeps.
 Here every program counts as large (cpu.QUICK_START_LINES and LARGE_PROGRAM_LINES set to 0), so
 that small programs take the quick path and are optimized at -O2.
 """
+import threading
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,49 @@ def test_split_module_keeps_a_loop_function_with_its_entry():
             assert machine_code.split_module(odd, 2) == [odd]
     finally:
         machine_code.SPLIT_LINES = old
+
+
+def test_quick_calls_run_the_quick_code_until_the_optimized_code_arrives(large, monkeypatch):
+    """Repeated calls on quick-start code take the quick call (runtime.fastcall); once the worker
+    is done, one call goes the general path, which loads the optimized code, and the quick call
+    made then runs that code."""
+    general = [0]
+    call = cpu.CpuProgram.call
+
+    def counted(self, symbol, arrays):
+        general[0] += 1
+        return call(self, symbol, arrays)
+
+    monkeypatch.setattr(cpu.CpuProgram, "call", counted)
+    gate = threading.Event()  # the worker starts once the quick code's calls are measured
+    run = optimizer.Optimizing._run
+
+    def held(job):
+        gate.wait(300)
+        run(job)
+
+    monkeypatch.setattr(optimizer.Optimizing, "_run", held)
+    x, w = _args()
+    want = dg.loads(SRC, mode="interp", filename="quick.dg").g(x, w)
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    try:
+        m.g(x, w)
+        program = m.g._last.runner
+        assert program.opt_level == 0 and program.optimized is not None
+        m.g(x, w)
+        quick = m.g._quick
+        assert quick is not None and quick.program is program, "quick code gets a quick call"
+        before = general[0]
+        for _ in range(3):
+            np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)
+        assert general[0] == before and program.opt_level == 0
+    finally:
+        gate.set()
+    assert program.optimized.wait(300)
+    before = general[0]
+    np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)  # the quick call stops; the general path swaps
+    assert general[0] == before + 1 and program.opt_level == 2 and program.optimized is None
+    assert m.g._quick is not quick and m.g._quick.program is program and not m.g._quick.stale.value
+    for _ in range(3):
+        np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)
+    assert general[0] == before + 1, "the optimized code's quick call takes the calls"
