@@ -11,7 +11,7 @@ import numpy as np
 from dg.core.errors import DgError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int, np_dtype
 
-from .builder import any_of, cast, fail_if, index_in_range, neither, readable, stand_in_if
+from .builder import any_of, cast, fail_if, if_else, index_in_range, neither, readable, stand_in_if
 from .jvp_rules import linear
 from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
 from .registry import OpDef, register
@@ -864,10 +864,52 @@ def _setitem(x, v, *dyn, spec=()):
     return out
 
 
+def _unit_steps(spec, xt) -> bool:
+    """Whether each item of a basic subscript is an index, a new axis or a slice whose step is
+    a positive constant (none written: 1), on an x with no axis of size 0 known now."""
+    if 0 in xt.shape:
+        return False
+    for it in expand_spec(list(spec), xt.rank):
+        if it == "n" or it[0] == "i":
+            continue
+        step = it[2:].split(":")[2] if it[0] == "s" else "$"
+        if step != "" and not (step.isdigit() and int(step) > 0):
+            return False
+    return True
+
+
+def _store_scalar(b, x, xt, v, vt, plan):
+    """x with the region that `plan` (_index_plan's) selects set to the scalar v: one element
+    stored (tensor.insert) when every axis is indexed, else a region filled and inserted
+    (tensor.insert_slice). Bufferization does either in place where x has no later use, so that
+    `y[i] = s` in a loop costs one element, not a pass over y. An axis indexed where x has size
+    0 (its index check failed) leaves x as it is: nothing is written out of bounds."""
+    s = b.extract(v, vt)
+    region = [p[3] for p in plan if p[0] == "s"]
+
+    def store(bb):
+        if not region:
+            return bb.assign(f"tensor.insert {s} into {x}[{', '.join(p[1] for p in plan)}] : {xt.mlir()}", "set")
+        rt = TensorType(xt.dtype, tuple(Sym() for _ in region))
+        filled = bb.fill(rt, region, s)
+        offsets = ", ".join(p[1] for p in plan)
+        sizes = ", ".join("1" if p[0] == "i" else p[3] for p in plan)
+        steps = ", ".join("1" if p[0] == "i" else p[2] for p in plan)
+        return bb.assign(f"tensor.insert_slice {filled} into {x}[{offsets}] [{sizes}] [{steps}] : "
+                         f"{rt.mlir()} into {xt.mlir()}", "set")
+
+    zero = b.const(0, "index")
+    empty = any_of(b, [b.cmp("eq", b.dim(x, xt, k), zero, "index")
+                       for k, p in enumerate(plan) if p[0] == "i" and not isinstance(xt.shape[k], int)])
+    return store(b) if empty is None else if_else(b, empty, xt.mlir(), lambda bb: x, store)
+
+
 def _lower_setitem(b, op):
     x, xt = op.operands[0], op.types[0]
     v, vt = op.operands[1], op.types[1]
     plan, out_axes = _index_plan(b, x, xt, op.attrs["spec"], list(zip(op.operands[2:], op.types[2:])))
+    if vt.rank == 0 and b.target == "cpu" and _unit_steps(op.attrs["spec"], xt):
+        return _store_scalar(b, x, xt, v, vt, plan)
     # The target region's axes (new axes have size 1) and v broadcast onto them.
     target = [("n",) if ax[0] == "n" else ("x", ax[1]) for ax in out_axes]
     tr = len(target)

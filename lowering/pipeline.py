@@ -67,9 +67,29 @@ BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-ret
 
 
 def _bufferize(m):
-    """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING."""
+    """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING,
+    the tensors that callable functions take read-only (_arguments_read_only)."""
+    _arguments_read_only(m)
     deep = scf_nesting(m.body) > MAX_ANALYZED_NESTING
     run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
+
+
+def _arguments_read_only(m) -> None:
+    """The arguments of the functions that callers outside the module call (those not private)
+    are `bufferization.writable = false`: they are the caller's arrays, which an op that writes
+    in place (an element stored, `y[i] = s`) must copy first. (A private function's arguments are
+    the module's own buffers: bufferization knows where they are written, and copies at its
+    callers where they must not be.)"""
+    with m.context:
+        read_only = ir.BoolAttr.get(False)
+        for op in m.body.operations:
+            op = op.operation
+            if op.name != "func.func" or "sym_visibility" in op.attributes or not op.regions[0].blocks:
+                continue
+            n = len(op.regions[0].blocks[0].arguments)
+            given = [ir.DictAttr(d) for d in op.attributes["arg_attrs"]] if "arg_attrs" in op.attributes else [[]] * n
+            op.attributes["arg_attrs"] = ir.ArrayAttr.get(
+                [ir.DictAttr.get({**{a.name: a.attr for a in d}, "bufferization.writable": read_only}) for d in given])
 
 
 def _mlir(pipeline: str, threads: bool = False):
