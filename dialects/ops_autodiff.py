@@ -258,7 +258,7 @@ def _lower_tape_read(b, op):
 
 def _vjp_tape_read(g, op, d):
     tape, k = op.operands
-    return [g.dg_op("tape_push", [g.zeros_like(tape), k, d]), None]
+    return [g.one_row(tape, k, d), None]
 
 
 register(OpDef(

@@ -253,6 +253,18 @@ class VjpBuilder(Writer):
     """The writer VJP rules build with: dg ops (their result types from the registry's rules),
     constants, zeros, and the pieces of unbroadcasting."""
 
+    def __init__(self, counter=None, indent: int = 4):
+        super().__init__(counter, indent)
+        self.rows: dict = {}  # one_row's adjoints: (row index, row), for Autodiff.accumulate
+
+    def one_row(self, tape: Value, k: Value, row: Value) -> Value:
+        """An adjoint shaped as `tape` that is zero but for row k (an index), which is `row`.
+        Added to an adjoint the tape already has (Autodiff.accumulate), only that row is added:
+        a tape read in a loop's body would else add a whole tape of zeros per iteration."""
+        d = self.dg_op("tape_push", [self.zeros_like(tape), k, row])
+        self.rows[d] = (k, row)
+        return d
+
     def dg_op(self, opname: str, operands: list, attrs: dict | None = None, result_types: list | None = None):
         """A dg op; its result types from the registry's rule unless given. One result -> a Value."""
         opdef = OPS[opname]
@@ -569,6 +581,11 @@ class Autodiff(ForwardMode, Checkpointing):
             d = w.sum_to(d, v.tt)
             if d.tt.mlir() != v.tt.mlir():
                 d = w.dg_op("sum_to", [d, like])
+        row = w.rows.get(d)
+        if v in adj and row is not None and d.type == adj[v].type:  # (the zeros and the push made for d go unused)
+            k, r = row
+            adj[v] = w.dg_op("tape_push", [adj[v], k, w.add(w.dg_op("tape_read", [adj[v], k]), r)])
+            return
         adj[v] = w.add(adj[v], d) if v in adj else d
 
     # ------------------------------------------------------------ forward sweep
