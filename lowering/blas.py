@@ -148,6 +148,33 @@ def locate() -> Blas | None:
     return _locate(_wanted())
 
 
+# The functions that get and set the number of threads of a BLAS, by family's symbols.
+_THREAD_COUNTS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                  ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+                  ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                  ("openblas_get_num_threads", "openblas_set_num_threads"),
+                  ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads"))
+
+
+@functools.lru_cache(maxsize=None)
+def thread_count() -> tuple | None:
+    """(get, set): ctypes functions that read and set how many threads the BLAS of `locate`
+    runs a product on; None without a BLAS, or for one with neither function."""
+    b = locate()
+    if b is None:
+        return None
+    lib = ctypes.CDLL(b.path)
+    for get, put in _THREAD_COUNTS:
+        try:
+            get, put = getattr(lib, get), getattr(lib, put)
+        except AttributeError:
+            continue
+        get.argtypes, get.restype = [], ctypes.c_int
+        put.argtypes, put.restype = [ctypes.c_int], None
+        return get, put
+    return None
+
+
 def identity() -> str:
     b = locate()
     return b.identity if b else "no-blas"

@@ -21,6 +21,7 @@ executor resets before a call and reads after it.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -308,6 +309,25 @@ LARGE_PROGRAM_LINES = 8000
 QUICK_START_LINES = 300
 
 
+@contextlib.contextmanager
+def blas_on_one_thread():
+    """Inside, the BLAS that compiled code calls runs each product on one thread (as it was after,
+    unless changed meanwhile). For while a worker optimizes a program (runtime.optimizer): an
+    OpenBLAS thread that waits for the others gives up its core (sched_yield), and the idle
+    worker then keeps the core until the next clock tick. The MLP training step of
+    benchmarks/cpu.py took 88 ms a call so on 2 cores, 2-3 ms on one thread, and 1.5-2 ms once
+    optimized, on two."""
+    counts = blas.thread_count()
+    before = counts[0]() if counts else 1
+    if before > 1:
+        counts[1](1)
+    try:
+        yield
+    finally:
+        if before > 1 and counts[0]() == 1:
+            counts[1](before)
+
+
 def opt_level(m: "ir.Module") -> int:
     """LLVM's optimization level for a module in the LLVM dialect: 3, or 2 for a large one."""
     lines = 0
@@ -445,7 +465,8 @@ class CpuProgram:
             if ll.count("\n") > QUICK_START_LINES:  # (else LLVM optimizes it about as fast as a worker starts)
                 quick, blob = finish_object(meta, ll, 0)
                 program = cls(quick, blob, from_cache=False)
-                program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta)
+                program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta,
+                                                         blas_on_one_thread)
                 _log_compile(entry, quick, t0, f"a worker process optimizes it at -O{level}, and its code runs the "
                              "calls once it is done")
                 return program

@@ -18,6 +18,7 @@ inside LLVM when the interpreter exits meets LLVM's global state being torn down
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -42,8 +43,9 @@ class Optimizing:
     a worker holds a program's LLVM module (hundreds of MB for a large one). A job whose program
     is gone before its turn is skipped (the queue holds it weakly)."""
 
-    def __init__(self, text: str, level: int, key: str, meta: dict):
+    def __init__(self, text: str, level: int, key: str, meta: dict, meanwhile=contextlib.nullcontext):
         self.level, self.blob = level, None
+        self._meanwhile = meanwhile  # entered while the worker runs
         self._finished = threading.Event()
         self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
         header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
@@ -59,11 +61,12 @@ class Optimizing:
 
     def _run(self) -> None:
         try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
-            worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
-            self._cleanup.detach()  # (the file is the worker's now)
-            out, _ = worker.communicate()
+            with self._meanwhile():
+                worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, start_new_session=True)
+                self._cleanup.detach()  # (the file is the worker's now)
+                out, _ = worker.communicate()
             if worker.returncode == 0 and out:
                 self.blob = out
         except (OSError, ValueError):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dg
+from dg.lowering import blas
 from dg.runtime import cpu, machine_code, optimizer
 
 SRC = """
@@ -265,3 +266,30 @@ def test_quick_calls_run_the_quick_code_until_the_optimized_code_arrives(large, 
     for _ in range(3):
         np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)
     assert general[0] == before + 1, "the optimized code's quick call takes the calls"
+
+
+def test_the_blas_runs_on_one_thread_while_a_worker_optimizes(large, monkeypatch):
+    """The quick code's products run on one BLAS thread while the worker runs (cpu.blas_on_one_thread),
+    and on as many as before once it is done."""
+    counts = blas.thread_count()
+    if counts is None:
+        pytest.skip("no BLAS with a settable thread count here")
+    get, put = counts
+    before = get()
+    seen = []
+    popen = optimizer.subprocess.Popen
+
+    def watched(*args, **kwargs):
+        seen.append(get())
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(optimizer.subprocess, "Popen", watched)
+    put(2)
+    try:
+        x, w = _args()
+        m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+        m.g(x, w)
+        assert m.g._last.runner.optimized.wait(300)
+        assert seen == [1] and get() == 2
+    finally:
+        put(before)
