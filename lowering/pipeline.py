@@ -59,7 +59,7 @@ BUFFERIZE = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map "
-    "allow-return-allocs-from-loops},"
+    "buffer-alignment=0 allow-return-allocs-from-loops},"
     "buffer-deallocation-pipeline, convert-bufferization-to-memref)"
 )
 # Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.
