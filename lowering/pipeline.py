@@ -84,7 +84,8 @@ def _arguments_read_only(m) -> None:
         read_only = ir.BoolAttr.get(False)
         for op in m.body.operations:
             op = op.operation
-            if op.name != "func.func" or "sym_visibility" in op.attributes or not op.regions[0].blocks:
+            if op.name != "func.func" or not op.regions[0].blocks or (
+                    "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
                 continue
             n = len(op.regions[0].blocks[0].arguments)
             given = [ir.DictAttr(d) for d in op.attributes["arg_attrs"]] if "arg_attrs" in op.attributes else [[]] * n
