@@ -29,8 +29,20 @@ import tempfile
 import threading
 import weakref
 
+try:
+    import resource
+except ImportError:  # (Windows)
+    resource = None
+
 from . import cache
 from .machine_code import object_code
+
+# What a worker may take: CPU seconds, and bytes of address space (None: half of this machine's
+# memory). LLVM's -O2 on a program of 70,000 lines of LLVM IR (benchmarks/compile.py's order=4)
+# was seen at 12 GB and more than 20 minutes; a worker past either limit is stopped by the
+# kernel, and the quick code goes on running the calls.
+WORKER_CPU_S = 900
+WORKER_MEMORY = None
 
 
 def enabled() -> bool:
@@ -48,7 +60,8 @@ class Optimizing:
         self._meanwhile = meanwhile  # entered while the worker runs
         self._finished = threading.Event()
         self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
-        header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}})
+        header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level},
+                             "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
         # The job's input, in a file the worker reads and removes: a worker started just before
         # this process ends still has all of it (it then puts the optimized code into the disk
         # cache for the next process). A job that never starts takes its file with it.
@@ -136,6 +149,26 @@ def _yield_the_cpu() -> None:
             pass
 
 
+def _limit(cpu_s: int, memory: int | None) -> None:
+    """This process's CPU time and address space capped (see WORKER_CPU_S), where the system
+    has such limits (not on Windows)."""
+    if resource is None:
+        return
+    if memory is None:
+        try:
+            memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+        except (ValueError, OSError):
+            memory = resource.RLIM_INFINITY
+    for kind, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, memory)):
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        try:
+            resource.setrlimit(kind, (value, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def _work(path: str) -> None:
     """The worker: from the file at `path` (removed once read), a JSON header line (level, cache
     key, metadata) and the LLVM IR text; the object code into the disk cache (if its folder is
@@ -145,6 +178,7 @@ def _work(path: str) -> None:
         header, text = f.read().split("\n", 1)
     _remove(path)
     job = json.loads(header)
+    _limit(**job["limits"])
     blob = object_code(text, job["level"])
     folder = cache.folder()
     if folder is not None and folder.parent.is_dir():  # (not in a temporary folder removed meanwhile)

@@ -293,3 +293,18 @@ def test_the_blas_runs_on_one_thread_while_a_worker_optimizes(large, monkeypatch
         assert seen == [1] and get() == 2
     finally:
         put(before)
+
+
+@pytest.mark.parametrize("limit", [{"WORKER_MEMORY": 64 << 20}, {"WORKER_CPU_S": 0}])
+def test_a_worker_past_its_limits_leaves_the_quick_code_running(large, monkeypatch, limit):
+    """A worker capped below what it takes (64 MB of address space does not hold LLVM; no CPU
+    second at all) is stopped, and the quick code goes on giving the same results."""
+    for name, value in limit.items():
+        monkeypatch.setattr(optimizer, name, value)
+    x, w = _args()
+    m = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    first = m.g(x, w)
+    program = m.g._last.runner
+    assert program.optimized.wait(300) and program.optimized.blob is None
+    np.testing.assert_allclose(m.g(x, w), first, rtol=1e-6)
+    assert program.opt_level == 0 and program.optimized is None
