@@ -119,6 +119,11 @@ def operations_under(block):
                 yield from operations_under(b)
 
 
+def is_private(op) -> bool:
+    """Whether a symbol op (a function) is private: nothing outside its module refers to it."""
+    return "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"
+
+
 def function_bodies(m):
     """The entry blocks of the module's functions that have a body."""
     for op in m.body.operations:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from dg.core.abi import FAIL, FRAME, INNER_FRAMES, LINKED, MAX_FRAMES, STACK_POINTER, STATE, STATE_DECL, STATE_TYPE
-from dg.core.mlir import append_parsed, ir, run_pipeline
+from dg.core.mlir import append_parsed, ir, is_private, run_pipeline
 
 # bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
 # are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
@@ -143,7 +143,7 @@ def internal_linkage(m) -> None:
     callers and drop it, and no wrapper or symbol is made for what nothing outside calls."""
     internal = ir.Attribute.parse("#llvm.linkage<internal>")
     for op, _ in _functions(m):
-        if "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private":
+        if is_private(op):
             op.attributes["llvm.linkage"] = internal
 
 

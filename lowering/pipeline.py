@@ -26,7 +26,7 @@ import inspect
 import time
 
 from dg.core.errors import DgError
-from dg.core.mlir import ir, pass_manager, run_pipeline
+from dg.core.mlir import ir, is_private, pass_manager, run_pipeline
 from dg.dialects import verify
 from dg.dialects.dialect import asm, parse
 
@@ -84,8 +84,7 @@ def _arguments_read_only(m) -> None:
         read_only = ir.BoolAttr.get(False)
         for op in m.body.operations:
             op = op.operation
-            if op.name != "func.func" or not op.regions[0].blocks or (
-                    "sym_visibility" in op.attributes and ir.StringAttr(op.attributes["sym_visibility"]).value == "private"):
+            if op.name != "func.func" or not op.regions[0].blocks or is_private(op):
                 continue
             n = len(op.regions[0].blocks[0].arguments)
             given = [ir.DictAttr(d) for d in op.attributes["arg_attrs"]] if "arg_attrs" in op.attributes else [[]] * n
