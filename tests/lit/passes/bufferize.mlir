@@ -27,3 +27,57 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %b : tensor<4xf32>
 }
+
+// A buffer that no call is passed is none of the calls' results; nor is one passed to a function
+// whose results are buffers of its own (@fresh): each is freed plainly, not compared at run time
+// with the results the caller returns (deallocs.split_deallocs). One passed to a function that
+// may return it (@external: no body) is freed only where it is not what the call returned.
+// CHECK-LABEL: func.func @caller(%arg0: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>, f32)
+// CHECK: %[[KEPT:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: %[[P:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: %[[R:.*]] = call @fresh(%[[P]])
+// CHECK: %[[Q:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: %[[S:.*]] = call @external(%[[Q]])
+// CHECK-DAG: memref.dealloc %[[KEPT]] : memref<4xf32>
+// CHECK-DAG: memref.dealloc %[[P]] : memref<4xf32>
+// CHECK-DAG: %[[QP:.*]] = memref.extract_aligned_pointer_as_index %[[Q]]
+// CHECK-DAG: %[[SP:.*]] = memref.extract_aligned_pointer_as_index %[[S]]
+// CHECK: %[[NE:.*]] = arith.cmpi ne, %[[QP]], %[[SP]]
+// CHECK: scf.if %[[NE]]
+// CHECK-NEXT: memref.dealloc %[[Q]]
+// CHECK: return %[[R]], %[[S]]
+func.func private @external(%a: tensor<4xf32>) -> tensor<4xf32>
+func.func private @fresh(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %b = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.exp %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+func.func @caller(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, f32) {
+  %e = tensor.empty() : tensor<4xf32>
+  %a = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.exp %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %p = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e2 : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.tanh %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %r = func.call @fresh(%p) : (tensor<4xf32>) -> tensor<4xf32>
+  %e3 = tensor.empty() : tensor<4xf32>
+  %q = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e3 : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.sin %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %s = func.call @external(%q) : (tensor<4xf32>) -> tensor<4xf32>
+  %c0 = arith.constant 0 : index
+  %v = tensor.extract %a[%c0] : tensor<4xf32>
+  return %r, %s, %v : tensor<4xf32>, tensor<4xf32>, f32
+}

@@ -1,0 +1,202 @@
+"""Deallocations that MLIR's simplification would do at run time, done where dg knows more.
+
+Expects: a module after MLIR's ownership-based buffer deallocation, before its simplification:
+`bufferization.dealloc` ops (the buffers, the conditions under which each is owned, the values
+retained). Guarantees: `split_deallocs(module)` changes a dealloc where it knows that
+- a buffer it frees can be none of the others and none of the retained values: that buffer is
+  freed by a dealloc of its own, on its own condition (which the simplification lowers to a
+  plain, or conditional, free);
+- a retained value can be none of the buffers it frees: the value is no longer retained, and is
+  not owned by the dealloc's doing (false);
+- a retained value is one of the buffers (or views it), and no other value can be that buffer:
+  the buffer is not freed, and the value is owned where the buffer was.
+What the dealloc does is unchanged; only its run-time comparisons go.
+
+MLIR's alias analysis takes a call's result for a buffer that may be any other. But a callee can
+return only what it is passed, what it allocated, or a global, and dg finds which (for every
+function, _returned_arguments): a buffer of its own (FRESH) for each result, as a layer or a
+recursive function's forward returns, or else which of its arguments it may return. Where a
+dealloc held both a function's buffers and what its calls returned, MLIR compared every buffer
+with every retained value at run time (`dealloc_helper`): on the Tree-LSTM gradient of
+benchmarks/compile.py 213 buffers in one dealloc against 15 retained, a fifth of the IR that went
+to LLVM (10,801 lines of the LLVM dialect before to-llvm, 8,862 after; 407 run-time comparisons,
+130 after).
+"""
+from __future__ import annotations
+
+from dg.core.mlir import create, defining_op, downcast, function_bodies, ir, operations_under
+
+# Ops whose memref result views their first operand's buffer (extract_strided_metadata's first
+# result is the base buffer).
+_VIEWS = {"memref.cast", "memref.subview", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
+          "memref.reshape", "memref.transpose", "memref.view", "memref.extract_strided_metadata"}
+_ALLOCATIONS = ("memref.alloc", "memref.alloca", "bufferization.clone")
+_FREED = ("memref.alloc", "bufferization.clone")  # (what a dealloc may free)
+
+
+class _Buffers:
+    """Which buffers of a function a memref value may be (see `may_be`), remembered."""
+
+    def __init__(self, returns: dict):
+        self.returns = returns  # a function's name -> the arguments its results may be (_returned_arguments)
+        self.known: dict = {}
+
+    def may_be(self, v) -> frozenset | None:
+        """The buffers `v` may be, or view: among the results of the function's allocations and its
+        arguments; none for a global; for a call's result, those it is passed that the callee may return;
+        for an `scf.if`'s, those either branch yields; None where it is not known (a loop's result)."""
+        if v not in self.known:
+            self.known[v] = None  # (while it is worked out: a value that depends on itself is not known)
+            self.known[v] = self._may_be(v)
+        return self.known[v]
+
+    def _may_be(self, v) -> frozenset | None:
+        op = defining_op(v)
+        if op is None:  # a block's argument: of the function's entry block, the caller's buffer
+            parent = v.owner.owner
+            parent = getattr(parent, "operation", parent)
+            return frozenset([v]) if parent.name == "func.func" and v.owner == parent.regions[0].blocks[0] else None
+        if op.name in _VIEWS:
+            return self.may_be(op.operands[0])
+        if op.name in _ALLOCATIONS:
+            return frozenset([op.results[0]])
+        if op.name == "memref.get_global":
+            return frozenset()
+        if op.name == "func.call":
+            operands = list(op.operands)
+            returned = self.returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            if returned is None:
+                return self.union(v for v in operands if isinstance(downcast(v.type), ir.MemRefType))
+            if returned == FRESH:  # (a buffer of its own: the result stands for it)
+                return frozenset([v])
+            return self.union(operands[i] for i in returned)
+        if op.name == "scf.if":
+            at = list(op.results).index(v)
+            return self.union(b.operations[len(b.operations) - 1].operands[at] for r in op.regions for b in r.blocks)
+        return None
+
+    def exactly(self, v):
+        """The buffer `v` is (or views), where it is known to be one: an allocation's result, or
+        the result of a call of a FRESH function; else None."""
+        op = defining_op(v)
+        while op is not None and op.name in _VIEWS:
+            v = op.operands[0]
+            op = defining_op(v)
+        if op is None:
+            return None
+        if op.name in _FREED:
+            return op.results[0]
+        if op.name == "func.call" and self.returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value) == FRESH:
+            return v
+        return None
+
+    def union(self, values) -> frozenset | None:
+        out: set = set()
+        for v in values:
+            s = self.may_be(v)
+            if s is None:
+                return None
+            out |= s
+        return frozenset(out)
+
+
+# A function whose results are each a buffer of its own: none of its arguments, none the same as another.
+FRESH = "fresh"
+
+
+def _returned_arguments(m) -> dict:
+    """Each function's name -> FRESH, or else the positions of the arguments its results may be
+    (or view). Found again for every function until nothing changes, from FRESH for all: a
+    recursive function's results are what its calls of itself return, among others, and the
+    least answer is the one that holds (by induction on the depth of the calls). A function
+    without a body may return any of its arguments (it is not in the dict)."""
+    functions = {}
+    for body in function_bodies(m):
+        functions[ir.StringAttr(body.owner.attributes["sym_name"]).value] = body
+    returns: dict = dict.fromkeys(functions, FRESH)
+    changed = True
+    while changed:
+        changed = False
+        for name, body in functions.items():
+            found = _returned(body, _Buffers(returns))
+            if found != returns[name]:
+                returns[name], changed = found, True
+    return returns
+
+
+def _returned(body, buffers: _Buffers):
+    """FRESH, or the positions of the arguments the function of this body may return."""
+    args = list(body.arguments)
+    ret = body.operations[len(body.operations) - 1]
+    sets = [buffers.may_be(v) for v in ret.operands if isinstance(downcast(v.type), ir.MemRefType)]
+    if any(s is None for s in sets):
+        return frozenset(range(len(args)))
+    passed = frozenset(i for i, a in enumerate(args) if any(a in s for s in sets))
+    # (An empty set is a buffer not the function's own: a global, or what a function not FRESH returned.)
+    if passed or not all(sets) or sum(len(s) for s in sets) != len(frozenset().union(*sets)):
+        return passed
+    return FRESH
+
+
+def split_deallocs(m) -> int:
+    """Split each dealloc as the module's doc says; how many buffers were split off."""
+    split = 0
+    returns = _returned_arguments(m)
+    for body in function_bodies(m):
+        buffers = _Buffers(returns)
+        for op in [op for op in operations_under(body) if op.name == "bufferization.dealloc"]:
+            split += _split(op, buffers)
+    return split
+
+
+def _split(op, buffers: _Buffers) -> int:
+    """Simplify one dealloc (see the module's doc); how many of its buffers and retained values it
+    no longer holds."""
+    n, _, k = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+    operands = list(op.operands)
+    memrefs, conditions, retained = operands[:n], operands[n:2 * n], operands[2 * n:]
+    sets = [buffers.may_be(v) for v in memrefs + retained]
+    if any(s is None for s in sets):
+        return 0
+    count: dict = {}  # a buffer -> how many of the dealloc's values may be it
+    for s in sets:
+        for a in s:
+            count[a] = count.get(a, 0) + 1
+    freed = [buffers.exactly(v) for v in memrefs]
+    kept = [buffers.exactly(v) for v in retained]
+    alone = {i for i, a in enumerate(freed) if a is not None and count[a] == 1}
+    where = {a: i for i, a in enumerate(freed) if a is not None}
+    owned: dict = {}  # a retained value's position -> whether it is owned once the dealloc has run
+    for j, a in enumerate(kept):
+        if a is not None and count[a] == 1:
+            owned[j] = False
+        elif a is not None and count[a] == 2 and a in where:
+            owned[j] = where[a]
+    if not alone and not owned:
+        return 0
+    left = [i for i in range(n) if i not in alone and i not in owned.values()]
+    with ir.InsertionPoint(op), op.location:
+        for i in sorted(alone):
+            _dealloc([memrefs[i]], [conditions[i]], [])
+        rest = _dealloc([memrefs[i] for i in left], [conditions[i] for i in left],
+                        [v for j, v in enumerate(retained) if j not in owned])
+        results = iter(rest.results)
+        false = None
+        for j, old in enumerate(op.results):
+            if j not in owned:
+                new = next(results)
+            elif owned[j] is False:
+                false = false or create("arith.constant", [ir.IntegerType.get_signless(1)],
+                                        value=ir.BoolAttr.get(False)).result
+                new = false
+            else:
+                new = conditions[owned[j]]
+            old.replace_all_uses_with(new)
+    op.erase()
+    return len(alone) + len(owned)
+
+
+def _dealloc(memrefs: list, conditions: list, retained: list):
+    i1 = ir.IntegerType.get_signless(1)
+    return create("bufferization.dealloc", [i1] * len(retained), memrefs + conditions + retained,
+                  operandSegmentSizes=ir.DenseI32ArrayAttr.get([len(memrefs), len(conditions), len(retained)]))
