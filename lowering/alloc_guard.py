@@ -21,7 +21,7 @@ from __future__ import annotations
 from dg.core.abi import GUARDED, LONGJMP, SETJMP
 from dg.core.attrs import set_table
 from dg.core.locations import loc_of, loc_row
-from dg.core.mlir import append_parsed, create, function_bodies, ir, operations_under, static_elements, walk_in_scope
+from dg.core.mlir import append_parsed, create, defining_op, function_bodies, ir, operations_under, static_elements
 from dg.dialects.ops_shape import MAX_ELEMENTS
 
 from .parallel import PREFIX as PARALLEL_LOOPS
@@ -98,54 +98,84 @@ def check_counts(m) -> None:
     can wrap around and allocate too little): a `memref.alloc` whose elements may number more
     than MAX_ELEMENTS gets sizes, when they do, whose product is 2**59 elements, more bytes than
     any address space has (with no branch: selects of its sizes). Its `malloc` fails, and the
-    guard reports it at the allocation's site. Allocations of the same static part and the same
-    size values in one block, or in blocks inside it, share the test and the selected sizes (the
-    activations of a model, all of batch by sequence by width). One whose static sizes make too
-    many elements gets an unconditional `malloc` of 2**62 bytes in front of it."""
+    guard reports it at the allocation's site. The allocations of a function with the same
+    static part and the same size values share the test and the selected sizes (the activations
+    of a model, all of batch by sequence by width; the gradients of a recursive function's
+    branches), made once, where the last of the sizes is (`_after`): a test is pure. One whose
+    static sizes make too many elements gets an unconditional `malloc` of 2**62 bytes in front
+    of it."""
     i64 = ir.IntegerType.get_signless(64)
     dynamic = ir.ShapedType.get_dynamic_size()
-    huge_ones = []
-
-    def visit(op, made: dict) -> bool:
-        """(made: (static part, size values) -> the selected sizes made before op, around it)"""
-        if op.name != "memref.alloc":
-            return False
-        t = ir.MemRefType(op.results[0].type)
-        static = static_elements(t)
-        sizes = list(op.operands)[:t.shape.count(dynamic)]
-        if static > MAX_ELEMENTS:
-            huge_ones.append(op)
-            with op.location, ir.InsertionPoint(op):
-                huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
-                create("llvm.call", [ir.Type.parse("!llvm.ptr")], [huge.result], callee=ir.FlatSymbolRefAttr.get("malloc"),
-                       operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]), op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
-        elif sizes and static > 0:  # (a static 0 makes no elements)
-            key = (static, *sizes)
-            if key not in made:
-                with op.location, ir.InsertionPoint(op):
-                    made[key] = _capped(static, sizes)
-            for k, s in enumerate(made[key]):
-                op.operands[k] = s
-        return True
-
+    huge_ones = False
     for body in function_bodies(m):
-        if not ir.StringAttr(body.owner.attributes["sym_name"]).value.startswith(PARALLEL_LOOPS):  # (no allocation)
-            walk_in_scope(body, visit, {})
+        if ir.StringAttr(body.owner.attributes["sym_name"]).value.startswith(PARALLEL_LOOPS):  # (no allocation)
+            continue
+        made: dict = {}  # (static part, size values) -> the selected sizes
+        for op in [op for op in operations_under(body) if op.name == "memref.alloc"]:
+            t = ir.MemRefType(op.results[0].type)
+            static = static_elements(t)
+            sizes = list(op.operands)[:t.shape.count(dynamic)]
+            if static > MAX_ELEMENTS:
+                huge_ones = True
+                with op.location, ir.InsertionPoint(op):
+                    huge = create("llvm.mlir.constant", [i64], value=ir.IntegerAttr.get(i64, 1 << 62))
+                    create("llvm.call", [ir.Type.parse("!llvm.ptr")], [huge.result],
+                           callee=ir.FlatSymbolRefAttr.get("malloc"), operandSegmentSizes=ir.DenseI32ArrayAttr.get([1, 0]),
+                           op_bundle_sizes=ir.DenseI32ArrayAttr.get([]))
+            elif sizes and static > 0:  # (a static 0 makes no elements)
+                key = (static, *sizes)
+                if key not in made:
+                    with op.location, _after(sizes):
+                        made[key] = _capped(static, sizes)
+                for k, s in enumerate(made[key]):
+                    op.operands[k] = s
     if huge_ones:
         append_parsed(m, "llvm.func @malloc(i64) -> !llvm.ptr")
 
 
+def _after(values) -> "ir.InsertionPoint":
+    """Where every one of the values is defined, and which comes before every op that all of
+    them dominate: in the innermost block that defines one (they are all defined in it or in the
+    blocks around it), after the last of those it defines."""
+    def place(v):
+        op = defining_op(v)
+        return (op.block, op) if op is not None else (v.owner, None)
+
+    def depth(block) -> int:
+        n, owner = 0, block.owner.operation
+        while owner.name != "func.func":
+            block, n = owner.block, n + 1
+            owner = block.owner.operation
+        return n
+
+    places = [place(v) for v in values]
+    block = max((b for b, _ in places), key=depth)
+    ops = [op for b, op in places if b == block and op is not None]
+    if not ops:
+        return ir.InsertionPoint.at_block_begin(block)
+    last = ops[0]
+    for op in ops[1:]:
+        if last.is_before_in_block(op):
+            last = op
+    return ir.InsertionPoint.after(last)
+
+
 def _capped(static: int, sizes: list) -> list:
     """The sizes, or when the elements they make with `static` number more than MAX_ELEMENTS,
-    sizes whose product with it is 2**59, at the insertion point."""
+    sizes whose product with it is 2**59, at the insertion point. One size is compared as it is;
+    several, their product in f64 (which does not wrap around)."""
     f64, i64, i1 = ir.F64Type.get(), ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
     index = ir.IndexType.get()
-    count = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
-    for s in sizes:
-        i = create("arith.index_cast", [i64], [s]).result
-        count = create("arith.mulf", [f64], [count, create("arith.sitofp", [f64], [i]).result]).result
-    most = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
-    too = create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
+    if len(sizes) == 1:
+        most = create("arith.constant", [index], value=ir.IntegerAttr.get(index, MAX_ELEMENTS // static)).result
+        too = create("arith.cmpi", [i1], [sizes[0], most], predicate=ir.IntegerAttr.get(i64, 4)).result  # sgt
+    else:
+        count = None if static == 1 else create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(static))).result
+        for s in sizes:
+            f = create("arith.sitofp", [f64], [create("arith.index_cast", [i64], [s]).result]).result
+            count = f if count is None else create("arith.mulf", [f64], [count, f]).result
+        most = create("arith.constant", [f64], value=ir.FloatAttr.get(f64, float(MAX_ELEMENTS))).result
+        too = create("arith.cmpf", [i1], [count, most], predicate=ir.IntegerAttr.get(i64, 2)).result  # ogt
     out = []
     for k, s in enumerate(sizes):
         c = create("arith.constant", [index], value=ir.IntegerAttr.get(index, (1 << 59) // static if k == 0 else 1))
