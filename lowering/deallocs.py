@@ -14,7 +14,7 @@ What the dealloc does is unchanged; only its run-time comparisons go.
 
 MLIR's alias analysis takes a call's result for a buffer that may be any other. But a callee can
 return only what it is passed, what it allocated, or a global, and dg finds which (for every
-function, _returned_arguments): a buffer of its own (FRESH) for each result, as a layer or a
+function, returned_arguments): a buffer of its own (FRESH) for each result, as a layer or a
 recursive function's forward returns, or else which of its arguments it may return. Where a
 dealloc held both a function's buffers and what its calls returned, MLIR compared every buffer
 with every retained value at run time (`dealloc_helper`): on the Tree-LSTM gradient of
@@ -38,13 +38,13 @@ class _Buffers:
     """Which buffers of a function a memref value may be (see `may_be`), remembered."""
 
     def __init__(self, returns: dict):
-        self.returns = returns  # a function's name -> the arguments its results may be (_returned_arguments)
+        self.returns = returns  # a function's name -> the arguments its results may be (returned_arguments)
         self.known: dict = {}
 
     def may_be(self, v) -> frozenset | None:
         """The buffers `v` may be, or view: among the results of the function's allocations and its
         arguments; none for a global; for a call's result, those it is passed that the callee may return;
-        for an `scf.if`'s, those either branch yields; None where it is not known (a loop's result)."""
+        for an `arith.select`'s or an `scf.if`'s, those of either side; None where it is not known (a loop's result)."""
         if v not in self.known:
             self.known[v] = None  # (while it is worked out: a value that depends on itself is not known)
             self.known[v] = self._may_be(v)
@@ -70,6 +70,8 @@ class _Buffers:
             if returned == FRESH:  # (a buffer of its own: the result stands for it)
                 return frozenset([v])
             return self.union(operands[i] for i in returned)
+        if op.name == "arith.select":
+            return self.union(list(op.operands)[1:])
         if op.name == "scf.if":
             at = list(op.results).index(v)
             return self.union(b.operations[len(b.operations) - 1].operands[at] for r in op.regions for b in r.blocks)
@@ -104,7 +106,7 @@ class _Buffers:
 FRESH = "fresh"
 
 
-def _returned_arguments(m) -> dict:
+def returned_arguments(m) -> dict:
     """Each function's name -> FRESH, or else the positions of the arguments its results may be
     (or view). Found again for every function until nothing changes, from FRESH for all: a
     recursive function's results are what its calls of itself return, among others, and the
@@ -141,7 +143,7 @@ def _returned(body, buffers: _Buffers):
 def split_deallocs(m) -> int:
     """Split each dealloc as the module's doc says; how many buffers were split off."""
     split = 0
-    returns = _returned_arguments(m)
+    returns = returned_arguments(m)
     for body in function_bodies(m):
         buffers = _Buffers(returns)
         for op in [op for op in operations_under(body) if op.name == "bufferization.dealloc"]:

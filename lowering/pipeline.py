@@ -34,6 +34,7 @@ from . import (
     alloc_guard,
     autodiff,
     blas,
+    call_copies,
     collectives,
     copies,
     cpu,
@@ -60,23 +61,28 @@ BUFFERIZE = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map "
-    "buffer-alignment=0 allow-return-allocs-from-loops},"
-    # MLIR's buffer-deallocation-pipeline, in two: deallocs.split_deallocs between
-    "expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation, canonicalize)"
+    "buffer-alignment=0 allow-return-allocs-from-loops})"
 )
-DEALLOCATE = ("builtin.module(buffer-deallocation-simplification, bufferization-lower-deallocations, cse, canonicalize,"
-              "convert-bufferization-to-memref)")
 # Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.
 BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-return-allocs-from-loops copy-before-write}")
+# MLIR's buffer-deallocation-pipeline, in two: deallocs.split_deallocs between.
+OWNERSHIP = ("builtin.module(expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation,"
+             "canonicalize)")
+DEALLOCATE = ("builtin.module(buffer-deallocation-simplification, bufferization-lower-deallocations, cse, canonicalize,"
+              "convert-bufferization-to-memref)")
 
 
 def _bufferize(m):
     """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING,
-    the tensors that callable functions take read-only (_arguments_read_only); then the
-    deallocations that dg knows apart split (deallocs.split_deallocs) and simplified (DEALLOCATE)."""
+    the tensors that callable functions take read-only (_arguments_read_only); the copies made
+    only for calls that do not write them dropped (call_copies.drop_call_copies); then the
+    deallocations (OWNERSHIP), those that dg knows apart split (deallocs.split_deallocs), and
+    simplified (DEALLOCATE)."""
     _arguments_read_only(m)
     deep = scf_nesting(m.body) > MAX_ANALYZED_NESTING
     run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
+    call_copies.drop_call_copies(m)
+    run_pipeline(m, OWNERSHIP)
     deallocs.split_deallocs(m)
     run_pipeline(m, DEALLOCATE)
 
@@ -197,7 +203,7 @@ def passes_to(stage: str) -> list[str]:
 def identity(target: str = "cpu") -> str:
     """What compiled code depends on besides its IR and dg's sources: the passes and their
     MLIR pipelines, the BLAS found (part of the disk cache's key); for "cuda", the GPU's too."""
-    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, DEALLOCATE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
+    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, OWNERSHIP, DEALLOCATE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
     if target == "cuda":
         return "\0".join(passes_to("cuda") + common + [gpu.TO_PARALLEL_LOOPS, gpu.TO_KERNELS, gpu.KERNELS_TO_NVVM])
     return "\0".join(passes_to("llvm") + common + [blas.identity()])

@@ -95,7 +95,7 @@ def test_what_functions_return_is_found_through_recursion(tree):
                             entry=fn._last.symbol)
     with m.context:
         pipeline.run_pipeline(m, pipeline.BUFFERIZE)
-        returns = deallocs._returned_arguments(m)
+        returns = deallocs.returned_arguments(m)
     (forward,) = [n for n in returns if n.startswith("node") and "vjp" not in n]
     assert returns[forward] == deallocs.FRESH
 
@@ -148,7 +148,7 @@ def test_what_a_function_may_return():
     a function not FRESH returns is not a buffer of the caller's own (@again)."""
     m = parse(RETURNS)
     with m.context:
-        returns = deallocs._returned_arguments(m)
+        returns = deallocs.returned_arguments(m)
     assert returns == {"own": deallocs.FRESH, "twice": frozenset(), "again": frozenset(), "either": frozenset([1]),
                        "through": frozenset([0]), "down": deallocs.FRESH}
 

@@ -81,3 +81,29 @@ func.func @caller(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, f32) {
   %v = tensor.extract %a[%c0] : tensor<4xf32>
   return %r, %s, %v : tensor<4xf32>, tensor<4xf32>, f32
 }
+
+// A function that calls itself is called before One-Shot Bufferize has analyzed it, which then
+// takes every buffer the call is passed for written, and copies it; dg knows @rec only reads
+// its argument (call_copies.drop_call_copies), and the call is passed the buffer itself, which
+// is read after it.
+// CHECK-LABEL: func.func private @rec(%arg0: memref<?xf32>, %arg1: index) -> f32
+// CHECK-NOT: memref.copy
+// CHECK: call @rec(%arg0, %{{.*}}) : (memref<?xf32>, index) -> f32
+// CHECK-NOT: memref.copy
+// CHECK: return
+func.func private @rec(%x: tensor<?xf32>, %k: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %done = arith.cmpi eq, %k, %c0 : index
+  %r = scf.if %done -> f32 {
+    %v = tensor.extract %x[%c0] : tensor<?xf32>
+    scf.yield %v : f32
+  } else {
+    %k1 = arith.subi %k, %c1 : index
+    %v = func.call @rec(%x, %k1) : (tensor<?xf32>, index) -> f32
+    %w = tensor.extract %x[%c0] : tensor<?xf32>
+    %s = arith.addf %v, %w : f32
+    scf.yield %s : f32
+  }
+  return %r : f32
+}

@@ -1,0 +1,185 @@
+"""The copies bufferization makes of what a call is passed go where dg knows the callee only
+reads it (lowering.call_copies), and stay where it writes it: a caller's arrays are values."""
+import numpy as np
+import pytest
+
+import dg
+from dg.core.mlir import operations_under, user
+from dg.dialects.dialect import parse
+from dg.lowering import call_copies, deallocs, pipeline
+from dg.runtime.modes import grad_text
+
+WRITES = """
+#map = affine_map<(d0) -> (d0)>
+func.func private @reads(%a: memref<4xf32>, %b: memref<4xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %a[%c0] : memref<4xf32>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return %v : f32
+}
+func.func private @stores(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) {
+  %s = arith.select %c, %a, %b : memref<4xf32>
+  %v = memref.subview %s[1] [2] [1] : memref<4xf32> to memref<2xf32, strided<[1], offset: 1>>
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %v[%c0] : memref<2xf32, strided<[1], offset: 1>>
+  return
+}
+func.func private @passes(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) {
+  %r = scf.if %c -> memref<4xf32> {
+    scf.yield %a : memref<4xf32>
+  } else {
+    scf.yield %b : memref<4xf32>
+  }
+  %x = memref.alloc() : memref<4xf32>
+  memref.copy %x, %r : memref<4xf32> to memref<4xf32>
+  return
+}
+func.func private @down(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) {
+  scf.if %c {
+    func.call @down(%b, %a, %c) : (memref<4xf32>, memref<4xf32>, i1) -> ()
+    func.call @stores(%a, %a, %c) : (memref<4xf32>, memref<4xf32>, i1) -> ()
+  }
+  return
+}
+func.func private @up(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) {
+  scf.if %c {
+    func.call @up(%b, %a, %c) : (memref<4xf32>, memref<4xf32>, i1) -> ()
+    %r = func.call @reads(%a, %b) : (memref<4xf32>, memref<4xf32>) -> f32
+  }
+  return
+}
+"""
+
+
+def test_which_arguments_a_function_writes():
+    """Through loads and linalg inputs nothing; through outputs, stores, a select, a view, an
+    if's result, a call that writes, and a function's calls of itself, with the arguments
+    exchanged, what it writes."""
+    m = parse(WRITES)
+    with m.context:
+        written = call_copies.written_arguments(m)
+    assert written == {"reads": frozenset([1]), "stores": frozenset([0, 1]), "passes": frozenset([0, 1]),
+                       "down": frozenset([0, 1]), "up": frozenset([0, 1])}
+
+
+SRC = """
+def total(x: f32[?], k: i64) -> f32:
+    if k <= 0:
+        return sum(x)
+    return total(x, k - 1) + x[0]
+
+def scribble(x: f32[?], k: i64) -> f32:
+    if k <= 0:
+        y = x
+        y[0] = 100.0
+        return sum(y)
+    return scribble(x, k - 1) + x[0]
+
+def both(x: f32[?], k: i64) -> f32:
+    return total(x, k) + scribble(x, k) + sum(x)
+
+def loss(x: f32[?], k: i64) -> f32:
+    return total(x * x, k)
+
+def grad_loss(x: f32[?], k: i64):
+    return grad(loss)(x, k)
+"""
+
+
+@pytest.fixture(scope="module")
+def modules():
+    return {mode: dg.loads(SRC, mode=mode, filename="calls.dg") for mode in ("interp", "compiled")}
+
+
+def _copies_into_calls(fn, args) -> int:
+    fn(*args)
+    m = pipeline.run_passes(parse(grad_text(fn._last)), ["to-linalg", "only-entry", "inline-and-simplify", "bufferize"],
+                            entry=fn._last.symbol)
+    return sum(1 for op in operations_under(m.body) if op.name == "memref.copy"
+               and any(user(u).name == "func.call" for u in op.operands[1].uses))
+
+
+def test_a_recursive_function_that_reads_its_argument_is_passed_it(modules):
+    x = np.arange(1, 5, dtype=np.float32)
+    assert _copies_into_calls(modules["compiled"].total, (x, np.int64(3))) == 0
+    assert _copies_into_calls(modules["compiled"].grad_loss, (x, np.int64(3))) == 0
+
+
+CALLS = """
+func.func private @writes(%a: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %a[%c0] : memref<4xf32>
+  return
+}
+func.func private @reads(%a: memref<4xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %a[%c0] : memref<4xf32>
+  return %v : f32
+}
+func.func private @both(%a: memref<4xf32>, %b: memref<4xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %b[%c0] : memref<4xf32>
+  %v = memref.load %a[%c0] : memref<4xf32>
+  return %v : f32
+}
+func.func @f(%x: memref<4xf32>, %y: memref<4xf32>) -> (f32, f32, f32, f32) {
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 2.0 : f32
+  %a = memref.alloc() : memref<4xf32>
+  memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+  func.call @writes(%a) : (memref<4xf32>) -> ()
+  %b = memref.alloc() : memref<4xf32>
+  memref.copy %x, %b : memref<4xf32> to memref<4xf32>
+  %r = func.call @reads(%b) : (memref<4xf32>) -> f32
+  %c = memref.alloc() : memref<4xf32>
+  memref.copy %x, %c : memref<4xf32> to memref<4xf32>
+  memref.store %f, %x[%c0] : memref<4xf32>
+  %s = func.call @reads(%c) : (memref<4xf32>) -> f32
+  %d = memref.alloc() : memref<4xf32>
+  memref.copy %y, %d : memref<4xf32> to memref<4xf32>
+  %t = func.call @both(%d, %y) : (memref<4xf32>, memref<4xf32>) -> f32
+  %e = memref.alloc() : memref<4xf32>
+  memref.copy %y, %e : memref<4xf32> to memref<4xf32>
+  %n = memref.alloc() : memref<4xf32>
+  %u = func.call @both(%e, %n) : (memref<4xf32>, memref<4xf32>) -> f32
+  return %r, %s, %t, %u : f32, f32, f32, f32
+}
+"""
+
+
+def test_only_the_copies_for_calls_that_read_go():
+    """Kept: the copy for a call that writes it (@writes), one with a store between it and the
+    call, and one for a call that writes another of its arguments, the buffer copied from.
+    Gone: the copy for a call that reads it, and for one that writes only a buffer of its own."""
+    m = parse(CALLS)
+    with m.context:
+        assert call_copies.drop_call_copies(m) == 2
+    calls = [str(op).split(" : ")[0] for op in operations_under(m.body) if op.name == "func.call"]
+    assert calls == ["func.call @writes(%alloc)", "%0 = func.call @reads(%arg0)", "%1 = func.call @reads(%alloc_0)",
+                     "%2 = func.call @both(%alloc_1, %arg1)", "%3 = func.call @both(%arg1, %alloc_2)"], calls
+
+
+@pytest.mark.parametrize("name", ["total", "scribble", "both", "grad_loss"])
+def test_the_callers_arrays_stay_as_they_were(modules, name):
+    x = np.arange(1, 5, dtype=np.float32)
+    want = getattr(modules["interp"], name)(x.copy(), np.int64(3))
+    got = getattr(modules["compiled"], name)(x, np.int64(3))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    np.testing.assert_array_equal(x, np.arange(1, 5, dtype=np.float32))
+
+
+def test_returned_arguments_see_through_selects():
+    m = parse("""
+func.func private @pick(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) -> memref<4xf32> {
+  %s = arith.select %c, %a, %b : memref<4xf32>
+  return %s : memref<4xf32>
+}
+""")
+    with m.context:
+        assert deallocs.returned_arguments(m) == {"pick": frozenset([0, 1])}
