@@ -44,6 +44,8 @@ from dg.runtime import modes
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "samples"))
 SIZE = 64  # the vectors of the generated families
+# The named programs' cold first calls are made this many times (their median is reported).
+NAMED_REPEATS = 3
 
 
 @contextlib.contextmanager
@@ -91,12 +93,32 @@ def measure_tiered(load, name: str, args) -> dict:
     return {"tiered_first_call_s": first, "tiered_compiled_after_s": took_over, "tiered_interpreted_calls": calls}
 
 
-def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) -> dict:
+def _cold_first_call(load, name: str, args) -> tuple[float, float]:
+    """(compile, first call) seconds of `load().name(*args)` on an empty disk cache, once the
+    worker that optimizes it (if any) is done."""
+    with tempfile.TemporaryDirectory() as d, cache_dir(d):
+        fn = getattr(load(), name)
+        t0 = time.perf_counter()
+        fn.specialize(args)
+        compiled = time.perf_counter() - t0
+        fn(*args)
+        cold = time.perf_counter() - t0
+        optimizing = getattr(fn._last.runner, "optimized", None)
+        if optimizing is not None:
+            optimizing.wait()
+    return compiled, cold
+
+
+def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False, repeats: int = 1) -> dict:
     """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time). A
     large program's first call runs quick code while a worker optimizes it (runtime.optimizer):
     `optimized_after_s` is when the optimized code is there, from the first call's start. With
     `full`, the cold first call with quick start off too (`full_cold_s`: LLVM's full
-    optimization before the first call); with `tiered`, the tiered start's (measure_tiered)."""
+    optimization before the first call); with `tiered`, the tiered start's (measure_tiered).
+    With `repeats`, the cold first call is made that many times, each on an empty disk cache:
+    `cold_s` and `compile_s` are the medians (this machine's speed varies from one run to the
+    next by half), `cold_runs_s` each."""
+    runs = [_cold_first_call(load, name, args) for _ in range(repeats - 1)]
     with tempfile.TemporaryDirectory() as d, cache_dir(d):
         fn = getattr(load(), name)
         with pipeline.pass_times() as times:
@@ -117,7 +139,10 @@ def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False) 
         t = time.perf_counter()
         fn2(*args)
         cached = time.perf_counter() - t
-    out = {"cold_s": cold, "compile_s": compiled, "cached_s": cached, "stages_s": _stages(times, t1 - t0),
+    runs.append((compiled, cold))
+    compiled, cold = statistics.median(c for c, _ in runs), statistics.median(c for _, c in runs)
+    out = {"cold_s": cold, "compile_s": compiled, "cold_runs_s": [c for _, c in runs], "cached_s": cached,
+           "stages_s": _stages(times, t1 - t0),
            "passes_s": dict(times), "dg_ops": ops, "grad_ops": grad_ops, "compile_ms_per_op": 1000 * compiled / max(grad_ops, 1),
            "quick_start": optimizing is not None, "optimized_after_s": optimized_after}
     if full:
@@ -254,11 +279,11 @@ def jax_gpt(jax, params, idx, tgt, n_head=4):
 GPT_GRAD = "\ndef loss_grad(p, idx: i64[B, T], targets: i64[B, T]):\n    return grad(loss)(p, idx, targets)\n"
 
 
-def layers_measure(layers: int, tiered: bool = False) -> dict:
+def layers_measure(layers: int, tiered: bool = False, repeats: int = 1) -> dict:
     src = (ROOT / "samples" / "gpt.dg").read_text() + GPT_GRAD
     params, idx, tgt = gpt_setup(layers)
     out = measure_dg(lambda: dg.loads(src, mode="compiled", filename=str(ROOT / "samples" / "gpt_grad.dg")),
-                     "loss_grad", (params, idx, tgt), tiered, full=tiered)
+                     "loss_grad", (params, idx, tgt), tiered, full=tiered, repeats=repeats)
     out["jax_first_call_s"] = measure_jax(lambda jax: jax_gpt(jax, params, idx, tgt))
     return out
 
@@ -331,7 +356,7 @@ def mlp_measure() -> dict:
     x = rng.standard_normal((64, 784)).astype(np.float32)
     y = rng.integers(0, 10, 64).astype(np.int64)
     out = measure_dg(lambda: dg.loads(cpu.SRC, mode="compiled", filename="bench.dg"), "mlp_step",
-                     (*params, x, y, np.float32(0.01)), tiered=True, full=True)
+                     (*params, x, y, np.float32(0.01)), tiered=True, full=True, repeats=NAMED_REPEATS)
 
     def jax_step(jax):
         jnp = jax.numpy
@@ -411,10 +436,10 @@ def main(argv=None) -> dict:
         p, words, left, right = tree_setup()
         progs = {
             "mlp_step": mlp_measure,
-            "gpt2_loss_grad": lambda: layers_measure(2, tiered=True),
+            "gpt2_loss_grad": lambda: layers_measure(2, tiered=True, repeats=NAMED_REPEATS),
             "tree_lstm_grad": lambda: dict(
                 measure_dg(lambda: dg.loads(TREE_SRC, mode="compiled", filename="tree.dg"), "tree_grad",
-                           (p, words, left, right), tiered=True, full=True),
+                           (p, words, left, right), tiered=True, full=True, repeats=NAMED_REPEATS),
                 jax_first_call_s=measure_jax(lambda jax: jax_tree(jax, p, words, left, right))),
         }
         for name, run in progs.items():
@@ -422,7 +447,9 @@ def main(argv=None) -> dict:
             j = r["jax_first_call_s"]
             print(f"  {name:15s} cold {r['cold_s']:7.3f} s  compile {r['compile_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
                   + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())
-                  + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.1f}x)" if j else ""), flush=True)
+                  + (f"  jax {j:.3f} s (dg/jax {r['cold_s'] / j:.2f}x)" if j else ""), flush=True)
+            print(f"  {'':15s} cold first calls (median above): " + ", ".join(f"{c:.3f}" for c in r["cold_runs_s"]) + " s",
+                  flush=True)
             if r["quick_start"]:
                 print(f"  {'':15s} quick start: optimized code from {r['optimized_after_s']:.3f} s on; "
                       f"with quick start off (DG_QUICK_START=0) the first call took {r['full_cold_s']:.3f} s", flush=True)
