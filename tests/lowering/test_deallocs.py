@@ -2,6 +2,8 @@
 with every buffer its function returns; what calls may return is still compared, and every
 buffer is freed once."""
 import ctypes
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,50 +14,18 @@ from dg.dialects.dialect import parse
 from dg.lowering import deallocs, pipeline
 from dg.runtime.modes import grad_text
 
-# A Tree-LSTM (benchmarks/compile.py's): a recursive function whose gradient returns what its
-# calls of itself return, each branch's buffers freed at its end.
-SRC = """
-def leaf(p, x: f32[D]):
-    i = sigmoid(x @ p["wi"] + p["bi"])
-    u = tanh(x @ p["wu"] + p["bu"])
-    c = i * u
-    return tanh(c), c
-
-def node(p, words: f32[N, D], left: i64[N], right: i64[N], k: i64):
-    if left[k] < 0:
-        return leaf(p, words[k])
-    hl, cl = node(p, words, left, right, left[k])
-    hr, cr = node(p, words, left, right, right[k])
-    h = hl + hr
-    i = sigmoid(h @ p["ui"] + p["bi"])
-    f = sigmoid(hl @ p["uf"] + p["bf"])
-    u = tanh(h @ p["uu"] + p["bu"])
-    c = i * u + f * cl + cr
-    return tanh(c), c
-
-def tree_loss(p, words: f32[N, D], left: i64[N], right: i64[N]) -> f32:
-    h, c = node(p, words, left, right, 0)
-    return sum(h * h)
-
-def tree_grad(p, words: f32[N, D], left: i64[N], right: i64[N]):
-    return grad(tree_loss)(p, words, left, right)
-"""
-
-
-def _tree(depth=2, d=8):
-    rng = np.random.default_rng(0)
-    n = 2 ** (depth + 1) - 1
-    left = np.array([2 * k + 1 if 2 * k + 1 < n else -1 for k in range(n)], np.int64)
-    right = np.array([2 * k + 2 if 2 * k + 2 < n else -1 for k in range(n)], np.int64)
-    w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
-    p = {"wi": w(d, d), "wu": w(d, d), "ui": w(d, d), "uf": w(d, d), "uu": w(d, d), "bi": w(d), "bu": w(d), "bf": w(d)}
-    return p, w(n, d), left, right
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
 
 
 @pytest.fixture(scope="module")
 def tree():
-    args = _tree()
-    return {mode: dg.loads(SRC, mode=mode, filename="tree.dg") for mode in ("interp", "compiled")}, args
+    """benchmarks/compile.py's Tree-LSTM, smaller: a recursive function whose gradient returns
+    what its calls of itself return, each branch's buffers freed at its end."""
+    spec = importlib.util.spec_from_file_location("compile_bench", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = bench.tree_setup(depth=2, d=8, h=8)
+    return {mode: dg.loads(bench.TREE_SRC, mode=mode, filename="tree.dg") for mode in ("interp", "compiled")}, args
 
 
 def _bufferized(fn, args, dealloc_split=True):
