@@ -18,14 +18,10 @@ the forward, 172 copies in all). dg finds which arguments each function may writ
 """
 from __future__ import annotations
 
-from dg.core.mlir import defining_op, downcast, function_bodies, ir, user
+from dg.core.mlir import defining_op, downcast, function_bodies, ir, operations_under, user
 
-from .deallocs import FRESH, returned_arguments
+from .deallocs import FRESH, VIEWS, base, returned_arguments
 
-# Ops whose memref result views their first operand's buffer: what is written through the view
-# is written in the buffer.
-_VIEWS = {"memref.cast", "memref.subview", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
-          "memref.reshape", "memref.transpose", "memref.view", "memref.extract_strided_metadata"}
 # Ops that only read the memref they are given.
 _READS = {"memref.load", "memref.dim", "memref.extract_aligned_pointer_as_index", "memref.rank", "vector.load",
           "vector.transfer_read"}
@@ -61,7 +57,7 @@ def _may_write(value, written: dict, returns: dict) -> bool:
         name = op.name
         if name in _READS or name == "func.return":
             continue
-        if name in _VIEWS or name == "arith.select" and at > 0:  # (a select's result may be this buffer)
+        if name in VIEWS or name == "arith.select" and at > 0:  # (a view's buffer, or what a select may be)
             if any(_may_write(r, written, returns) for r in op.results if isinstance(downcast(r.type), ir.MemRefType)):
                 return True
             continue
@@ -99,21 +95,11 @@ def drop_call_copies(m) -> int:
     written = written_arguments(m, returns)
     dropped = 0
     for body in function_bodies(m):
-        for call in list(_calls(body)):
+        for call in [op for op in operations_under(body) if op.name == "func.call"]:
             callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
             if callee in written:
                 dropped += _drop(call, written[callee], returns.get(callee))
     return dropped
-
-
-def _calls(block):
-    for op in block.operations:
-        op = op.operation
-        if op.name == "func.call":
-            yield op
-        for region in op.regions:
-            for b in region.blocks:
-                yield from _calls(b)
 
 
 def _drop(call, written: frozenset, returned) -> int:
@@ -135,7 +121,7 @@ def _drop(call, written: frozenset, returned) -> int:
     operands = list(call.operands)
     # What the callee writes must not be the buffer a dropped copy was made from: the callee
     # would read what it wrote. Only buffers just allocated are known not to be.
-    writes = [_root(operands[i]) for i in written]
+    writes = [base(operands[i]) for i in written]
     if any(defining_op(w) is None or defining_op(w).name != "memref.alloc" for w in writes):
         return 0
     for at, v in enumerate(operands):
@@ -145,7 +131,7 @@ def _drop(call, written: frozenset, returned) -> int:
         src = copy.operands[0]
         uses = [user(u) for u in v.uses]
         if src.type != v.type or src in copies or len(uses) != 2 or not any(op == call for op in uses) \
-                or _root(src) in writes:
+                or base(src) in writes:
             continue
         alloc = defining_op(v)
         call.operands[at] = src
@@ -154,11 +140,3 @@ def _drop(call, written: frozenset, returned) -> int:
         dropped += 1
     return dropped
 
-
-def _root(v):
-    """The buffer that `v` views (itself, if it is no view)."""
-    op = defining_op(v)
-    while op is not None and op.name in _VIEWS:
-        v = op.operands[0]
-        op = defining_op(v)
-    return v

@@ -28,10 +28,19 @@ from dg.core.mlir import create, defining_op, downcast, function_bodies, ir, ope
 
 # Ops whose memref result views their first operand's buffer (extract_strided_metadata's first
 # result is the base buffer).
-_VIEWS = {"memref.cast", "memref.subview", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
+VIEWS = {"memref.cast", "memref.subview", "memref.reinterpret_cast", "memref.expand_shape", "memref.collapse_shape",
           "memref.reshape", "memref.transpose", "memref.view", "memref.extract_strided_metadata"}
 _ALLOCATIONS = ("memref.alloc", "memref.alloca", "bufferization.clone")
 _FREED = ("memref.alloc", "bufferization.clone")  # (what a dealloc may free)
+
+
+def base(v):
+    """The buffer that `v` views (itself, if it is no view)."""
+    op = defining_op(v)
+    while op is not None and op.name in VIEWS:
+        v = op.operands[0]
+        op = defining_op(v)
+    return v
 
 
 class _Buffers:
@@ -56,7 +65,7 @@ class _Buffers:
             parent = v.owner.owner
             parent = getattr(parent, "operation", parent)
             return frozenset([v]) if parent.name == "func.func" and v.owner == parent.regions[0].blocks[0] else None
-        if op.name in _VIEWS:
+        if op.name in VIEWS:
             return self.may_be(op.operands[0])
         if op.name in _ALLOCATIONS:
             return frozenset([op.results[0]])
@@ -80,10 +89,8 @@ class _Buffers:
     def exactly(self, v):
         """The buffer `v` is (or views), where it is known to be one: an allocation's result, or
         the result of a call of a FRESH function; else None."""
+        v = base(v)
         op = defining_op(v)
-        while op is not None and op.name in _VIEWS:
-            v = op.operands[0]
-            op = defining_op(v)
         if op is None:
             return None
         if op.name in _FREED:

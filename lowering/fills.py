@@ -29,9 +29,8 @@ def _zero(value) -> bool:
 
 def _bytes(t: "ir.MemRefType") -> int | None:
     """The bytes an element of the memref takes in memory (an i1 takes one), or None."""
-    e = downcast(t.element_type)
-    width = getattr(e, "width", None)
-    return None if width is None else max(1, width // 8) if width % 8 == 0 or width == 1 else None
+    width = getattr(downcast(t.element_type), "width", None)
+    return 1 if width == 1 else width // 8 if width in (8, 16, 32, 64) else None
 
 
 def zero_fills_as_memset(module) -> int:
@@ -44,10 +43,13 @@ def zero_fills_as_memset(module) -> int:
     for op in fills:
         value, buffer = op.operands
         t = downcast(buffer.type)
-        if not isinstance(t, ir.MemRefType) or not row_major(t) or not _zero(value) or _bytes(t) is None:
+        if not isinstance(t, ir.MemRefType) or not row_major(t) or not _zero(value):
+            continue
+        element = _bytes(t)
+        if element is None:
             continue
         with op.location, ir.InsertionPoint(op):
-            count = create("arith.constant", [i64], value=ir.IntegerAttr.get(i64, _bytes(t))).result
+            count = create("arith.constant", [i64], value=ir.IntegerAttr.get(i64, element)).result
             for axis, d in enumerate(t.shape):
                 if d == ir.ShapedType.get_dynamic_size():
                     at = create("arith.constant", [index], value=ir.IntegerAttr.get(index, axis)).result
