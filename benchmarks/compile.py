@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -94,20 +95,32 @@ def measure_tiered(load, name: str, args) -> dict:
     return {"tiered_first_call_s": first, "tiered_compiled_after_s": took_over, "tiered_interpreted_calls": calls}
 
 
-def _cold_first_call(load, name: str, args) -> tuple[float, float]:
-    """(compile, first call) seconds of `load().name(*args)` on an empty disk cache, once the
-    worker that optimizes it (if any) is done."""
-    with tempfile.TemporaryDirectory() as d, cache_dir(d):
-        fn = getattr(load(), name)
+class _Cold(NamedTuple):
+    comp: object  # the compiled specialization
+    times: dict  # pipeline.pass_times'
+    emission: float  # seconds: to dg IR
+    compiled: float  # seconds: compiled and ready to run
+    cold: float  # seconds: to the first call's end
+    quick_start: bool  # whether the first call ran quick code while a worker optimized
+    optimized_after: float  # seconds: to the optimized code (once the worker is done)
+
+
+def _cold(load, name: str, args) -> _Cold:
+    """A cold first call of `load().name(*args)`, on the disk cache in effect (empty), and the
+    worker that optimizes it (if any) waited for (and its code in the disk cache)."""
+    fn = getattr(load(), name)
+    with pipeline.pass_times() as times:
         t0 = time.perf_counter()
-        fn.specialize(args)
+        comp, _ = fn.specialize(args, run=False)
+        t1 = time.perf_counter()
+        fn.specialize(args)  # (compiled and ready to run, not run)
         compiled = time.perf_counter() - t0
         fn(*args)
         cold = time.perf_counter() - t0
-        optimizing = getattr(fn._last.runner, "optimized", None)
-        if optimizing is not None:
-            optimizing.wait()
-    return compiled, cold
+    optimizing = getattr(fn._last.runner, "optimized", None)
+    if optimizing is not None:
+        optimizing.wait()
+    return _Cold(comp, times, t1 - t0, compiled, cold, optimizing is not None, time.perf_counter() - t0)
 
 
 def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False, repeats: int = 1) -> dict:
@@ -118,34 +131,25 @@ def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False, 
     optimization before the first call); with `tiered`, the tiered start's (measure_tiered).
     With `repeats`, the cold first call is made that many times, each on an empty disk cache:
     `cold_s` and `compile_s` are the medians (this machine's speed varies from one run to the
-    next by half), `cold_runs_s` each."""
-    runs = [_cold_first_call(load, name, args) for _ in range(repeats - 1)]
+    next by half), `cold_runs_s` each; the other figures are the last run's."""
+    runs = []
+    for _ in range(repeats - 1):
+        with tempfile.TemporaryDirectory() as d, cache_dir(d):
+            runs.append(_cold(load, name, args))
     with tempfile.TemporaryDirectory() as d, cache_dir(d):
-        fn = getattr(load(), name)
-        with pipeline.pass_times() as times:
-            t0 = time.perf_counter()
-            comp, _ = fn.specialize(args, run=False)
-            t1 = time.perf_counter()
-            fn.specialize(args)  # (compiled and ready to run, not run)
-            compiled = time.perf_counter() - t0
-            fn(*args)
-            cold = time.perf_counter() - t0
-        optimizing = getattr(fn._last.runner, "optimized", None)
-        if optimizing is not None:
-            optimizing.wait()  # (and it is in the disk cache for the cached call)
-        optimized_after = time.perf_counter() - t0
-        ops = comp.ir_text.count('"dg.')
-        grad_ops = modes.grad_text(comp).count('"dg.')
+        last = _cold(load, name, args)
+        runs.append(last)
         fn2 = getattr(load(), name)
         t = time.perf_counter()
         fn2(*args)
         cached = time.perf_counter() - t
-    runs.append((compiled, cold))
-    compiled, cold = statistics.median(c for c, _ in runs), statistics.median(c for _, c in runs)
-    out = {"cold_s": cold, "compile_s": compiled, "cold_runs_s": [c for _, c in runs], "cached_s": cached,
-           "stages_s": _stages(times, t1 - t0),
-           "passes_s": dict(times), "dg_ops": ops, "grad_ops": grad_ops, "compile_ms_per_op": 1000 * compiled / max(grad_ops, 1),
-           "quick_start": optimizing is not None, "optimized_after_s": optimized_after}
+    ops = last.comp.ir_text.count('"dg.')
+    grad_ops = modes.grad_text(last.comp).count('"dg.')
+    compiled, cold = statistics.median(r.compiled for r in runs), statistics.median(r.cold for r in runs)
+    out = {"cold_s": cold, "compile_s": compiled, "cold_runs_s": [r.cold for r in runs], "cached_s": cached,
+           "stages_s": _stages(last.times, last.emission),
+           "passes_s": dict(last.times), "dg_ops": ops, "grad_ops": grad_ops, "compile_ms_per_op": 1000 * compiled / max(grad_ops, 1),
+           "quick_start": last.quick_start, "optimized_after_s": last.optimized_after}
     if full:
         with environment("DG_QUICK_START", "0"), tempfile.TemporaryDirectory() as d, cache_dir(d):
             fn = getattr(load(), name)
