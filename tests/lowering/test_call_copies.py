@@ -97,8 +97,7 @@ def modules():
 
 def _copies_into_calls(fn, args) -> int:
     fn(*args)
-    m = pipeline.run_passes(parse(grad_text(fn._last)), ["to-linalg", "only-entry", "inline-and-simplify", "bufferize"],
-                            entry=fn._last.symbol)
+    m = pipeline.run_stage(parse(grad_text(fn._last)), "bufferized", start="grad", entry=fn._last.symbol)
     return sum(1 for op in operations_under(m.body) if op.name == "memref.copy"
                and any(user(u).name == "func.call" for u in op.operands[1].uses))
 
