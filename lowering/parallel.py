@@ -191,16 +191,22 @@ def _inner_bounds(nest: list, inside: set) -> list:
     return out
 
 
-def _trips(lb: str, ub: str, st: str, out: str, unit: bool, from_zero: bool = False) -> list:
+def _trips(lb: str, ub: str, st: str, out: str, unit: bool, from_zero: bool = False, count: bool = False) -> list:
     """IR for `out` (f64): the iterations of a loop from lb to ub by st (none when ub <= lb); no
-    division for a `unit` step, no subtraction `from_zero` (lb a constant 0)."""
+    division for a `unit` step, no subtraction `from_zero` (lb a constant 0); with `count`, also
+    `{out}_i` (i64). The float is clamped at zero, not the integer it is made from: LLVM makes a
+    conversion of an integer it knows not negative unsigned, which its fast instruction selection
+    (the quick level's) gives up on, and hands the rest of the caller's block (the launch is
+    inlined) to the slower one; a compare and a select it takes."""
     span = ub if from_zero else f"{out}_d"
-    count = span if unit else f"{out}_c"
+    trips = span if unit else f"{out}_c"
     return [*([] if from_zero else [f"{out}_d = arith.subi {ub}, {lb} : index"]),
             *([] if unit else [f"{out}_c = arith.ceildivsi {span}, {st} : index"]),
-            f"{out}_n = arith.maxsi {count}, %zero : index",
-            f"{out}_i = arith.index_cast {out}_n : index to i64",
-            f"{out} = arith.sitofp {out}_i : i64 to f64"]
+            f"{out}_r = arith.index_cast {trips} : index to i64",
+            f"{out}_f = arith.sitofp {out}_r : i64 to f64",
+            f"{out}_p = arith.cmpf ogt, {out}_f, %fzero : f64",
+            f"{out} = arith.select {out}_p, {out}_f, %fzero : f64",
+            *([f"{out}_i = arith.maxsi {out}_r, %zero : i64"] if count else [])]
 
 
 def _known_trips(bounds: tuple) -> int | None:
@@ -313,8 +319,9 @@ def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(as_passed)] + [f"%b{i}: index" for i in range(3 * inner)]
-    launch = [f"%ctx = llvm.mlir.addressof @{CONTEXT} : !llvm.ptr", "%zero = arith.constant 0 : index"]
-    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0], fixed.get(k) == 0)
+    launch = [f"%ctx = llvm.mlir.addressof @{CONTEXT} : !llvm.ptr", "%zero = arith.constant 0 : i64",
+              "%fzero = arith.constant 0.0 : f64"]
+    launch += _trips(f"%a{k}", f"%a{k + 1}", f"%a{k + 2}", "%n", units[0], fixed.get(k) == 0, count=True)
     launch.append(f"%w = arith.constant {float(plan.ops):.6e} : f64")  # (an exponent, never a bare 1e+20)
     work = "%w"
     for i in range(inner):
@@ -332,7 +339,8 @@ def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
         launch.append(f"llvm.store {v}, %p{i} : {f}, !llvm.ptr")
     launch += [f"%wn = arith.mulf {work}, %n : f64",
                "%cap = arith.constant 4.0e18 : f64",  # below 2**63, whatever the sizes
-               "%wc = arith.minimumf %wn, %cap : f64",
+               "%small = arith.cmpf olt, %wn, %cap : f64",  # (a select, not minimumf: see _trips)
+               "%wc = arith.select %small, %wn, %cap : f64",
                "%work = arith.fptosi %wc : f64 to i64",
                f"%fn = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
                "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
@@ -406,7 +414,7 @@ def _clone_loop(loop, bounds: list, name: str, plan: _Plan, func, made: dict) ->
     clone.operands[dims] = ops[4].results[0]  # %nub
     k = len(plan.passed)
     clone.operands[2 * dims] = defining_op(step).clone(ip=start).results[0] if _is_constant(step) else args[2 + k + 2]
-    key = (func.get_asm(use_local_scope=True).replace(f"@{name}_loop(", "@_(", 1),
+    key = (func.get_asm(use_local_scope=True, assume_verified=True).replace(f"@{name}_loop(", "@_(", 1),
            plan.first, tuple(plan.units), plan.ops)
     return made.setdefault(key, name)
 

@@ -427,11 +427,13 @@ class CpuProgram:
         self._interrupted = interrupt.flag()
 
     def _load(self, blob: bytes | list) -> None:
-        """Link the object code (or its pieces) into a JIT of its own."""
+        """Link the object code (or its pieces) into a JIT of its own, whose memory manager
+        (llvmlite's) places each object's sections in one reservation, as the small code model
+        of machine_code.object_code needs."""
         import llvmlite.binding as llvm
 
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
-        self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
+        self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target, use_lmm=True)
         for piece in [blob] if isinstance(blob, bytes) else blob:
             self._jit.add_object_file(llvm.ObjectFileRef.from_data(piece))
         self._jit.finalize_object()

@@ -13,17 +13,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def object_code(text: str, level: int, piece: bool = False) -> bytes:
-    """Object code for this CPU (position independent) of LLVM IR text, optimized at `level`:
-    1 to 3, LLVM's default pipelines (the SLP vectorizer off) and code generation at that level;
-    0, quick (QUICK_PASSES and LLVM's fast code generation: a tenth of -O2's time on a large
-    program, for code about three times slower). The module is parsed into an LLVM context of
-    its own. A `piece` is one of several objects that one JIT links (quick_object_codes):
-    - its code addresses what the other pieces define by absolute address (the JIT's GOT
-      relocations of the large code model resolve against the last object's table: code that
-      reached another object's symbols through them crashed);
-    - llvmlite makes every call into LLVM under one lock of the process; a piece's three calls
-      that take the time (parsing, the passes, code generation), all on its own module,
-      context, pass manager and target machine, go around it, so that threads compile at once."""
+    """Object code for this CPU (position independent, small code model) of LLVM IR text,
+    optimized at `level`: 1 to 3, LLVM's default pipelines (the SLP vectorizer off) and code
+    generation at that level; 0, quick (QUICK_PASSES and LLVM's fast code generation: a tenth of
+    -O2's time on a large program, for code about three times slower). The module is parsed into
+    an LLVM context of its own.
+    The small code model reaches the object's own data by 32-bit offsets from the code: the JIT
+    that links it must place each object's sections in one reservation (llvmlite's memory
+    manager, runtime.cpu). What is outside the object, a function through a stub, a global
+    through a table entry, the JIT puts in that reservation too. (The large code model takes
+    every address as 64 bits, and LLVM's fast instruction selection gives up on its calls and
+    globals: the blocks it gives up on go to the slower selection, a quarter more of the quick
+    level's code generation on the Tree-LSTM gradient.)
+    A `piece` is one of several objects that one JIT links (quick_object_codes). llvmlite makes
+    every call into LLVM under one lock of the process; a piece's three calls that take the time
+    (parsing, the passes, code generation), all on its own module, context, pass manager and
+    target machine, go around it, so that threads compile at once."""
     import llvmlite.binding as llvm
     from llvmlite.binding import ffi
 
@@ -37,7 +42,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
         if error:
             mod.close()
             raise RuntimeError(f"LLVM IR parsing error\n{error}")
-    machine = _target_machine(level, "static" if piece else "pic")
+    machine = _target_machine(level)
     mod.triple = machine.triple
     tuning = llvm.create_pipeline_tuning_options(speed_level=max(level, 1))
     tuning.slp_vectorization = False  # (see below)
@@ -78,12 +83,12 @@ def _unlocked(name: str, *args):
 QUICK_PASSES = ("always_inliner", "sroa", "instruction_combine", "simplify_cfg")
 
 
-def _target_machine(level: int, reloc: str = "pic"):
+def _target_machine(level: int):
     import llvmlite.binding as llvm
 
     return llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=level, reloc=reloc,
-        codemodel="large" if reloc == "static" else "jitdefault")
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=level, reloc="pic",
+        codemodel="small")
 
 
 def quick_object_codes(text: str, parts: int) -> list:

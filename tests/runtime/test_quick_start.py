@@ -128,11 +128,28 @@ def test_each_level_makes_code_that_loads():
     for level in range(4):
         blob = machine_code.object_code(text, level)
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
-        jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target)
+        jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target, use_lmm=True)
         jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
         jit.finalize_object()
         twice = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(jit.get_function_address("twice"))
         assert twice(21) == 42
+
+
+def test_code_reaches_functions_and_globals_by_offsets_from_itself():
+    """The small code model (machine_code.object_code): a call of a function the JIT resolves
+    goes through the PLT and a global is addressed relative to the instruction, not through a
+    64-bit address in a register first (the large code model's, on which LLVM's fast
+    instruction selection gives up)."""
+    import llvmlite.binding as llvm
+
+    text = ("@g = internal global i64 0\ndeclare void @free(ptr)\n"
+            "define void @f(ptr %p, i64 %x) {\n  store i64 %x, ptr @g\n  call void @free(ptr %p)\n  ret void\n}\n")
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    for level in (0, 2):
+        asm = machine_code._target_machine(level).emit_assembly(llvm.parse_assembly(text))
+        assert "free@PLT" in asm and "g(%rip)" in asm, asm
+        assert "movabs" not in asm, asm
 
 
 def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(large, monkeypatch):
