@@ -57,6 +57,8 @@ def in_gradient(location) -> bool:
 def mlir_string(s: str) -> str:
     """The text of an MLIR string literal's contents: quotes, backslashes and bytes outside
     printable ASCII escaped."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return s
     out = []
     for ch in s:
         o = ord(ch)

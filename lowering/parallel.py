@@ -7,7 +7,8 @@ parallel axes). Each outermost `scf.parallel` whose body calls nothing and
 records no failed check is moved into a function of its own,
 `@__dg_par_K_loop`, which runs its first axis' iterations [lo, hi); the
 values the body uses from outside travel in a context (each at its offset
-in 8-byte words, a memref as its whole descriptor), which `@__dg_par_K(ctx, lo, hi)`
+in 8-byte words; a row-major memref as its aligned pointer and dynamic sizes, another
+memref as its whole descriptor), which `@__dg_par_K(ctx, lo, hi)`
 unpacks for it (constants, the first axis' lower bound and step among them where they are,
 are made again inside; LLVM inlines the loop function there). A memref on memory the
 caller allocated, which no other memref of the loop can view, also comes as its
@@ -37,7 +38,17 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from dg.core.abi import GRAIN, PARALLEL_FOR, STATE
-from dg.core.mlir import constant_value, create, defining_op, downcast, ir, operations_under, run_pipeline, symbols
+from dg.core.mlir import (
+    constant_value,
+    create,
+    defining_op,
+    downcast,
+    ir,
+    operations_under,
+    row_major,
+    run_pipeline,
+    symbols,
+)
 
 RUNTIME_DECL = f"llvm.func @{PARALLEL_FOR}(!llvm.ptr, !llvm.ptr, i64, i64)"
 CONTEXT = "dg.par_context"  # the global the launches pack their contexts into
@@ -59,7 +70,10 @@ PREFIX = "__dg_par_"
 
 def _descriptor(t: "ir.MemRefType") -> str:
     """The LLVM struct a ranked memref of this type becomes (finalize-memref-to-llvm)."""
-    r = t.rank
+    return _descriptor_of_rank(t.rank)
+
+
+def _descriptor_of_rank(r: int) -> str:
     return "!llvm.struct<(ptr, ptr, i64)>" if r == 0 else \
         f"!llvm.struct<(ptr, ptr, i64, array<{r} x i64>, array<{r} x i64>)>"
 
@@ -278,44 +292,122 @@ def _loop_text(name: str, plan: "_Plan") -> str:
             + "\n  ".join(body) + "\n  return\n}\n")
 
 
-def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
+def _compact(t: "ir.Type") -> list | None:
+    """For a row-major memref type (the identity layout: offset 0, strides the products of the
+    sizes after), its sizes, None for a dynamic one: in a launch's context it is its aligned
+    pointer and those sizes, a word each, and the pool's entry makes the rest of its descriptor
+    again (the allocated pointer, which the loop does not free, as the aligned one). Else None:
+    the whole descriptor travels. (A launch is inlined where it is called, and a matrix's
+    descriptor was seven stores there.)"""
+    t = downcast(t)
+    if not isinstance(t, ir.MemRefType) or not row_major(t):
+        return None
+    return [None if d == ir.ShapedType.get_dynamic_size() else d for d in t.shape]
+
+
+def _maker(sizes: list, packs: bool = False) -> str:
+    """The name of the function that makes a row-major memref's descriptor of these sizes (None
+    for a dynamic one) from its words in the context, or (`packs`) writes them (_maker_texts)."""
+    return f"{PREFIX}{'pack' if packs else 'descriptor'}_" + ("_".join("d" if n is None else str(n) for n in sizes)
+                                                              or "scalar")
+
+
+def _maker_texts(sizes: list) -> str:
+    """`_maker(sizes, packs=True)(at, descriptor)`: the words of a row-major memref of these sizes
+    in a context, from `at` on: its aligned pointer, then its dynamic sizes; `_maker(sizes)(at)`:
+    its descriptor from those words, the aligned pointer also the allocated one (the loop frees
+    nothing), the offset 0 and the strides row-major. Two functions for each such type, which
+    LLVM inlines into the launches and the pools' entries: written out in each of them, the
+    words and descriptors took a fifth more of the IR that goes to LLVM for a transformer's
+    gradient."""
+    r = len(sizes)
+    f = _descriptor_of_rank(r)
+    dynamic = [j for j, n in enumerate(sizes) if n is None]
+    pack = [f"%p = llvm.extractvalue %d[1] : {f}", "llvm.store %p, %at : !llvm.ptr, !llvm.ptr"]
+    body = ["%p = llvm.load %at : !llvm.ptr -> !llvm.ptr", f"%u = llvm.mlir.poison : {f}",
+            f"%s0 = llvm.insertvalue %p, %u[0] : {f}", f"%s1 = llvm.insertvalue %p, %s0[1] : {f}",
+            "%z = llvm.mlir.constant(0 : i64) : i64", f"%s2 = llvm.insertvalue %z, %s1[2] : {f}"]
+    for at, j in enumerate(dynamic, 1):
+        pack += [f"%n{j} = llvm.extractvalue %d[3, {j}] : {f}",
+                 f"%w{j} = llvm.getelementptr %at[{at}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                 f"llvm.store %n{j}, %w{j} : i64, !llvm.ptr"]
+        body += [f"%w{j} = llvm.getelementptr %at[{at}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                 f"%n{j} = llvm.load %w{j} : !llvm.ptr -> i64"]
+    for j, n in enumerate(sizes):
+        if n is not None:
+            body.append(f"%n{j} = llvm.mlir.constant({n} : i64) : i64")
+    stride, strides, known = "%one", {}, 1  # (known: the stride while it is a constant)
+    body.append("%one = llvm.mlir.constant(1 : i64) : i64")
+    for j in reversed(range(r)):
+        strides[j] = stride
+        if known is not None and sizes[j] is not None:
+            known *= sizes[j]  # (wrapped as i64 arithmetic would: the checks before the loop fail on such sizes)
+            body.append(f"%t{j} = llvm.mlir.constant({(known + 2**63) % 2**64 - 2**63} : i64) : i64")
+        else:
+            known = None
+            body.append(f"%t{j} = llvm.mul {stride}, %n{j} : i64")
+        stride = f"%t{j}"
+    last = "%s2"
+    for j in range(r):
+        body += [f"%a{j} = llvm.insertvalue %n{j}, {last}[3, {j}] : {f}",
+                 f"%b{j} = llvm.insertvalue {strides[j]}, %a{j}[4, {j}] : {f}"]
+        last = f"%b{j}"
+    return (f"func.func private @{_maker(sizes, True)}(%at: !llvm.ptr, %d: {f}) {{\n  " + "\n  ".join(pack)
+            + "\n  return\n}\n"
+            f"func.func private @{_maker(sizes)}(%at: !llvm.ptr) -> {f} {{\n  " + "\n  ".join(body)
+            + f"\n  return {last} : {f}\n}}\n")
+
+
+def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int, dict]:
     """IR of `{name}` (what the pool calls: the values from the context, then `{name}_loop`,
     which LLVM inlines into it) and `{name}_launch`, which the loop's place calls: it packs the
     context into the module's context global, estimates the work and calls the pool (which runs
     a loop too small to share on the calling thread). The first axis' lower bound and step,
     where they are constants (`plan.first`), `{name}` makes again rather than reads from the
-    context. With the text, the context's size in words."""
+    context. With the text, the context's size in words and the descriptor makers it calls
+    (name -> sizes: _maker)."""
     fields, types, units, first = plan.fields, plan.types, plan.units, plan.first
     k = len(fields)
     inner = len(units) - 1  # units: which loops step by a constant 1 (the first axis', then the inner ones)
     fields, types = fields + ["i64"] * 3, types + ["index"] * 3
     fixed = {i: c for i, c in ((k, first[0]), (k + 2, first[1])) if c is not None}
-    # Each field at its offset in 8-byte words (a memref's descriptor takes several, a scalar
-    # one of its own): the addresses need no struct type, whose text, spelled out in every
-    # field's address, made most of what the pass parsed.
-    widths = [_words(ir.Type.parse(t)) for t in types]
+    # Each field at its offset in 8-byte words (the addresses need no struct type, whose text,
+    # spelled out in every field's address, made most of what the pass parsed): a scalar one word,
+    # a row-major memref its aligned pointer and its dynamic sizes (_compact), another memref
+    # its whole descriptor.
+    compact = [_compact(ir.Type.parse(t)) for t in types]
+    widths = [0 if i in fixed else _words(ir.Type.parse(t)) if c is None else 1 + c.count(None)
+              for i, (t, c) in enumerate(zip(types, compact))]
     offsets = [0]
-    for i, w in enumerate(widths):
-        offsets.append(offsets[-1] + (0 if i in fixed else w))
+    for w in widths:
+        offsets.append(offsets[-1] + w)
     as_passed = [f if _is_descriptor(f) else t for f, t in zip(fields, types)]  # a memref as its descriptor
 
-    unpack, values = [], []
+    unpack, values, aligned = [], [], {}
     for i, (f, t) in enumerate(zip(fields, types)):
         if i in fixed:
             unpack.append(f"%v{i} = arith.constant {fixed[i]} : index")
             values.append(f"%v{i}")
-            continue
-        unpack += [f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
-                   f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
-        if t == "index":
-            unpack.append(f"%v{i} = arith.index_cast %f{i} : i64 to index")
-        values.append(unpack[-1].split(" = ")[0])
+        elif compact[i] is not None:  # the aligned pointer, the dynamic sizes: _maker_texts
+            unpack += [f"%pm{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                       f"%m{i} = func.call @{_maker(compact[i])}(%pm{i}) : (!llvm.ptr) -> {f}"]
+            if plan.noalias[i]:
+                unpack.append(f"%b{i} = llvm.extractvalue %m{i}[1] : {f}")
+                aligned[i] = f"%b{i}"
+            values.append(f"%m{i}")
+        else:
+            unpack += [f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                       f"%f{i} = llvm.load %p{i} : !llvm.ptr -> {f}"]
+            if t == "index":
+                unpack.append(f"%v{i} = arith.index_cast %f{i} : i64 to index")
+            values.append(unpack[-1].split(" = ")[0])
     free = [i for i in range(k) if plan.noalias[i]]
-    unpack += [f"%q{i} = llvm.extractvalue %f{i}[1] : {fields[i]}" for i in free]
+    unpack += [f"%q{i} = llvm.extractvalue %f{i}[1] : {fields[i]}" for i in free if i not in aligned]
     signature = f"({', '.join(['index', 'index'] + as_passed + ['!llvm.ptr'] * len(free))})"
     unpack += ["%lo_i = arith.index_cast %lo : i64 to index",
                "%hi_i = arith.index_cast %hi : i64 to index",
-               f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values + [f'%q{i}' for i in free])}) : {signature} -> ()",
+               f"func.call @{name}_loop(%lo_i, %hi_i, {', '.join(values + [aligned.get(i, f'%q{i}') for i in free])}) : "
+               f"{signature} -> ()",
                "return"]
 
     launch_params = [f"%a{i}: {t}" for i, t in enumerate(as_passed)] + [f"%b{i}: index" for i in range(3 * inner)]
@@ -332,6 +424,9 @@ def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
         if i in fixed:
             continue
         launch.append(f"%p{i} = llvm.getelementptr %ctx[{offsets[i]}] : (!llvm.ptr) -> !llvm.ptr, i64")
+        if compact[i] is not None:
+            launch.append(f"func.call @{_maker(compact[i], True)}(%p{i}, %a{i}) : (!llvm.ptr, {f}) -> ()")
+            continue
         v = f"%a{i}"
         if t == "index":
             launch.append(f"%d{i} = arith.index_cast %a{i} : index to i64")
@@ -346,10 +441,11 @@ def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int]:
                "%fp = builtin.unrealized_conversion_cast %fn : (!llvm.ptr, i64, i64) -> () to !llvm.ptr",
                f"llvm.call @{PARALLEL_FOR}(%fp, %ctx, %n_i, %work) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()",
                "return"]
+    makers = {_maker(c): c for c in compact if c is not None}
     return (f"func.func private @{name}_loop{signature}\n"  # (declared for the text to parse: it is there)
             f"func.func private @{name}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{\n  " + "\n  ".join(unpack) + "\n}\n"
             f"func.func private @{name}_launch({', '.join(launch_params)}) {{\n  " + "\n  ".join(launch) + "\n}\n",
-            offsets[-1])
+            offsets[-1], makers)
 
 
 class _Plan(NamedTuple):
@@ -419,10 +515,18 @@ def _clone_loop(loop, bounds: list, name: str, plan: _Plan, func, made: dict) ->
     return made.setdefault(key, name)
 
 
+def inlined_everywhere(name: str) -> bool:
+    """Whether a function this pass makes is one that LLVM inlines wherever it is called
+    (`mark_loop_functions`): a loop function, a launch, a context's packing or unpacking."""
+    return name.startswith(PREFIX) and (name.endswith(("_loop", "_launch")) or
+                                        name.startswith((f"{PREFIX}descriptor_", f"{PREFIX}pack_")))
+
+
 def mark_loop_functions(m) -> None:
     """After lowering to LLVM: the pointer arguments `outline_parallel_loops` found not to alias
     the others get LLVM's `noalias` (MLIR's func-to-llvm drops it from a memref argument), and
-    the loop functions and launches `alwaysinline`. The pool's entry is a loop's one caller, and
+    the loop functions, launches and contexts' packing and unpacking `alwaysinline`
+    (`inlined_everywhere`). The pool's entry is a loop's one caller, and
     inlined there the loop keeps what `noalias` says as scoped alias metadata. A launch is one
     function in the module, shared by the loops alike (MLIR lowers it once), and inlined where it
     is called: the call passes descriptors, and LLVM's fast instruction selection gives up on a
@@ -432,7 +536,7 @@ def mark_loop_functions(m) -> None:
     for op in m.body.operations:
         op = op.operation
         name = ir.StringAttr(op.attributes["sym_name"]).value if op.name == "llvm.func" else ""
-        if name.startswith(PREFIX) and (name.endswith("_loop") or name.endswith("_launch")):
+        if inlined_everywhere(name):
             op.attributes["passthrough"] = inline
         if op.name == "llvm.func" and NOALIAS in op.attributes:
             marked = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS]))
@@ -498,10 +602,18 @@ def outline_parallel_loops(m) -> int:
             m.body.append(func)
             distinct.append((name, plan))
     texts = [_pool_texts(name, plan) for name, plan in distinct]
-    array = f"!llvm.array<{max(words for _, words in texts)} x i64>"  # the largest context
+    array = f"!llvm.array<{max(words for _, words, _ in texts)} x i64>"  # the largest context
     context = (f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
                f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}\n")
-    pool = ir.Module.parse(RUNTIME_DECL + "\n" + context + "".join(text for text, _ in texts), m.context)
+    makers = {n: c for _, _, used in texts for n, c in used.items()}
+    made = ir.Module.parse("".join(_maker_texts(c) for c in makers.values()), m.context)
+    declared = "".join(f"func.func private @{ir.StringAttr(op.operation.attributes['sym_name']).value}"
+                       f"{ir.TypeAttr(op.operation.attributes['function_type']).value}\n"
+                       for op in made.body.operations)  # (for the pool's text to parse)
+    pool = ir.Module.parse(RUNTIME_DECL + "\n" + context + declared + "".join(text for text, _, _ in texts), m.context)
+    for op in list(made.body.operations):
+        op.operation.detach_from_parent()
+        m.body.append(op.operation)
     have = symbols(m)
     launches = {}
     for op in list(pool.body.operations):

@@ -277,8 +277,8 @@ def test_the_launch_takes_the_loops_place():
             "scf.if %c {\n" + _generic("%b", "memref<?xf32>", "%a", "memref<?xf32>") + "}\n"
             "return %a : memref<?xf32>\n}")
     m, funcs = _outlined(text)
-    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_launch", "__dg_par_0_loop", parallel.CONTEXT,
-                             "dg.parallel_for", "f"], str(m)
+    assert sorted(funcs) == ["__dg_par_0", "__dg_par_0_launch", "__dg_par_0_loop", "__dg_par_descriptor_d",
+                             "__dg_par_pack_d", parallel.CONTEXT, "dg.parallel_for", "f"], str(m)
     f, launch = funcs["f"], funcs["__dg_par_0_launch"]
     (branch,) = [op for op in operations_under(f.regions[0].blocks[0]) if op.name == "scf.if"]
     inside = [op.name for op in operations_under(branch.regions[0].blocks[0])]
@@ -287,10 +287,23 @@ def test_the_launch_takes_the_loops_place():
     assert ir.FlatSymbolRefAttr(call.attributes["callee"]).value == "__dg_par_0_launch"
     body = list(operations_under(launch.regions[0].blocks[0]))
     assert not any(op.name == "llvm.alloca" for g in (f, launch) for op in operations_under(g.regions[0].blocks[0]))
-    assert [op.name for op in body].count("llvm.store") == 3, str(launch)  # 2 memrefs, ub (lb, step: constants)
+    # 2 memrefs (each its aligned pointer and its size, which a function LLVM inlines writes:
+    # _compact), ub (lb, step: constants)
+    packed = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in body if op.name == "func.call"]
+    assert packed == ["__dg_par_pack_d"] * 2 and [op.name for op in body].count("llvm.store") == 1, str(launch)
     assert [op.name for op in body].count("arith.sitofp") == 1, str(launch)  # the iterations, ub - 0 (a 1-d loop)
+    # The float is made from the iterations before they are clamped at zero, and the work capped
+    # with a select: LLVM's fast instruction selection takes neither an unsigned conversion (what
+    # LLVM makes of a conversion of a clamped integer) nor the minimum intrinsic.
+    (convert,) = [op for op in body if op.name == "arith.sitofp"]
+    source = convert.operands[0].owner
+    while getattr(source, "name", None) == "arith.index_cast":
+        source = source.operands[0].owner
+    assert getattr(source, "name", None) != "arith.maxsi" and "arith.minimumf" not in str(launch), str(launch)
     entry = list(operations_under(funcs["__dg_par_0"].regions[0].blocks[0]))
-    assert [op.name for op in entry].count("llvm.load") == 3, str(funcs["__dg_par_0"])
+    assert [op.name for op in entry].count("llvm.load") == 1, str(funcs["__dg_par_0"])
+    made = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in entry if op.name == "func.call"]
+    assert made == ["__dg_par_descriptor_d"] * 2 + ["__dg_par_0_loop"], made
     assert sorted(constant_value(op.result) for op in entry if op.name == "arith.constant") == [0, 1]
     (address,) = [op for op in body if op.name == "llvm.mlir.addressof"]
     assert ir.FlatSymbolRefAttr(address.attributes["global_name"]).value == parallel.CONTEXT
@@ -304,7 +317,9 @@ def test_the_launch_takes_the_loops_place():
 def test_the_pool_entry_passes_descriptors_whole():
     """Lowered to LLVM, the loop function takes each memref as one descriptor argument (not one
     argument a field: a 3-d memref has 9) and, again, the aligned pointer of the one that aliases
-    nothing else, marked `noalias`; the pool's entry reads nothing out of the other descriptors."""
+    nothing else, marked `noalias`; the pool's entry has the descriptors of these row-major
+    memrefs made from their words in the context (a function LLVM inlines) and reads only that
+    pointer out of them."""
     from dg.core.mlir import operations_under, passmanager
     from dg.dialects.dialect import shared_context
     from dg.lowering import cpu, parallel
@@ -332,6 +347,42 @@ def test_the_pool_entry_passes_descriptors_whole():
     assert ["llvm.noalias" in str(a) for a in ir.ArrayAttr(loop.attributes["arg_attrs"])] == [False] * 9 + [True]
     entry = [op.name for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0])]
     assert entry.count("llvm.extractvalue") == 1, entry  # the aligned pointer of a
+    assert entry.count("llvm.call") == 3 and entry.count("llvm.load") == 3, entry  # b, a, the loop; 3 upper bounds
+
+
+def test_a_row_major_memref_travels_as_its_pointer_and_dynamic_sizes():
+    """In the context, a row-major memref is its aligned pointer and its dynamic sizes (one word
+    for a static matrix), another layout its whole descriptor; the pool's entry makes the
+    descriptor again, with row-major strides, and the loop computes what it did."""
+    from dg.core.mlir import operations_under
+    from dg.lowering import parallel
+
+    strided = "memref<512x?xf32, strided<[?, 1], offset: ?>>"
+    text = ("func.func @f(%b: memref<512x512xf32>, %s: " + strided + ") -> memref<512x512xf32> {\n"
+            "%a = memref.alloc() : memref<512x512xf32>\n"
+            "linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, "
+            "affine_map<(d0, d1) -> (d0, d1)>], iterator_types = [\"parallel\", \"parallel\"]} "
+            "ins(%b, %s : memref<512x512xf32>, " + strided + ") outs(%a : memref<512x512xf32>) {\n"
+            "^bb0(%x: f32, %y: f32, %z: f32):\n  %e = math.exp %x : f32\n  %m = arith.mulf %e, %y : f32\n"
+            "  linalg.yield %m : f32\n}\n"
+            "return %a : memref<512x512xf32>\n}")
+    m, funcs = _outlined(text)
+    launch = [op for op in operations_under(funcs["__dg_par_0_launch"].regions[0].blocks[0])]
+    stored = [str(op.operands[0].type) for op in launch if op.name == "llvm.store"]
+    packed = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in launch if op.name == "func.call"]
+    # b and a: a pointer each, written by the packing function; s: its descriptor; the first axis' upper bound
+    assert packed == ["__dg_par_pack_512_512"] * 2, packed
+    assert sorted(stored) == ["!llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>", "i64"], stored
+    pack = [op.name for op in operations_under(funcs["__dg_par_pack_512_512"].regions[0].blocks[0])]
+    assert pack.count("llvm.store") == 1, pack
+    words = str(funcs[parallel.CONTEXT].attributes["global_type"])
+    assert "!llvm.array<10 x i64>" in words, words  # 1 + 1 + 7 + 1 (the largest context)
+    entry = [op for op in operations_under(funcs["__dg_par_0"].regions[0].blocks[0])]
+    made = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in entry if op.name == "func.call"]
+    assert made.count("__dg_par_descriptor_512_512") == 2, made  # b's and a's descriptors, made again
+    maker = [op.name for op in operations_under(funcs["__dg_par_descriptor_512_512"].regions[0].blocks[0])]
+    assert maker.count("llvm.insertvalue") == 7 and "llvm.mul" not in maker, maker  # (the strides: constants)
+    assert m.operation.verify()
 
 
 def test_an_inner_axis_of_constant_bounds_is_in_the_work_estimates_constant():
@@ -380,9 +431,9 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
 
 
 def test_the_context_global_holds_the_largest_context():
-    """Two loops, one context global as large as the larger context (two descriptors of five
-    words and the upper bound: the lower bound and the step are constants, which the pool's entry
-    makes again)."""
+    """Two loops, one context global as large as the larger context (two row-major vectors of two
+    words, the pointer and the size, and the upper bound: the lower bound and the step are
+    constants, which the pool's entry makes again)."""
     from dg.dialects.dialect import shared_context
     from dg.lowering import parallel
 
@@ -395,7 +446,7 @@ def test_the_context_global_holds_the_largest_context():
         m = ir.Module.parse(text)
         assert parallel.outline_parallel_loops(m) == 2
         (g,) = [op.operation for op in m.body.operations if op.operation.name == "llvm.mlir.global"]
-        assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<11 x i64>"
+        assert str(ir.TypeAttr(g.attributes["global_type"]).value) == "!llvm.array<5 x i64>"
         assert m.operation.verify()
 
 
@@ -421,8 +472,9 @@ def test_the_same_loop_in_two_places_is_one_function():
         m = ir.Module.parse(text)
         assert parallel.outline_parallel_loops(m) == 4
         names = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in m.body.operations]
-        assert sorted(n for n in names if n.startswith("__dg_par")) == [
-            f"__dg_par_{i}{kind}" for i in (0, 1, 3) for kind in ("", "_launch", "_loop")], str(m)
+        assert sorted(n for n in names if n.startswith("__dg_par")) == sorted([
+            f"__dg_par_{i}{kind}" for i in (0, 1, 3) for kind in ("", "_launch", "_loop")]
+            + ["__dg_par_descriptor_d", "__dg_par_pack_d"]), str(m)  # (a vector's words in a context, and back)
         (f,) = [op.operation for op in m.body.operations if op.operation.name == "func.func"
                 and ir.StringAttr(op.operation.attributes["sym_name"]).value == "f"]
         launched = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dg
-from dg.lowering import blas
+from dg.lowering import blas, parallel
 from dg.runtime import cpu, machine_code, optimizer
 
 SRC = """
@@ -174,7 +174,8 @@ def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(la
     assert len(pieces) == 3
     defined = [line for p in pieces for line in p.splitlines() if line.startswith("define ")]
     names = [machine_code._defined(line) for line in defined]
-    assert len(names) == len(set(names)) > 3
+    own = [n for n in names if not parallel.inlined_everywhere(n)]  # (those are in each piece that calls them)
+    assert len(own) == len(set(own)) > 3
     globals_ = [[line for line in p.splitlines() if line.startswith("@")] for p in pieces]
     assert globals_[0] and all(" = external " in line for g in globals_[1:] for line in g)
     np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)  # (the quick call, once made)
