@@ -474,9 +474,8 @@ def main(argv=None) -> dict:
         print(f"  compile time per op, largest over smallest member: {out['families'][name]['per_op_max_over_min']:.2f}")
     if not args.quick and args.programs:
         print("named programs (each in a process of its own):")
-        progs = {name: (lambda name=name: measure_program(name)) for name in args.programs.split(",")}
-        for name, run in progs.items():
-            r = out["programs"][name] = run()
+        for name in args.programs.split(","):
+            r = out["programs"][name] = measure_program(name)
             j = r["jax_first_call_s"]
             print(f"  {name:15s} cold {r['cold_s']:7.3f} s  compile {r['compile_s']:7.3f} s  cached {r['cached_s']:6.3f} s  "
                   + " ".join(f"{k} {v:.3f}" for k, v in r["stages_s"].items())

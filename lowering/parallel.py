@@ -375,9 +375,10 @@ def _pool_texts(name: str, plan: "_Plan") -> tuple[str, int, dict]:
     # spelled out in every field's address, made most of what the pass parsed): a scalar one word,
     # a row-major memref its aligned pointer and its dynamic sizes (_compact), another memref
     # its whole descriptor.
-    compact = [_compact(ir.Type.parse(t)) for t in types]
-    widths = [0 if i in fixed else _words(ir.Type.parse(t)) if c is None else 1 + c.count(None)
-              for i, (t, c) in enumerate(zip(types, compact))]
+    parsed = [ir.Type.parse(t) for t in types]
+    compact = [_compact(t) for t in parsed]
+    widths = [0 if i in fixed else _words(t) if c is None else 1 + c.count(None)
+              for i, (t, c) in enumerate(zip(parsed, compact))]
     offsets = [0]
     for w in widths:
         offsets.append(offsets[-1] + w)
@@ -605,15 +606,9 @@ def outline_parallel_loops(m) -> int:
     array = f"!llvm.array<{max(words for _, words, _ in texts)} x i64>"  # the largest context
     context = (f"llvm.mlir.global internal @{CONTEXT}() {{addr_space = 0 : i32}} : {array} {{\n"
                f"  %0 = llvm.mlir.zero : {array}\n  llvm.return %0 : {array}\n}}\n")
-    makers = {n: c for _, _, used in texts for n, c in used.items()}
-    made = ir.Module.parse("".join(_maker_texts(c) for c in makers.values()), m.context)
-    declared = "".join(f"func.func private @{ir.StringAttr(op.operation.attributes['sym_name']).value}"
-                       f"{ir.TypeAttr(op.operation.attributes['function_type']).value}\n"
-                       for op in made.body.operations)  # (for the pool's text to parse)
-    pool = ir.Module.parse(RUNTIME_DECL + "\n" + context + declared + "".join(text for text, _, _ in texts), m.context)
-    for op in list(made.body.operations):
-        op.operation.detach_from_parent()
-        m.body.append(op.operation)
+    makers = {n: c for _, _, used in texts for n, c in used.items()}  # (each shape's pair once)
+    pool = ir.Module.parse(RUNTIME_DECL + "\n" + context + "".join(_maker_texts(c) for c in makers.values())
+                           + "".join(text for text, _, _ in texts), m.context)
     have = symbols(m)
     launches = {}
     for op in list(pool.body.operations):
