@@ -53,14 +53,15 @@ from . import (
     reductions,
     repeats,
     reshapes,
+    stand_ins,
     stoppable,
     to_linalg,
 )
 from .inlining import MAX_ANALYZED_NESTING, SIMPLIFY, scf_nesting  # (inline-and-simplify's; bufferization's depth)
 
+FUSE = "builtin.module(func.func(linalg-fuse-elementwise-ops))"
 BUFFERIZE = (
     "builtin.module("
-    "func.func(linalg-fuse-elementwise-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map "
     "buffer-alignment=0 allow-return-allocs-from-loops})"
 )
@@ -74,11 +75,14 @@ DEALLOCATE = ("builtin.module(buffer-deallocation-simplification, bufferization-
 
 
 def _bufferize(m):
-    """MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest deeper than MAX_ANALYZED_NESTING,
-    the tensors that callable functions take read-only (_arguments_read_only); the copies made
-    only for calls that do not write them dropped (call_copies.drop_call_copies); then the
-    deallocations (OWNERSHIP), those that dg knows apart split (deallocs.split_deallocs), and
-    simplified (DEALLOCATE)."""
+    """MLIR's fusion of element-wise ops (FUSE), the stand-ins of failed checks made views
+    (stand_ins.stand_ins_as_views); MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest
+    deeper than MAX_ANALYZED_NESTING, the tensors that callable functions take read-only
+    (_arguments_read_only); the copies made only for calls that do not write them dropped
+    (call_copies.drop_call_copies); then the deallocations (OWNERSHIP), those that dg knows apart
+    split (deallocs.split_deallocs), and simplified (DEALLOCATE)."""
+    run_pipeline(m, FUSE)
+    stand_ins.stand_ins_as_views(m)
     _arguments_read_only(m)
     deep = scf_nesting(m.body) > MAX_ANALYZED_NESTING
     run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
@@ -205,7 +209,7 @@ def passes_to(stage: str) -> list[str]:
 def identity(target: str = "cpu") -> str:
     """What compiled code depends on besides its IR and dg's sources: the passes and their
     MLIR pipelines, the BLAS found (part of the disk cache's key); for "cuda", the GPU's too."""
-    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", BUFFERIZE, BUFFERIZE_DEEP, OWNERSHIP, DEALLOCATE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
+    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", FUSE, BUFFERIZE, BUFFERIZE_DEEP, OWNERSHIP, DEALLOCATE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
     if target == "cuda":
         return "\0".join(passes_to("cuda") + common + [gpu.TO_PARALLEL_LOOPS, gpu.TO_KERNELS, gpu.KERNELS_TO_NVVM])
     return "\0".join(passes_to("llvm") + common + [blas.identity()])
