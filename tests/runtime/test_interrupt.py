@@ -33,6 +33,14 @@ def fib(n: i64) -> i64:
     return fib(n - 1) + fib(n - 2)
 """
 
+def at_a_terminal() -> None:
+    """Run in a child before it starts (`preexec_fn`): SIGINT's default action, as a process
+    started at a terminal has. A shell without job control starts a background job with SIGINT
+    ignored, and a child inherits that; Python then leaves SIGINT ignored (no KeyboardInterrupt),
+    and so does dg."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 RUN = """
 import sys, time
 import numpy as np
@@ -58,6 +66,7 @@ print("again", fn(*small), flush=True)
 @pytest.mark.parametrize("name", ["forever", "count", "rows", "fib"])
 def test_ctrl_c_raises_keyboard_interrupt_and_the_program_stays_usable(mode, name):
     p = subprocess.Popen([sys.executable, "-c", RUN, PROGRAM, mode, name], stdout=subprocess.PIPE,
+                         preexec_fn=at_a_terminal,
                          stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -86,7 +95,8 @@ def test_ctrl_c_raises_keyboard_interrupt_and_the_program_stays_usable(mode, nam
 def interrupted_once_ready(code: str, wait: float = 0.5) -> subprocess.CompletedProcess:
     """Run `python -c code`; when it prints a line starting with "ready", wait, send it SIGINT,
     and return what it printed and its status."""
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=at_a_terminal)
     try:
         first = p.stdout.readline()
         assert first.startswith("ready"), (first, p.stderr.read() if p.poll() is not None else "")
@@ -136,6 +146,6 @@ def test_ctrl_c_again_after_a_compile_that_installed_llvms_handler():
             "try:\n    m.count(10 ** 13)\nexcept KeyboardInterrupt:\n    print('second', flush=True)\n"
             "print('again', m.count(7), flush=True)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "DG_CACHE": "0"})
+                       env={**os.environ, "DG_CACHE": "0"}, preexec_fn=at_a_terminal)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
     assert r.stdout.split("\n") == ["first", "second", "again 7.0", ""], r.stdout

@@ -16,6 +16,8 @@ import dg
 from dg.runtime import fastcall
 from dg.runtime.cpu import CpuProgram
 
+from .test_interrupt import at_a_terminal
+
 SRC = """
 def add_one(x: f32[?]) -> f32[?]:
     return x + 1.0
@@ -252,7 +254,7 @@ def test_ctrl_c_stops_a_quick_call():
     """The quick call releases the GIL while compiled code runs (the timer thread sends the
     signal) and arms Ctrl-C as the general path does."""
     r = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "DG_CACHE": "0"})
+                       env={**os.environ, "DG_CACHE": "0"}, preexec_fn=at_a_terminal)
     assert r.stdout.split("\n") == ["warm 12.0 18.0 True", "interrupted True", "again 12.0", ""], (r.stdout, r.stderr)
 
 
