@@ -11,6 +11,10 @@ Workloads (float32):
   reduce     sum(x * x) of 4M floats, and sum(y, axis=0) of
              4096 x 1024 floats (a sum over the batch)         GB/s
              (the bytes read over the time)
+  while2     the second derivative of a `while` loop of n
+             steps whose count is an argument (n = 2,000;
+             float64): grad(grad(f))                         calls/s
+             (JAX has no figure: its while_loop has no reverse mode)
   compile    first call of mlp_step with an empty cache     s
 Peers: dg compiled, dg interpreter, NumPy (forward-only where it has no
 autodiff, so it is shown for sgemm only), PyTorch eager, torch.compile and
@@ -72,6 +76,20 @@ def rnn_loss(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]) -> f
 
 def rnn_grad(xs: f32[T, B, I], h0: f32[B, H], wx: f32[I, H], wh: f32[H, H]):
     return value_and_grad(rnn_loss, wrt=(2, 3))(xs, h0, wx, wh)
+
+def settle(x: f64, n: i64) -> f64:
+    y = x
+    i = 0
+    while i < n:
+        y = y * 0.9 + sin(y) * 0.1
+        i = i + 1
+    return y
+
+def settle_d1(x: f64, n: i64) -> f64:
+    return grad(settle)(x, n)
+
+def settle_d2(x: f64, n: i64) -> f64:
+    return grad(settle_d1)(x, n)
 """
 
 
@@ -266,6 +284,28 @@ def bench_rnn(mods, peers, repeats, T=50, B=32, I=32, H=128):
     return {k: 1.0 / t for k, t in medians(fns, repeats).items()}
 
 
+def bench_while2(mods, peers, n, repeats):
+    """Calls per second of the second derivative of a data-dependent `while` loop of n steps."""
+    fns = {f"dg_{mode}": (lambda m=m: m.settle_d2(0.3, n)) for mode, m in mods.items()}
+    if "torch" in peers:
+        torch = peers["torch"]
+
+        def second():
+            x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+            y, i = x, 0
+            while i < n:
+                y = y * 0.9 + torch.sin(y) * 0.1
+                i += 1
+            (g,) = torch.autograd.grad(y, x, create_graph=True)
+            return torch.autograd.grad(g, x)[0]
+
+        fns["torch_eager"] = second
+    want = float(fns["dg_compiled"]())
+    for name, fn in fns.items():
+        assert abs(float(fn()) - want) <= 1e-9 * max(1.0, abs(want)), name
+    return {k: 1.0 / t for k, t in medians(fns, repeats).items()}
+
+
 def bench_chain(mods, peers, n, repeats):
     rng = np.random.default_rng(3)
     a = rng.standard_normal(n).astype(np.float32)
@@ -368,6 +408,7 @@ def main(argv=None) -> dict:
     res["sgemm_gflops"] = bench_sgemm(mods, peers, sizes, repeats)
     res["mlp_step_per_s"] = bench_mlp(mods, peers, batch, repeats)
     res["rnn_fwd_bwd_per_s"] = bench_rnn(mods, peers, repeats, T=5 if a.quick else 50)
+    res["while2_per_s"] = bench_while2(mods, peers, 20 if a.quick else 2000, repeats)
     res["chain_gb_per_s"] = bench_chain(mods, peers, 1 << 12 if a.quick else 1 << 22, repeats)
     res["reduce_gb_per_s"] = bench_reduce(mods, peers, *((1 << 12, 64, 32) if a.quick else (1 << 22, 4096, 1024)),
                                           repeats)
@@ -375,6 +416,7 @@ def main(argv=None) -> dict:
         "sgemm": {k: ratios(v, "dg_compiled") for k, v in res["sgemm_gflops"].items()},
         "mlp_step": ratios(res["mlp_step_per_s"], "dg_compiled"),
         "rnn": ratios(res["rnn_fwd_bwd_per_s"], "dg_compiled"),
+        "while2": ratios(res["while2_per_s"], "dg_compiled"),
         "chain": ratios(res["chain_gb_per_s"], "dg_compiled"),
         "reduce": {k: ratios(v, "dg_compiled") for k, v in res["reduce_gb_per_s"].items()},
     }
@@ -383,6 +425,7 @@ def main(argv=None) -> dict:
     print(f"compile latency of mlp_step: cold {res['compile']['cold_s']:.2f} s (the process's first: "
           f"{res['compile']['first_cold_s']:.2f} s), from the disk cache {res['compile']['from_disk_cache_s']:.2f} s")
     for section, unit in (("sgemm_gflops", "GFLOP/s"), ("mlp_step_per_s", "steps/s"), ("rnn_fwd_bwd_per_s", "calls/s"),
+                          ("while2_per_s", "calls/s"),
                           ("chain_gb_per_s", "GB/s"), ("reduce_gb_per_s", "GB/s")):
         rows = res[section] if section in ("sgemm_gflops", "reduce_gb_per_s") else {"": res[section]}
         for name, row in rows.items():

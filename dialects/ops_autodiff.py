@@ -226,12 +226,12 @@ def _lower_tape_push(b, op):
 
 
 def _vjp_tape_push(g, op, d):
+    """Row k of d flows to v; the rest of d, but for row k (overwritten: nothing flows to the old
+    row), to the tape, in the rows it had before the push (tape_unpush). Row k is read first, so
+    that tape_unpush may clear it in place."""
     tape, k, v = op.operands
-    rows = g.dim(tape, 0)
-    # Row k was overwritten: nothing flows to the old row. (setitem copies: d may have other uses.)
-    cleared = g.dg_op("setitem", [d, g.const(0.0, d), g.dg_op("from_index", [k])], {"spec": ("i:$",)})
-    d_tape = g.dg_op("getitem", [cleared, rows], {"spec": ("s:0:$:",)})  # the rows the tape had before growing
-    return [d_tape, None, g.dg_op("tape_read", [d, k])]
+    dv = g.dg_op("tape_read", [d, k])
+    return [g.dg_op("tape_unpush", [d, k, tape]), None, dv]
 
 
 register(OpDef(
@@ -241,6 +241,71 @@ register(OpDef(
         %t2 = "dg.tape_push"(%t, %k, %v) : (tensor<?x3xf32>, index, tensor<3xf32>) -> tensor<?x3xf32>""",
     lower=_lower_tape_push,
     vjp=_vjp_tape_push, jvp=linear(0, 2),
+))
+
+
+def _tape_unpush(d, k, like):
+    d, k = np.asarray(d), int(k)
+    n = np.shape(like)[0]
+    out = np.zeros((n,) + d.shape[1:], dtype=d.dtype)
+    c = min(n, d.shape[0])
+    out[:c] = d[:c]
+    if k < c:
+        out[k] = 0
+    return out
+
+
+def _lower_tape_unpush(b, op):
+    """d with row k zeroed in place (where d has a row k); then, where `like` has as many rows as
+    d (always, in the gradients the autodiff pass writes: their tapes never grow), that; else a
+    new tensor of like's rows holding d's first ones and zeros after them."""
+    (d, dt), (k, _), (like, lt) = zip(op.operands, op.types)
+    out_t = op.result_types[0]
+    m, n = b.dim(d, dt, 0), b.dim(like, lt, 0)
+    rows = [b.dim(d, dt, i) for i in range(1, dt.rank)]
+    row = [str(x) if isinstance(x, int) else r for x, r in zip(dt.shape[1:], rows)]  # as slice sizes
+    zero = b.const(0, dt.element) if dt.dtype != "bool" else b.const(False, "i1")
+
+    def cleared(bb):
+        if dt.rank == 1 and bb.target == "cpu":  # a row of one element: stored
+            return bb.assign(f"tensor.insert {zero} into {d}[{k}] : {dt.mlir()}", "unpushed")
+        rt = TensorType(dt.dtype, tuple(dt.shape[1:]))
+        zeros = bb.fill(rt, rows, zero)
+        return bb.assign(f"tensor.insert_slice {zeros} into {d}{_slice_text(k, row)} : {rt.mlir()} into {dt.mlir()}",
+                         "unpushed")
+
+    # (Empty rows hold nothing to clear, and a slice at offset 0 of a size-0 axis does not verify.)
+    z = d if 0 in dt.shape[1:] else if_else(b, b.cmp("ult", k, m, "index"), dt.mlir(), cleared, lambda bb: d)
+
+    def resized(bb):
+        c = bb.binary("arith.minui", n, m, "index")
+        part = bb.slice(z, dt, [c] + [None] * len(rows))
+        into = bb.fill(out_t, [n] + rows, zero)
+        at = ", ".join(["0"] * dt.rank)
+        return bb.assign(f"tensor.insert_slice {part} into {into}[{at}] [{', '.join([c] + row)}] "
+                         f"[{', '.join(['1'] * dt.rank)}] : {dt.mlir()} into {out_t.mlir()}", "resized")
+
+    return if_else(b, b.cmp("eq", n, m, "index"), out_t.mlir(), lambda bb: cast(bb, z, dt, out_t), resized)
+
+
+def _vjp_tape_unpush(g, op, d):
+    """tape_unpush is linear in d, a partial identity between tapes of d's rows and of like's
+    rows: its adjoint is the same partial identity the other way (like's rows to d's)."""
+    x, k, like = op.operands
+    return [g.dg_op("tape_unpush", [d, k, x]), None, None]
+
+
+register(OpDef(
+    name="tape_unpush", impl=_tape_unpush, nargs=3,
+    infer=lambda types: TensorType(types[0].dtype, tuple(types[2].shape)),
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.int64(1),
+                         np.zeros((3, 3), np.float32)], {}),
+    doc="""The adjoint of a tape before `tape_push` at row k, from the adjoint d of the tape after it:
+    d with row k zero, in as many rows as the tape `like` (d's first rows, zeros after them).
+
+        %t = "dg.tape_unpush"(%d, %k, %like) : (tensor<?x3xf32>, index, tensor<?x3xf32>) -> tensor<?x3xf32>""",
+    lower=_lower_tape_unpush,
+    vjp=_vjp_tape_unpush, jvp=linear(0),
 ))
 
 

@@ -23,7 +23,9 @@ def test_interp_overhead_runs(tmp_path):
 def test_cpu_benchmark_runs(tmp_path):
     out = tmp_path / "cpu.json"
     r = _load("cpu").main(["--quick", "--json", str(out)])
-    assert {"compile", "sgemm_gflops", "mlp_step_per_s", "rnn_fwd_bwd_per_s", "chain_gb_per_s", "reduce_gb_per_s", "ratios"} <= set(r)
+    assert {"compile", "sgemm_gflops", "mlp_step_per_s", "rnn_fwd_bwd_per_s", "while2_per_s", "chain_gb_per_s",
+            "reduce_gb_per_s", "ratios"} <= set(r)
+    assert r["while2_per_s"]["dg_compiled"] > 0
     assert r["chain_gb_per_s"]["dg_compiled"] > 0 and r["dg_blas"]
     assert r["reduce_gb_per_s"]["total"]["dg_compiled"] > 0 and r["reduce_gb_per_s"]["colsum"]["dg_compiled"] > 0
     assert r["mlp_step_per_s"]["dg_compiled"] > 0 and r["compile"]["cold_s"] > 0
