@@ -1,13 +1,17 @@
 """Ops the autodiff pass writes: zeros of a value's shape, and the tape.
 
 A tape is an ordinary tensor whose first axis counts iterations: a forward
-loop pushes each iteration's loop-carried values (`tape_push` at row k,
-growing the tape by doubling when a loop outruns it; the autodiff pass sizes
-its tapes so that they never do), and the reverse loop reads them back
-(`tape_read`). A tape value is used once, by
-the next push or by reads, so both modes update it in place. A carried
-value whose size changes from one iteration to the next cannot be taped:
-that is a located runtime error.
+loop pushes each iteration's loop-carried values (`tape_push` at row k; the
+autodiff pass sizes each tape to its loop's iterations before the loop, so a
+push never outruns it), and the reverse loop reads them back (`tape_read`).
+A tape value is used once, by the next push or by reads, so both modes update
+it in place. The adjoint of a push clears the pushed row of the adjoint tape
+(`tape_clear`), in place too. A carried value whose size changes from one
+iteration to the next cannot be taped: that is a located runtime error.
+(A tape whose push may be past its end would be a buffer that is either the
+old one or a new one: bufferization then tracks whether each loop owns the
+tape it carries, and a fourth-order gradient of a loop compiled to 2.5 times
+the LLVM IR.)
 """
 from __future__ import annotations
 
@@ -49,16 +53,11 @@ def _tape_alloc(v, cap):
 
 
 def _tape_push(tape, k, v):
-    k = int(k)
     v = np.asarray(v)
     if v.shape != tape.shape[1:]:
         raise ValueError(f"a loop-carried value changed shape from {tape.shape[1:]} to {v.shape}: "
                          "gradients need the carried values of a loop to keep their sizes")
-    if k >= tape.shape[0]:
-        grown = np.empty((max(2 * tape.shape[0], k + 1),) + tape.shape[1:], dtype=tape.dtype)
-        grown[:tape.shape[0]] = tape
-        tape = grown
-    tape[k] = v  # in place: a tape value is used once, by the next push or by reads
+    tape[int(k)] = v  # in place: a tape value is used once, by the next push or by reads
     return tape
 
 
@@ -189,15 +188,20 @@ register(OpDef(
 ))
 
 
+def _last_row(b, k, n):
+    """k, or the tape's last row where k is past it (never, in the tapes the autodiff pass sizes:
+    a bound on what a write may touch, not a semantics)."""
+    return b.binary("arith.minui", k, b.binary("arith.subi", n, b.const(1, "index"), "index"), "index")
+
+
 def _lower_tape_push(b, op):
-    """Row k set to v, the tape doubled first when k is past its end. A v of other sizes than the
-    tape's rows is a located error; until it is raised, an uninitialised row stands in for v, so
-    that nothing is written past a row's end."""
+    """Row k set to v, in place. A v of other sizes than the tape's rows is a located error;
+    until it is raised, an uninitialised row stands in for v, so that nothing is written past a
+    row's end."""
     tape, k, v = op.operands
     tt, vt = op.types[0], op.types[2]
     if 0 in vt.shape:  # empty rows: nothing to keep (and a slice at offset 0 of a size-0 axis does not verify)
         return tape
-    n = b.dim(tape, tt, 0)
     rows = [b.dim(tape, tt, i + 1) for i in range(vt.rank)]  # the tape's row sizes
     bad = any_of(b, [b.cmp("ne", b.dim(v, vt, i), rows[i], "index")
                      for i, d in enumerate(vt.shape) if not isinstance(d, int)])
@@ -206,37 +210,25 @@ def _lower_tape_push(b, op):
                         "of a loop to keep their sizes")
         v = stand_in_if(b, bad, v, vt, dict(enumerate(rows)))
     row = [str(d) if isinstance(d, int) else r for d, r in zip(vt.shape, rows)]  # as slice sizes
+    k = _last_row(b, k, b.dim(tape, tt, 0))
     t = tt.mlir()
-
-    def grown(bb):
-        two = bb.binary("arith.muli", n, bb.const(2, "index"), "index")
-        k1 = bb.binary("arith.addi", k, bb.const(1, "index"), "index")
-        e = bb.empty(tt, [bb.binary("arith.maxui", two, k1, "index")] + rows)
-        g = bb.fresh("grown")
-        at = ", ".join(["0"] * tt.rank)
-        bb.emit(f"{g} = tensor.insert_slice {tape} into {e}[{at}] [{', '.join([n] + row)}] "
-                f"[{', '.join(['1'] * tt.rank)}] : {t} into {t}")
-        return g
-
-    r = if_else(b, b.cmp("uge", k, n, "index"), t, grown, lambda bb: tape)
     if vt.rank == 0 and b.target == "cpu":  # a scalar: stored, not copied from a buffer of its own
         e = b.assign(f"tensor.extract {v}[] : {vt.mlir()}", "e")
-        return b.assign(f"tensor.insert {e} into {r}[{k}] : {t}", "pushed")
-    return b.assign(f"tensor.insert_slice {v} into {r}{_slice_text(k, row)} : {vt.mlir()} into {t}", "pushed")
+        return b.assign(f"tensor.insert {e} into {tape}[{k}] : {t}", "pushed")
+    return b.assign(f"tensor.insert_slice {v} into {tape}{_slice_text(k, row)} : {vt.mlir()} into {t}", "pushed")
 
 
 def _vjp_tape_push(g, op, d):
-    """Row k of d flows to v; the rest of d, but for row k (overwritten: nothing flows to the old
-    row), to the tape, in the rows it had before the push (tape_unpush). Row k is read first, so
-    that tape_unpush may clear it in place."""
+    """Row k of d flows to v; the rest of d to the tape (row k was overwritten: nothing flows to
+    the old row). Row k is read first, so that tape_clear may clear it in place."""
     tape, k, v = op.operands
     dv = g.dg_op("tape_read", [d, k])
-    return [g.dg_op("tape_unpush", [d, k, tape]), None, dv]
+    return [g.dg_op("tape_clear", [d, k]), None, dv]
 
 
 register(OpDef(
     name="tape_push", impl=_tape_push, nargs=3, infer=lambda types: types[0],
-    doc="""The tape with row k (an index) set to v, grown (doubled) first when k is past its end.
+    doc="""The tape with row k (an index, below the tape's rows) set to v.
 
         %t2 = "dg.tape_push"(%t, %k, %v) : (tensor<?x3xf32>, index, tensor<3xf32>) -> tensor<?x3xf32>""",
     lower=_lower_tape_push,
@@ -244,68 +236,38 @@ register(OpDef(
 ))
 
 
-def _tape_unpush(d, k, like):
-    d, k = np.asarray(d), int(k)
-    n = np.shape(like)[0]
-    out = np.zeros((n,) + d.shape[1:], dtype=d.dtype)
-    c = min(n, d.shape[0])
-    out[:c] = d[:c]
-    if k < c:
-        out[k] = 0
-    return out
+def _tape_clear(d, k):
+    d = np.array(d, copy=True)
+    d[int(k)] = 0
+    return d
 
 
-def _lower_tape_unpush(b, op):
-    """d with row k zeroed in place (where d has a row k); then, where `like` has as many rows as
-    d (always, in the gradients the autodiff pass writes: their tapes never grow), that; else a
-    new tensor of like's rows holding d's first ones and zeros after them."""
-    (d, dt), (k, _), (like, lt) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    m, n = b.dim(d, dt, 0), b.dim(like, lt, 0)
+def _lower_tape_clear(b, op):
+    """d with row k zeroed, in place where d has no later use (its row k is read before)."""
+    (d, dt), (k, _) = zip(op.operands, op.types)
+    if 0 in dt.shape[1:]:  # empty rows: nothing to clear (and a slice at offset 0 of a size-0 axis does not verify)
+        return d
     rows = [b.dim(d, dt, i) for i in range(1, dt.rank)]
     row = [str(x) if isinstance(x, int) else r for x, r in zip(dt.shape[1:], rows)]  # as slice sizes
     zero = b.const(0, dt.element) if dt.dtype != "bool" else b.const(False, "i1")
-
-    def cleared(bb):
-        if dt.rank == 1 and bb.target == "cpu":  # a row of one element: stored
-            return bb.assign(f"tensor.insert {zero} into {d}[{k}] : {dt.mlir()}", "unpushed")
-        rt = TensorType(dt.dtype, tuple(dt.shape[1:]))
-        zeros = bb.fill(rt, rows, zero)
-        return bb.assign(f"tensor.insert_slice {zeros} into {d}{_slice_text(k, row)} : {rt.mlir()} into {dt.mlir()}",
-                         "unpushed")
-
-    # (Empty rows hold nothing to clear, and a slice at offset 0 of a size-0 axis does not verify.)
-    z = d if 0 in dt.shape[1:] else if_else(b, b.cmp("ult", k, m, "index"), dt.mlir(), cleared, lambda bb: d)
-
-    def resized(bb):
-        c = bb.binary("arith.minui", n, m, "index")
-        part = bb.slice(z, dt, [c] + [None] * len(rows))
-        into = bb.fill(out_t, [n] + rows, zero)
-        at = ", ".join(["0"] * dt.rank)
-        return bb.assign(f"tensor.insert_slice {part} into {into}[{at}] [{', '.join([c] + row)}] "
-                         f"[{', '.join(['1'] * dt.rank)}] : {dt.mlir()} into {out_t.mlir()}", "resized")
-
-    return if_else(b, b.cmp("eq", n, m, "index"), out_t.mlir(), lambda bb: cast(bb, z, dt, out_t), resized)
-
-
-def _vjp_tape_unpush(g, op, d):
-    """tape_unpush is linear in d, a partial identity between tapes of d's rows and of like's
-    rows: its adjoint is the same partial identity the other way (like's rows to d's)."""
-    x, k, like = op.operands
-    return [g.dg_op("tape_unpush", [d, k, x]), None, None]
+    k = _last_row(b, k, b.dim(d, dt, 0))
+    if dt.rank == 1 and b.target == "cpu":  # a row of one element: stored
+        return b.assign(f"tensor.insert {zero} into {d}[{k}] : {dt.mlir()}", "cleared")
+    rt = TensorType(dt.dtype, tuple(dt.shape[1:]))
+    zeros = b.fill(rt, rows, zero)
+    return b.assign(f"tensor.insert_slice {zeros} into {d}{_slice_text(k, row)} : {rt.mlir()} into {dt.mlir()}",
+                    "cleared")
 
 
 register(OpDef(
-    name="tape_unpush", impl=_tape_unpush, nargs=3,
-    infer=lambda types: TensorType(types[0].dtype, tuple(types[2].shape)),
-    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.int64(1),
-                         np.zeros((3, 3), np.float32)], {}),
-    doc="""The adjoint of a tape before `tape_push` at row k, from the adjoint d of the tape after it:
-    d with row k zero, in as many rows as the tape `like` (d's first rows, zeros after them).
+    name="tape_clear", impl=_tape_clear, nargs=2, infer=lambda types: types[0],
+    sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.int64(1)], {}),
+    doc="""d with row k (an index, below d's rows) zero: the adjoint of a tape before a push at row k,
+    from the adjoint d of the tape after it.
 
-        %t = "dg.tape_unpush"(%d, %k, %like) : (tensor<?x3xf32>, index, tensor<?x3xf32>) -> tensor<?x3xf32>""",
-    lower=_lower_tape_unpush,
-    vjp=_vjp_tape_unpush, jvp=linear(0),
+        %t = "dg.tape_clear"(%d, %k) : (tensor<?x3xf32>, index) -> tensor<?x3xf32>""",
+    lower=_lower_tape_clear,
+    vjp=lambda g, op, d: [g.dg_op("tape_clear", [d, op.operands[1]]), None], jvp=linear(0),
 ))
 
 
