@@ -48,11 +48,18 @@ def folder() -> Path | None:
 
 @functools.lru_cache(maxsize=None)
 def _fingerprint(extra: str) -> str:
-    """What compiled code depends on besides the dg IR: dg's own lowering code, versions, the host."""
+    """What compiled code depends on besides the dg IR: `extra` (the pipeline, the entry), and
+    what every entry shares (_shared_fingerprint)."""
+    return hashlib.sha256(f"{_shared_fingerprint()}\0{extra}".encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_fingerprint() -> str:
+    """dg's own lowering code, the versions, the host: read once per process (each new entry
+    has an `extra` of its own, and had read dg's 90 source files again)."""
     import llvmlite.binding as llvm
 
-
-    h = hashlib.sha256(f"{FORMAT}\0{extra}\0{mlir.VERSION}\0{llvm.llvm_version_info}".encode())
+    h = hashlib.sha256(f"{FORMAT}\0{mlir.VERSION}\0{llvm.llvm_version_info}".encode())
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
     root = Path(__file__).resolve().parent.parent

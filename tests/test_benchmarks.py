@@ -36,7 +36,7 @@ def test_compile_benchmark_runs(tmp_path):
     out = tmp_path / "compile.json"
     r = _load("compile").main(["--quick", "--families", "straight,order", "--json", str(out)])
     fam = r["families"]["straight"]
-    assert set(fam["members"]) == {"100", "200"} and fam["per_op_max_over_min"] >= 1
+    assert set(fam["members"]) == {"100", "200"} and fam["per_op_max_over_min"] >= 1 and fam["per_op_growth"] > 0
     row = fam["members"]["200"]
     assert row["grad_ops"] > row["dg_ops"] > 0 and row["cold_s"] >= row["compile_s"] > 0 and row["cached_s"] > 0
     assert set(row["stages_s"]) == {"emission", "autodiff", "inlining", "mlir_passes", "llvm_ir", "llvm"}
