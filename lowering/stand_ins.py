@@ -2,10 +2,11 @@
 
 Expects: a module on tensors whose element-wise ops MLIR has fused (linalg-fuse-elementwise-ops),
 not yet bufferized. Guarantees: `stand_ins_as_views(module)`: each stand-in that feeds a
-`linalg.generic`, `arith.select %failed, %fresh, %v` where `%fresh` is a `tensor.empty`, selects
-instead another input of that generic, of the same type and read through the same
-indexing map (and moves before the generic, where that input is defined); the `tensor.empty`
-goes where nothing else uses it. Returns how many it changed.
+`linalg.generic`, `arith.select %failed, %fresh, %v` where `%fresh` is a `tensor.empty` and %v a
+tensor of its own (_own_tensor: no view of another, no loop's carried value), selects instead
+another input of that generic of its own, of the same type and read through the same indexing
+map (and moves before the generic, where that input is defined); the `tensor.empty` goes where
+nothing else uses it. Returns how many it changed.
 
 Until a failed size check is raised the call winds down, and an operand that may be smaller than
 the sizes the op iterates over is replaced by an uninitialised tensor of those sizes
@@ -35,6 +36,8 @@ def stand_ins_as_views(m) -> int:
         generic = user(use)
         if generic.name != "linalg.generic":
             continue
+        if not _own_tensor(op.operands[2]):
+            continue
         other = _same_reads(generic, use.operand_number, op.results[0])
         if other is None:
             continue
@@ -48,7 +51,7 @@ def stand_ins_as_views(m) -> int:
 
 def _same_reads(generic, slot: int, value):
     """An input of `generic` other than `value` (its input `slot`) of value's type, read through
-    the same indexing map, or None."""
+    the same indexing map, that is a tensor of its own (_own_tensor), or None."""
     inputs = len(generic.operands) - len(generic.results)
     if slot >= inputs:
         return None
@@ -56,6 +59,25 @@ def _same_reads(generic, slot: int, value):
     mine = str(maps[slot])
     for i in range(inputs):
         x = generic.operands[i]
-        if i != slot and x != value and x.type == value.type and str(maps[i]) == mine:
+        if i != slot and x != value and x.type == value.type and str(maps[i]) == mine and _own_tensor(x):
             return x
     return None
+
+
+# Ops whose result is a part or a reshape of their operand (bufferized as a view of its buffer).
+_VIEWS = ("tensor.extract_slice", "tensor.collapse_shape", "tensor.expand_shape", "tensor.cast", "tensor.reshape")
+
+
+def _own_tensor(x) -> bool:
+    """Whether x is a function's argument or the result of an op that does not view another
+    tensor: neither a part or reshape of one (a row of a tape) nor a loop's carried value.
+    One-Shot Bufferize takes a select's result to alias both its operands, and joins their
+    alias sets; a stand-in that joined a fresh op's result to a view of a gradient's tape, or to
+    a loop's carried value, let every write to one look like a write to the other, and the tape
+    was copied whole to write its last row. The stand-in and the value it stands in for are
+    both tensors of their own, or the fresh tensor stays."""
+    op = defining_op(x)
+    if op is None:
+        parent = x.owner.owner
+        return getattr(parent, "operation", parent).name == "func.func"
+    return op.name not in _VIEWS
