@@ -164,6 +164,16 @@ def defining_op(value):
     return owner if isinstance(owner, ir.Operation) else None
 
 
+def is_function_argument(value) -> bool:
+    """Whether `value` is an argument of a function's entry block (not of a loop's or a branch's
+    block, and not an op's result)."""
+    if defining_op(value) is not None:
+        return False
+    parent = value.owner.owner
+    parent = getattr(parent, "operation", parent)
+    return parent.name == "func.func" and value.owner == parent.regions[0].blocks[0]
+
+
 def constant_value(value):
     """The integer an index or integer SSA value is an `arith.constant` of, or None."""
     op = defining_op(value)

@@ -247,14 +247,13 @@ def _lower_tape_clear(b, op):
     (d, dt), (k, _) = zip(op.operands, op.types)
     if 0 in dt.shape[1:]:  # empty rows: nothing to clear (and a slice at offset 0 of a size-0 axis does not verify)
         return d
-    rows = [b.dim(d, dt, i) for i in range(1, dt.rank)]
-    row = [str(x) if isinstance(x, int) else r for x, r in zip(dt.shape[1:], rows)]  # as slice sizes
+    row = _sizes(b, d, dt, 1)  # a row's sizes (what the fill of zeros takes too)
     zero = b.const(0, dt.element) if dt.dtype != "bool" else b.const(False, "i1")
     k = _last_row(b, k, b.dim(d, dt, 0))
     if dt.rank == 1 and b.target == "cpu":  # a row of one element: stored
         return b.assign(f"tensor.insert {zero} into {d}[{k}] : {dt.mlir()}", "cleared")
     rt = TensorType(dt.dtype, tuple(dt.shape[1:]))
-    zeros = b.fill(rt, rows, zero)
+    zeros = b.fill(rt, row, zero)
     return b.assign(f"tensor.insert_slice {zeros} into {d}{_slice_text(k, row)} : {rt.mlir()} into {dt.mlir()}",
                     "cleared")
 

@@ -24,7 +24,7 @@ to LLVM (10,801 lines of the LLVM dialect before to-llvm, 8,862 after; 407 run-t
 """
 from __future__ import annotations
 
-from dg.core.mlir import create, defining_op, downcast, function_bodies, ir, operations_under
+from dg.core.mlir import create, defining_op, downcast, function_bodies, ir, is_function_argument, operations_under
 
 # Ops whose memref result views their first operand's buffer (extract_strided_metadata's first
 # result is the base buffer).
@@ -62,9 +62,7 @@ class _Buffers:
     def _may_be(self, v) -> frozenset | None:
         op = defining_op(v)
         if op is None:  # a block's argument: of the function's entry block, the caller's buffer
-            parent = v.owner.owner
-            parent = getattr(parent, "operation", parent)
-            return frozenset([v]) if parent.name == "func.func" and v.owner == parent.regions[0].blocks[0] else None
+            return frozenset([v]) if is_function_argument(v) else None
         if op.name in VIEWS:
             return self.may_be(op.operands[0])
         if op.name in _ALLOCATIONS:

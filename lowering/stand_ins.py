@@ -21,7 +21,7 @@ its only use: a stand-in that used a producer's result before fusion would keep 
 """
 from __future__ import annotations
 
-from dg.core.mlir import defining_op, downcast, ir, one_use, operations_under, user
+from dg.core.mlir import defining_op, downcast, ir, is_function_argument, one_use, operations_under, user
 
 
 def stand_ins_as_views(m) -> int:
@@ -77,7 +77,4 @@ def _own_tensor(x) -> bool:
     was copied whole to write its last row. The stand-in and the value it stands in for are
     both tensors of their own, or the fresh tensor stays."""
     op = defining_op(x)
-    if op is None:
-        parent = x.owner.owner
-        return getattr(parent, "operation", parent).name == "func.func"
-    return op.name not in _VIEWS
+    return is_function_argument(x) if op is None else op.name not in _VIEWS
