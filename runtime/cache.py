@@ -23,6 +23,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import os
 import stat
 import tempfile
@@ -74,6 +75,11 @@ def key(text: str, extra: str = "") -> str:
     """The entry's whole key: a digest of everything the code depends on (its file names use
     the first 40 digits; the entry carries all 64 and is refused under any other key)."""
     return hashlib.sha256((_fingerprint(extra) + "\0" + text).encode()).hexdigest()
+
+
+def derived_key(k: str, what: str) -> str:
+    """The key of something kept beside the entry under `k` (its `what`)."""
+    return hashlib.sha256(f"{k}\0{what}".encode()).hexdigest()
 
 
 def _name(k: str) -> str:
@@ -157,8 +163,21 @@ def _write(path: Path, data: bytes) -> None:
         raise
 
 
+def remove(k: str) -> None:
+    """The entry under `k` gone, if there is one (best effort, as `store`)."""
+    d = folder()
+    if d is None:
+        return
+    for suffix in (".json", ".o"):  # (the seal first: a half-removed entry is refused)
+        try:
+            os.unlink(d / f"{_name(k)}{suffix}")
+        except OSError:
+            pass
+
+
 def store(k: str, meta: dict, blob: bytes) -> None:
-    """Best effort: a read-only or full disk means no cache, not a failure."""
+    """Best effort: a read-only or full disk means no cache, not a failure (a warning through the
+    `dg` logger, once per folder)."""
     d = folder()
     if d is None:
         return
@@ -169,5 +188,11 @@ def store(k: str, meta: dict, blob: bytes) -> None:
             return
         _write(d / f"{_name(k)}.o", blob)  # the object first: the json holds its seal
         _write(d / f"{_name(k)}.json", json.dumps({"meta": meta, "seal": _seal(secret, k, meta, blob)}).encode())
-    except OSError:
-        pass
+    except OSError as e:
+        if str(d) not in _WARNED:  # (once per folder and process)
+            _WARNED.add(str(d))
+            logging.getLogger("dg").warning("dg: the disk cache %s cannot be written (%s): compiled code is not "
+                                            "kept for later processes", d, e.strerror or e)
+
+
+_WARNED: set = set()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import ctypes.util
 import os
 import struct
@@ -33,7 +34,7 @@ import numpy as np
 
 from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP, MAX_FRAMES, SETJMP, STATE, STATE_WORDS
 from dg.core.attrs import table
-from dg.core.errors import DgRuntimeError, with_call_stack
+from dg.core.errors import DgError, DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
 from dg.core.mlir import ir
 from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
@@ -44,6 +45,7 @@ from dg.lowering.llvm_ir import llvm_ir
 from . import cache, collectives, compile_log, fastcall, interrupt, optimizer, threads
 from .interp import _Breakpoints, _Console
 from .machine_code import object_code, quick_object_codes
+from .object_room import refuse_unplaceable
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -383,6 +385,11 @@ def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes | list
     return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
 
 
+def _llvm_ir_key(key: str) -> str:
+    """The disk cache key of the LLVM IR kept beside a program's quick code."""
+    return cache.derived_key(key, "llvm-ir")
+
+
 def _cores() -> int:
     """The cores this process may run on (at most 4: pieces of a module below a few thousand
     lines gain nothing)."""
@@ -429,12 +436,16 @@ class CpuProgram:
     def _load(self, blob: bytes | list) -> None:
         """Link the object code (or its pieces) into a JIT of its own, whose memory manager
         (llvmlite's) places each object's sections in one reservation, as the small code model
-        of machine_code.object_code needs."""
+        of machine_code.object_code needs; a DgError, before anything is linked, for an object
+        the manager could not place (runtime.object_room), where it would abort the process."""
         import llvmlite.binding as llvm
 
+        pieces = [blob] if isinstance(blob, bytes) else blob
+        for k, piece in enumerate(pieces):
+            refuse_unplaceable(piece, first=k == 0)
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target, use_lmm=True)
-        for piece in [blob] if isinstance(blob, bytes) else blob:
+        for piece in pieces:
             self._jit.add_object_file(llvm.ObjectFileRef.from_data(piece))
         self._jit.finalize_object()
         at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
@@ -446,8 +457,13 @@ class CpuProgram:
         with self._lock:
             done, self.optimized = self.optimized, None
             if done is not None and done.blob is not None:
-                self._retired.append(self._jit)
-                self._load(done.blob)
+                quick = self._jit
+                try:
+                    self._load(done.blob)
+                except DgError as e:  # (the quick code goes on running the calls)
+                    compile_log.logger.warning("dg: the optimized code is not used: %s", e.raw_message)
+                    return
+                self._retired.append(quick)
                 self.opt_level = done.level
 
     @classmethod
@@ -467,8 +483,14 @@ class CpuProgram:
             if ll.count("\n") > QUICK_START_LINES:  # (else LLVM optimizes it about as fast as a worker starts)
                 quick, blob = finish_object(meta, ll, 0)
                 program = cls(quick, blob, from_cache=False)
-                program.optimized = optimizer.Optimizing(ll, level, cls.cache_key(text, entry), meta,
-                                                         blas_on_one_thread)
+                key = cls.cache_key(text, entry)
+                # The quick code goes into the disk cache at once, and the LLVM IR beside it, so that
+                # a process that ends before the worker does still spares the next one its compile;
+                # the worker's optimized code replaces both.
+                cache.store(key, {**quick, "pieces": [len(b) for b in blob]}, b"".join(blob))
+                cache.store(_llvm_ir_key(key), {"level": level, "meta": meta}, ll.encode())
+                program.optimized = optimizer.Optimizing(ll, level, key, meta, blas_on_one_thread,
+                                                         drop=_llvm_ir_key(key))
                 _log_compile(entry, quick, t0, f"a worker process optimizes it at -O{level}, and its code runs the "
                              "calls once it is done")
                 return program
@@ -490,11 +512,23 @@ class CpuProgram:
     def cached(cls, text: str, entry: str | None = None) -> "CpuProgram | None":
         """The program for this IR from the disk cache, or None."""
         t0 = time.perf_counter()
-        hit = cache.load(cls.cache_key(text, entry))
+        key = cls.cache_key(text, entry)
+        hit = cache.load(key)
         if hit is None:
             return None
-        program = cls(*hit, from_cache=True)
-        compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s")
+        meta, blob = hit
+        if "pieces" in meta:  # (quick code: the pieces one JIT links, stored end to end)
+            ends = list(itertools.accumulate(meta["pieces"]))
+            blob = [blob[end - n:end] for n, end in zip(meta["pieces"], ends)]
+        program = cls(meta, blob, from_cache=True)
+        why = ""
+        if meta.get("opt_level") == 0 and cls.QUICK_START and optimizer.enabled():
+            ir = cache.load(_llvm_ir_key(key))  # (an earlier process ended before its worker did)
+            if ir is not None:
+                program.optimized = optimizer.Optimizing(ir[1].decode(), ir[0]["level"], key, ir[0]["meta"],
+                                                         blas_on_one_thread, drop=_llvm_ir_key(key))
+                why = f": quick code, which a worker optimizes at -O{ir[0]['level']}"
+        compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s{why}")
         return program
 
     @classmethod

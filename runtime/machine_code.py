@@ -33,6 +33,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
     from llvmlite.binding import ffi
 
     call = _unlocked if piece else (lambda name, *args: getattr(ffi.lib, name)(*args))
+    text = _with_rtlib_got(_library_copies(text) if level == 0 else text)
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     context = llvm.create_context()
@@ -42,6 +43,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
         if error:
             mod.close()
             raise RuntimeError(f"LLVM IR parsing error\n{error}")
+    _calls_through_got(mod)
     machine = _target_machine(level)
     mod.triple = machine.triple
     tuning = llvm.create_pipeline_tuning_options(speed_level=max(level, 1))
@@ -62,6 +64,60 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
         return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
     finally:
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+
+
+def _calls_through_got(mod) -> None:
+    """Every function the module declares but does not define (malloc, the runtime's, another
+    piece's) called through a table entry (`nonlazybind`, as -fno-plt), as are the library calls
+    LLVM makes itself (memset, cos: the module flag RtLibUseGOT). A plain call of such a function
+    is linked through a stub, and each stub takes a table entry that the JIT's linker leaves out
+    of the room it asks the memory manager for: past a few stubs, the entries overran the
+    reservation and llvmlite's memory manager aborted the process."""
+    for fn in mod.functions:
+        if fn.is_declaration and not fn.name.startswith("llvm."):
+            fn.add_function_attribute("nonlazybind")
+
+
+def _library_copies(text: str) -> str:
+    """LLVM IR text whose memset and memcpy intrinsics call the C library's functions, declared
+    `nonlazybind`: LLVM's fast instruction selection (the quick level's) calls them without the
+    table otherwise, through a stub (_calls_through_got). A copy of at most 32 bytes of a
+    constant size stays an intrinsic: fast selection writes it as moves (a fill of any size it
+    calls memset for)."""
+    def memset(g):
+        return f"call void @memset(ptr {g[1]}, i8 zeroext {g[2]}, i64 {g[3]})"
+
+    def memcpy(g):
+        if g[3].isdigit() and int(g[3]) <= 32:
+            return g[0]
+        return f"call void @memcpy(ptr {g[1]}, ptr {g[2]}, i64 {g[3]})"
+
+    out, n = _MEMSET.subn(memset, text)
+    out, m = _MEMCPY.subn(memcpy, out)
+    if n and not re.search(r"^declare .*@memset\(", out, re.M):
+        out += "\ndeclare void @memset(ptr, i8 zeroext, i64) nonlazybind nobuiltin\n"
+    if "call void @memcpy(" in out and not re.search(r"^declare .*@memcpy\(", out, re.M):
+        out += "\ndeclare void @memcpy(ptr, ptr, i64) nonlazybind nobuiltin\n"
+    return out
+
+
+_ARG = r"(?:[a-z]+(?:\([^)]*\))? )*([%@][-\w.$]+|\d+)"  # an operand, after its attributes
+_MEMSET = re.compile(r"call void @llvm\.memset\.p0\.i64\(ptr " + _ARG + r", i8 ([-\w%.$]+), i64 ([-\w%.$]+), i1 false\)")
+_MEMCPY = re.compile(r"call void @llvm\.memcpy\.p0\.p0\.i64\(ptr " + _ARG + r", ptr " + _ARG
+                     + r", i64 ([-\w%.$]+), i1 false\)")
+_FLAGS = re.compile(r"^!llvm\.module\.flags = !\{(.*)\}$", re.M)
+_RTLIB_GOT = '!{i32 7, !"RtLibUseGOT", i32 1}'  # (as clang's -fno-plt writes it)
+
+
+def _with_rtlib_got(text: str) -> str:
+    """LLVM IR text whose module flags say that LLVM's own library calls go through the table
+    (_calls_through_got): the flag's node numbered past every node of the text."""
+    node = 1 + max((int(n) for n in re.findall(r"^!(\d+) = ", text, re.M)), default=0)
+    flags = _FLAGS.search(text)
+    if flags is None:
+        return f"{text}\n!llvm.module.flags = !{{!{node}}}\n!{node} = {_RTLIB_GOT}\n"
+    listed = f"{flags.group(1)}, !{node}" if flags.group(1).strip() else f"!{node}"
+    return f"{text[:flags.start()]}!llvm.module.flags = !{{{listed}}}{text[flags.end():]}\n!{node} = {_RTLIB_GOT}\n"
 
 
 def _unlocked(name: str, *args):

@@ -6,8 +6,9 @@ is due (2: LLVM's time grows fastest on large programs), its disk cache key and 
 Guarantees: `Optimizing(...)` starts `python -m dg.runtime.optimizer FILE` on that text; when the
 worker is done, `done` is true and `blob` is the optimized object code (None if the worker
 failed: the quick code then stays), which `CpuProgram` loads between two calls. The worker
-puts the optimized code into the disk cache itself, so a later process loads it even when this
-one has ended first (the worker runs on in a session of its own; it does not make a cache
+puts the optimized code into the disk cache itself, in place of the quick code kept there (and
+drops the LLVM IR kept beside it: `drop`), so a later process loads it even when this one has
+ended first (the worker runs on in a session of its own; it does not make a cache
 folder whose parent is gone). Compiling without optimization takes LLVM about a tenth of the time
 (the 2-layer GPT loss gradient of benchmarks/compile.py: 0.9 s instead of about 9 s), and the
 quick code runs about three times slower until the optimized code takes over.
@@ -55,12 +56,13 @@ class Optimizing:
     a worker holds a program's LLVM module (hundreds of MB for a large one). A job whose program
     is gone before its turn is skipped (the queue holds it weakly)."""
 
-    def __init__(self, text: str, level: int, key: str, meta: dict, meanwhile=contextlib.nullcontext):
+    def __init__(self, text: str, level: int, key: str, meta: dict, meanwhile=contextlib.nullcontext,
+                 drop: str | None = None):
         self.level, self.blob = level, None
         self._meanwhile = meanwhile  # entered while the worker runs
         self._finished = threading.Event()
         self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
-        header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level},
+        header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}, "drop": drop,
                              "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
         # The job's input, in a file the worker reads and removes: a worker started just before
         # this process ends still has all of it (it then puts the optimized code into the disk
@@ -182,7 +184,9 @@ def _work(path: str) -> None:
     blob = object_code(text, job["level"])
     folder = cache.folder()
     if folder is not None and folder.parent.is_dir():  # (not in a temporary folder removed meanwhile)
-        cache.store(job["key"], job["meta"], blob)
+        cache.store(job["key"], job["meta"], blob)  # (in place of the quick code)
+        if job.get("drop"):
+            cache.remove(job["drop"])  # (the LLVM IR kept for it)
     try:
         sys.stdout.buffer.write(blob)
         sys.stdout.flush()

@@ -206,3 +206,69 @@ def test_building_pauses_the_collector_and_restores_it(monkeypatch):
         assert not gc.isenabled()  # a collector the caller turned off stays off
     finally:
         gc.enable()
+
+
+def test_two_processes_compiling_the_same_program_at_once(tmp_path):
+    """Both compile and run, and leave one whole entry that a third process loads."""
+    (tmp_path / "prog.dg").write_text(PROGRAM)
+    (tmp_path / "run.py").write_text(RUN)
+    e = dict(os.environ, DG_MODE="compiled", DG_CACHE_DIR=str(tmp_path / "cache"))
+    both = [subprocess.Popen([sys.executable, "run.py", "prog.dg"], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in both]
+    assert [p.returncode for p in both] == [0, 0], [err for _, err in outs]
+    values = {json.loads(out)["value"] for out, _ in outs}
+    assert len(values) == 1 and all(err == "" for _, err in outs), outs
+    third = _run(tmp_path)
+    assert third["from_cache"] and third["value"] in values
+    assert not list((tmp_path / "cache").glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("fault", ["read-only folder", pytest.param("full disk", marks=pytest.mark.skipif(
+    not os.path.exists("/dev/full"), reason="no /dev/full to fill"))])
+def test_a_cache_that_cannot_be_written_costs_a_warning_only(tmp_path, monkeypatch, caplog, fault):
+    """A read-only folder (EROFS where the folder is made, the secret or an entry written) or a
+    full disk (ENOSPC while an entry is written): the program compiles and runs, and the `dg`
+    logger warns once; nothing half-written is left."""
+    import errno
+
+    import numpy as np
+
+    import dg
+    from dg.runtime import cache
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DG_CACHE_DIR", str(folder))
+    monkeypatch.setattr(cache, "_WARNED", set())
+    inside = lambda path: str(path).startswith(str(folder))  # noqa: E731 (only the cache's files fail)
+    if fault == "read-only folder":
+        def refuse():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+        real_mkstemp, real_open, real_mkdir = cache.tempfile.mkstemp, os.open, os.mkdir
+        monkeypatch.setattr(cache.tempfile, "mkstemp", lambda *a, dir=None, **k: refuse() if inside(dir)
+                            else real_mkstemp(*a, dir=dir, **k))
+        monkeypatch.setattr(cache.os, "open", lambda path, flags, *a, **k: refuse()
+                            if flags & os.O_CREAT and inside(path) else real_open(path, flags, *a, **k))
+        monkeypatch.setattr(cache.os, "mkdir", lambda path, *a, **k: refuse() if inside(path)
+                            else real_mkdir(path, *a, **k))
+    else:  # (the temporary file written through /dev/full, whose writes fail with ENOSPC)
+        real_mkstemp = cache.tempfile.mkstemp
+
+        def full(*args, dir=None, **kwargs):
+            fd, name = real_mkstemp(*args, dir=dir, **kwargs)
+            if not inside(dir):
+                return fd, name
+            os.close(fd)
+            return os.open("/dev/full", os.O_WRONLY), name
+
+        monkeypatch.setattr(cache.tempfile, "mkstemp", full)
+    m = dg.loads(PROGRAM.replace("sum(", "mean("), mode="compiled", filename=f"fault-{fault[:4]}.dg")
+    with caplog.at_level("WARNING", logger="dg"):
+        r = m.f(np.ones((4, 3), np.float32), 3)
+        m.f(np.ones((5, 3), np.float32), 2)  # (a second compile: no second warning)
+    assert r == pytest.approx(dg.loads(PROGRAM.replace("sum(", "mean("), mode="interp").f(np.ones((4, 3), np.float32), 3))
+    warned = [rec.getMessage() for rec in caplog.records if "disk cache" in rec.getMessage()]
+    assert len(warned) == 1 and os.strerror(errno.EROFS if fault == "read-only folder" else errno.ENOSPC) in warned[0]
+    assert not [p for p in folder.rglob("*") if p.name.startswith(".tmp-") or p.suffix in (".o", ".json")]
+    assert fault == "full disk" or not folder.exists()

@@ -61,6 +61,34 @@ def test_quick_code_runs_until_the_optimized_code_takes_over(large):
     assert m2.g._last.runner.from_cache and m2.g._last.runner.opt_level == 2
 
 
+def test_the_quick_code_is_cached_at_once_and_a_later_process_optimizes_it(large, monkeypatch):
+    """A script that ends before its worker has optimized: the next run loads the quick code from
+    the disk cache (no compile) and has it optimized; the run after that loads optimized code."""
+    x, w = _args()
+    want = dg.loads(SRC, mode="interp", filename="quick.dg").g(x, w)
+    submit = optimizer._submit
+    monkeypatch.setattr(optimizer, "_submit", lambda job: None)  # (the worker never starts: the process ends)
+    m1 = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    m1.g(x, w)
+    assert m1.g._last.runner.opt_level == 0 and not m1.g._last.runner.from_cache
+    monkeypatch.setattr(optimizer, "_submit", submit)
+    compiles = []
+    monkeypatch.setattr(cpu, "lower_object", lambda *a: compiles.append(a))
+    m2 = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    np.testing.assert_allclose(m2.g(x, w), want, rtol=1e-4, atol=1e-5)
+    program = m2.g._last.runner
+    assert program.from_cache and program.opt_level == 0 and program.optimized is not None
+    assert program.optimized.wait(300)
+    np.testing.assert_allclose(m2.g(x, w), want, rtol=1e-4, atol=1e-5)
+    assert program.opt_level == 2
+    m3 = dg.loads(SRC, mode="compiled", filename="quick.dg")
+    np.testing.assert_allclose(m3.g(x, w), want, rtol=1e-4, atol=1e-5)
+    assert m3.g._last.runner.from_cache and m3.g._last.runner.opt_level == 2
+    assert m3.g._last.runner.optimized is None and compiles == []
+    assert len(list((large / "cache").glob("*.o"))) == len(list((large / "cache").glob("*.json")))
+    assert not [p for p in (large / "cache").glob("*.o") if p.read_bytes().startswith(b"; ModuleID")]
+
+
 def test_quick_code_fails_where_optimized_code_fails(large):
     """The same located error from quick code, from optimized code, and from the interpreter."""
     x, _ = _args()
