@@ -36,9 +36,12 @@ MAX_INDENT = 48  # its levels of indentation (Python's limit: 100)
 class _Console:
     """The line that dg.print ops build, one value at a time, until `end`."""
     parts: list = []
+    muted = False  # (while shadow mode's interpreter runs: compiled code has printed the lines)
 
     @classmethod
     def print(cls, pieces, end, *vals):
+        if cls.muted:
+            return
         cls.parts.append(_print(*vals, pieces=pieces))
         if end:
             line = " ".join(p for p in cls.parts if p != "")
@@ -69,9 +72,15 @@ def _breakpoint_impl(names, vals, loc: Loc):
     exec(compile(src, f"<dg breakpoint {loc}>", "exec"), ns)
     print(f"{loc}: breakpoint; dg variables: {params or '(none)'}", file=sys.stderr)
     try:
-        ns["__dg_breakpoint__"](*vals)
+        ns["__dg_breakpoint__"](*(_shown_value(v) for v in vals))
     except bdb.BdbQuit:
         raise DgRuntimeError("stopped at this breakpoint: the debugger was quit", loc) from None
+
+
+def _shown_value(v):
+    """A dg variable as pdb shows it, one form in both modes: a scalar as NumPy's scalar
+    (`np.float32(0.1)`), not a 0-d array; an array as a NumPy array."""
+    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
 
 
 class Translation:

@@ -35,7 +35,7 @@ class ShadowDivergence(DgRuntimeError):
 
 def differ(a, b) -> str | None:
     """Why two values of one op differ beyond rounding (None where they agree)."""
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = np.asarray(a), _as_bits_of(np.asarray(b), np.asarray(a).dtype)
     if a.shape != b.shape:
         return f"shapes {a.shape} and {b.shape}"
     if a.dtype.name not in _EPS:
@@ -54,6 +54,14 @@ def differ(a, b) -> str | None:
     at = _first(bad)
     return (f"{int(np.count_nonzero(bad))} of {a.size} elements differ beyond rounding, first at {at}: "
             f"{float(x[at])!r} against {float(y[at])!r}")
+
+
+def _as_bits_of(v: np.ndarray, dtype) -> np.ndarray:
+    """`v` read as `dtype` where both are integers of one width that differ in sign only (a key,
+    u64 in the interpreter, comes out of compiled code as the same 64 bits read as i64)."""
+    if v.dtype != dtype and v.dtype.kind in "iu" and dtype.kind in "iu" and v.dtype.itemsize == dtype.itemsize:
+        return v.view(dtype)
+    return v
 
 
 def _first(bad: np.ndarray) -> tuple:
@@ -83,6 +91,7 @@ class Shadow:
             self.compiled.on_tap = before
         pending = iter(shown)
         self.translation.ns["_tap"] = lambda tid, value: self._compare(tid, value, pending, failed)
+        interp._Console.muted = True  # (each line printed once: compiled code's)
         try:
             interp.run(self.translation, symbol, arrays)
         except ShadowDivergence:
@@ -92,6 +101,8 @@ class Shadow:
                 raise ShadowDivergence(f"shadow: the interpreter stopped here ({e.raw_message}) and compiled code "
                                        "did not", e.loc, notes=e.notes) from None
             raise failed from None
+        finally:
+            interp._Console.muted = False
         if failed is not None:
             raise ShadowDivergence(f"shadow: compiled code stopped here ({failed.raw_message}) and the "
                                    "interpreter did not", failed.loc, notes=failed.notes)
@@ -114,5 +125,6 @@ class Shadow:
         if why is not None:
             raise ShadowDivergence(f"shadow: {what} differs between the modes: {why}", loc,
                                    notes=[f"  interpreter: {_shown(value)}", f"  compiled:    {_shown(cvalue)}"])
-        cvalue = np.asarray(cvalue, dtype=np.asarray(value).dtype)  # go on with compiled code's value
+        cvalue = np.asarray(_as_bits_of(np.asarray(cvalue), np.asarray(value).dtype),
+                            dtype=np.asarray(value).dtype)  # go on with compiled code's value
         return cvalue if isinstance(value, np.ndarray) else cvalue[()]

@@ -137,6 +137,18 @@ def test_rounding_is_no_divergence_and_more_is():
     assert differ(np.zeros(2), np.zeros(3)) == "shapes (2,) and (3,)"
 
 
+def test_shadow_mode_compares_keys_bit_for_bit_and_prints_once(capsys):
+    """A key is u64 in the interpreter and the same 64 bits as i64 in compiled code; each print's
+    line shows once (compiled code's run prints it)."""
+    m = dg.loads("def main() -> f32:\n    k1, k2 = split(key(0))\n    x = normal(k2, [3])\n"
+                 "    print(\"x\", sum(x))\n    return sum(x)\n", mode="shadow", filename=FILE)
+    compiled = dg.loads("def main() -> f32:\n    k1, k2 = split(key(0))\n    return sum(normal(k2, [3]))\n")
+    capsys.readouterr()
+    assert m.main() == compiled.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("x "), lines
+
+
 def test_shadow_mode_runs_the_digits_sample_to_the_end():
     digits = importlib.import_module("dg.samples.digits")
     assert digits.train(mode="shadow", verbose=False) == digits.train(mode="compiled", verbose=False)

@@ -143,6 +143,23 @@ def test_breakpoint_has_dg_variables(monkeypatch, capsys, mode):
     assert "bp.dg:5:9: breakpoint; dg variables: " in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_breakpoint_shows_scalars_as_numpy_scalars_in_both_modes(monkeypatch, mode):
+    seen = {}
+
+    def hook(*a, **k):
+        import sys
+        seen.update(sys._getframe(1).f_locals)
+
+    monkeypatch.setattr("sys.breakpointhook", hook)
+    m = dg.loads("def f(x: f32, v: f32[3]) -> f32:\n    s = sum(v)\n    u = v[1]\n    breakpoint()\n    return s\n",
+                 mode=mode)
+    m.f(np.float32(1.0), np.arange(3, dtype=np.float32))
+    shown = {k: repr(v) for k, v in seen.items()}
+    assert shown == {"x": "np.float32(1.0)", "v": "array([0., 1., 2.], dtype=float32)", "s": "np.float32(3.0)",
+                     "u": "np.float32(1.0)"}, shown
+
+
 
 STOPS = """
 def f(x: f32, n: i64) -> f32:
