@@ -28,8 +28,8 @@ def source_line(file: str, line: int) -> str | None:
 
 
 def format_diagnostic(loc: Loc | None, message: str, kind: str = "error") -> str:
-    if loc is None:
-        return f"<unknown>: {kind}: {message}"
+    if loc is None:  # (the Python API and the command line give their errors a place: this is a fallback)
+        return f"dg: {kind}: {message}"
     out = f"{loc}: {kind}: {message}"
     src = source_line(loc.file, loc.line)
     if src is not None:
@@ -57,21 +57,29 @@ class DgError(Exception):
 def call_stack_lines(sites: list) -> list[str]:
     """The dg call stack under an error: `called from FILE:LINE:COL` and the source line for each
     call the failure is inside, innermost first; a call repeated at once (a recursion) is one
-    entry with its count. An int among the sites stands for that many calls not known."""
-    out, i = [], 0
-    while i < len(sites):
-        loc, j = sites[i], i
-        if isinstance(loc, int):
-            out.append(f"  ... {loc} more call{'s' if loc != 1 else ''}")
-            i += 1
+    entry with its count. An int among the sites stands for that many calls not known (compiled
+    code keeps the innermost and outermost calls of a deep stack): between two calls of one site,
+    they are counted as that site's, so that a runaway recursion reads as one line in both modes."""
+    runs: list = []  # [site, count], or [None, count] for calls not known
+    for k, s in enumerate(sites):
+        if isinstance(s, int):
+            if 0 < k < len(sites) - 1 and sites[k - 1] == sites[k + 1]:
+                runs[-1][1] += s
+            else:
+                runs.append([None, s])
+        elif runs and runs[-1][0] == s:
+            runs[-1][1] += 1
+        else:
+            runs.append([s, 1])
+    out = []
+    for loc, n in runs:
+        if loc is None:
+            out.append(f"  ... {n} more call{'s' if n != 1 else ''}")
             continue
-        while j + 1 < len(sites) and sites[j + 1] == loc:
-            j += 1
-        out.append(f"  called from {loc}" + (f" ({j - i + 1} times)" if j > i else ""))
+        out.append(f"  called from {loc}" + (f" ({n} times)" if n > 1 else ""))
         src = source_line(loc.file, loc.line)
         if src is not None and src.strip():
             out.append(f"      {src.strip()}")
-        i = j + 1
     return out
 
 

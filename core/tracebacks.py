@@ -15,10 +15,10 @@ import os
 import sys
 import types
 
-from .errors import DgError
+from .errors import DgError, format_diagnostic
 from .locations import Loc
 
-_DIRS: list = []
+_DIRS: list = [-1, ()]  # how many modules were loaded when dg's folders were last read, and those folders
 
 
 def filtering() -> bool:
@@ -26,16 +26,17 @@ def filtering() -> bool:
 
 
 def _dg_dirs() -> tuple:
-    """The folders of dg's loaded packages (tests and samples are the user's)."""
-    if not _DIRS:
+    """The folders of dg's loaded packages (tests and samples are the user's), read again
+    whenever modules were loaded since (dg loads some of its packages only when first used)."""
+    if _DIRS[0] != len(sys.modules):
         dirs = set()
         for name, mod in list(sys.modules.items()):
             if (name == "dg" or name.startswith("dg.")) and not name.startswith(("dg.tests", "dg.samples")):
                 f = getattr(mod, "__file__", None)
                 if f and not f.endswith(("/tests/__init__.py", "/samples/__init__.py")):
                     dirs.add(os.path.dirname(os.path.abspath(f)) + os.sep)
-        _DIRS.extend(sorted(dirs))
-    return tuple(_DIRS)
+        _DIRS[:] = [len(sys.modules), tuple(sorted(dirs))]
+    return _DIRS[1]
 
 
 def _hidden(code) -> bool:
@@ -49,7 +50,22 @@ def error_at_caller(message: str) -> DgError:
     f = sys._getframe(1)
     while f is not None and _hidden(f.f_code):
         f = f.f_back
-    return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, 1) if f is not None else None)
+    return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, _column(f)) if f is not None else None)
+
+
+def _column(frame) -> int:
+    """The 1-based column of the expression a frame runs (the call into dg), else of its line's
+    first character that is not a space."""
+    try:
+        col = list(frame.f_code.co_positions())[frame.f_lasti // 2][2]
+    except (AttributeError, IndexError):  # (Python 3.10 has no positions)
+        col = None
+    if col is None:
+        import linecache
+
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        col = len(line) - len(line.lstrip(" \t"))
+    return col + 1
 
 
 def user_frames(tb):
@@ -84,5 +100,24 @@ def user_facing(fn):
         try:
             return fn(*args, **kwargs)
         except (DgError, KeyboardInterrupt) as e:
-            raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
+            raise for_user(placed(e, sys._getframe(1)))  # (dg's frames below this one are hidden:
+            # DG_TRACEBACK_FILTERING=off shows them)
     return entry
+
+
+COMMAND = [False]  # True in the `dg` command, whose errors with no place in a file are the command's
+
+
+def placed(e: BaseException, frame) -> BaseException:
+    """`e`, if it is a DgError with no place or a place in the source dg writes for a Python call
+    (`<dg.grad of loss>`), located at the user's line that called into dg: the first frame from
+    `frame` outward that is not dg's."""
+    if not isinstance(e, DgError) or (e.loc is not None and not e.loc.file.startswith("<dg.")) or COMMAND[0]:
+        return e
+    while frame is not None and _hidden(frame.f_code):
+        frame = frame.f_back
+    if frame is None:
+        return e
+    e.loc = Loc(frame.f_code.co_filename, frame.f_lineno, _column(frame))
+    e.args = ("\n".join([format_diagnostic(e.loc, e.raw_message)] + e.notes),)
+    return e

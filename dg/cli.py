@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dg.core import tracebacks
 from dg.core.errors import DgError
 from dg.lowering.pipeline import SHOWN
 
@@ -41,7 +42,7 @@ def cmd_run(a) -> int:
 
     m = dg.load(a.file, mode=a.mode, device=a.device, check_numerics=a.check_numerics or None)
     if a.entry not in m.functions:
-        raise DgError(f"{a.file} has no function '{a.entry}' (use --entry)")
+        raise DgError(f"--entry {a.entry}: {a.file} has no function '{a.entry}'")
     out = getattr(m, a.entry)()
     if out is not None:
         print(out)
@@ -161,13 +162,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    before, tracebacks.COMMAND[0] = tracebacks.COMMAND[0], True
     try:
         return args.fn_cmd(args)
-    except DgError as e:
-        print(str(e), file=sys.stderr)
+    except DgError as e:  # (an error with no place in a file is the command's: `dg run: error: ...`)
+        print(str(e) if e.loc is not None else "\n".join([f"dg {args.cmd}: error: {e.raw_message}"] + e.notes),
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        tracebacks.COMMAND[0] = before
 
 
 if __name__ == "__main__":

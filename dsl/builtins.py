@@ -343,6 +343,10 @@ def _reduction(opname):
             x = em.cast(x, "f32", call.loc)
         if opname in ("sum", "prod") and is_bool(x.dtype):
             x = em.cast(x, "i64", call.loc)
+        if opname in ("any", "all"):  # how many are true, or whether all are (1 for none), then a bool
+            x = em.cast(x if is_bool(x.dtype) else em.cast(x, "bool", call.loc), "i64", call.loc)
+            r = em.op("sum" if opname == "any" else "prod", [x], {"axes": axes, "keepdims": bool(keep)}, call.loc)
+            return r if r.poison else em.cast(r, "bool", call.loc)
         return em.op(opname, [x], {"axes": axes, "keepdims": bool(keep)}, call.loc)
 
     return h
@@ -1148,7 +1152,7 @@ for _n, _op in OPS.items():
     if _op.builtin:
         BUILTINS[_n] = _unary(_n)
 BUILTINS["gelu"] = _gelu
-for _n in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var"):
+for _n in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var", "any", "all"):
     BUILTINS[_n] = _reduction(_n)
 for _dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool"):
     BUILTINS[_dt] = _cast_to(_dt)
@@ -1159,7 +1163,8 @@ def call_builtin(em, name, call):
 
 
 # The NumPy methods that mirror built-ins (LANGUAGE.md 1.2): x.sum(axis=0) is sum(x, axis=0).
-METHODS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "prod": "prod", "argmax": "argmax",
+METHODS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "prod": "prod", "any": "any", "all": "all",
+           "argmax": "argmax",
            "argmin": "argmin", "var": "var", "reshape": "reshape", "transpose": "transpose", "astype": "astype",
            "clip": "clip", "squeeze": "squeeze"}
 

@@ -37,6 +37,7 @@ import numpy as np
 from dg.core.deep import deeply
 from dg.core.errors import DgError, source_line
 from dg.core.locations import GRADIENT, in_gradient, loc_of
+from dg.core.tracebacks import user_facing
 from dg.core.types import is_float
 from dg.dialects.dialect import parse
 from dg.dialects.registry import OPS
@@ -83,6 +84,7 @@ class Graph:
     def source(self) -> str:
         return self._digraph.source
 
+    @user_facing
     def render(self, fmt: str) -> bytes:
         """The drawing as `dot` renders it in `fmt` ("svg", "png" or "pdf")."""
         try:
@@ -93,6 +95,7 @@ class Graph:
             detail = (e.stderr or b"").decode(errors="replace").strip()
             raise DgError(f"Graphviz's dot could not draw the graph{': ' + detail if detail else ''}") from None
 
+    @user_facing
     def save(self, path) -> Path:
         """Write the graph to `path` in the format its extension names (.svg, .png, .pdf, .dot, .gv)."""
         path = Path(path)

@@ -12,13 +12,14 @@ import contextlib
 import gc
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dg.core.deep import deeply
 from dg.core.errors import DgError, DgErrors, DgRuntimeError, DgTypeError, Loc
-from dg.core.tracebacks import for_user, user_facing
+from dg.core.tracebacks import for_user, placed, user_facing
 from dg.dsl import ast as A
 from dg.dsl.emit import ModuleEmitter
 from dg.dsl.parser import parse
@@ -324,7 +325,8 @@ class DgFunction:
                 self._quicken(comp, fp, args)
             return out
         except (DgError, KeyboardInterrupt) as e:
-            raise for_user(e)  # (dg's frames below this one are hidden: DG_TRACEBACK_FILTERING=off shows them)
+            raise for_user(placed(e, sys._getframe(1)))  # (dg's frames below this one are hidden:
+            # DG_TRACEBACK_FILTERING=off shows them)
 
     def _quicken(self, comp, fp, args) -> None:
         """After the general path ran a call whose fingerprint it had seen before: the quick call

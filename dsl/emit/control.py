@@ -205,7 +205,7 @@ class ControlFlow:
         if not isinstance(v, TypedValue) or v.poison:
             return POISON
         if v.rank != 0:
-            return self.error(f"the truth value of a {v.type} tensor is ambiguous: use any/all style reductions or index it", loc)
+            return self.error(f"the truth value of a {v.type} tensor is ambiguous: reduce it with any() or all(), or index it", loc)
         if v.name is None:
             return self.weak(bool(v.const))
         if v.dtype == "bool":

@@ -578,3 +578,37 @@ def test_keys_are_the_same_numbers_in_every_mode(mode):
     a, b = m.both(3)
     assert isinstance(a, np.uint64) and a == np.uint64(17027085370592858547)
     assert isinstance(b, np.uint64)
+
+
+ANY_ALL = """
+def truth(x: f32[N, M]) -> (bool, bool[N], bool[1, M], bool, bool):
+    return any(x > 0.5), any(x, axis=1), all(x > 0.0, axis=0, keepdims=True), x.all(), all(x > 9.0, axis=(0, 1))
+
+def branch(x: f32[N]) -> f32:
+    if any(x > 1.0):
+        return sum(x)
+    return 0.0
+"""
+
+
+@pytest.mark.parametrize("x", [np.array([[0.2, 0.9, 0.0], [0.1, 0.3, 0.4]], F32), np.zeros((0, 3), F32),
+                               np.zeros((2, 0), F32)])
+def test_any_and_all(mode, x):
+    """As NumPy's: over no elements, any is False and all is True."""
+    got = load_src(ANY_ALL, mode).truth(x)
+    wants = [np.any(x > 0.5), np.any(x, axis=1), np.all(x > 0.0, axis=0, keepdims=True), np.all(x), np.all(x > 9.0)]
+    for g, w in zip(got, wants):
+        check(g, np.asarray(w))
+
+
+def test_any_decides_a_branch_and_its_gradient(mode):
+    m = load_src(ANY_ALL, mode)
+    x = np.array([0.5, 2.0], F32)
+    check(m.branch(x), F32(2.5))
+    check(dg.grad(m.branch)(x), np.ones(2, F32))
+    check(dg.grad(m.branch)(np.zeros(2, F32)), np.zeros(2, F32))
+
+
+def test_a_tensor_condition_suggests_any_and_all():
+    with pytest.raises(dg.DgTypeError, match=r"reduce it with any\(\) or all\(\)"):
+        dg.loads("def f(x: f32[N]) -> f32:\n    if x > 0.0:\n        return 1.0\n    return 0.0\n").f(np.ones(2, F32))

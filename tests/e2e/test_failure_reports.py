@@ -111,9 +111,22 @@ def test_a_deep_recursion_keeps_the_innermost_and_the_outermost_calls(m):
     assert sum(counts) + sum(missing) == 200, msg  # every call of `down` is counted
 
 
-def test_the_interpreter_keeps_every_call():
-    msg = _raise(load_src(SRC, "interp", FILE).top, np.ones(5), 200)
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_recursion_reads_as_one_line_with_its_count_in_both_modes(mode):
+    """The interpreter keeps every call; compiled code keeps the innermost and outermost of a
+    deep stack, and counts those between two calls of one site as that site's."""
+    msg = _raise(load_src(SRC, mode, FILE).top, np.ones(5), 200)
     assert f"{FILE}:13:12 (200 times)" in msg and "more calls" not in msg, msg
+    assert _called_from(msg) == [(13, 12), (17, 16)], msg
+
+
+def test_calls_not_known_between_two_sites_are_counted_apart():
+    from dg.core.errors import call_stack_lines
+    from dg.core.locations import Loc
+
+    a, b = Loc("a.dg", 1, 1), Loc("b.dg", 2, 1)
+    assert call_stack_lines([a, a, 5, a, b]) == ["  called from a.dg:1:1 (8 times)", "  called from b.dg:2:1"]
+    assert call_stack_lines([a, 5, b]) == ["  called from a.dg:1:1", "  ... 5 more calls", "  called from b.dg:2:1"]
 
 
 STOPS = """\

@@ -92,7 +92,12 @@ def test_ir_args_take_numpy_names_and_refuse_unknown_ones(capsys):
 def test_a_missing_file_is_a_dg_error(capsys, tmp_path):
     for argv in (["opt", str(tmp_path / "none.mlir")], ["run", str(tmp_path / "none.dg")]):
         assert main(argv) == 1
-        assert "cannot read" in capsys.readouterr().err
+        assert capsys.readouterr().err.startswith(f"dg {argv[0]}: error: cannot read {tmp_path}")
+
+
+def test_errors_with_no_place_in_a_file_name_the_command_and_option(capsys):
+    assert main(["run", str(SAMPLES / "mlp.dg"), "--entry", "nope"]) == 1
+    assert capsys.readouterr().err.startswith(f"dg run: error: --entry nope: {SAMPLES / 'mlp.dg'} has no function")
 
 
 def test_version(capsys):

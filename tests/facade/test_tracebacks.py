@@ -71,3 +71,43 @@ def test_filtering_off_shows_everything(m, monkeypatch):
     with pytest.raises(dg.DgRuntimeError) as ei:
         users_code(m, np.ones(3), 5)
     assert len(_dg_internal(_frames(ei.value))) > 2, _frames(ei.value)
+
+
+def test_filtering_holds_after_an_error_caught_before_any_model_is_loaded(tmp_path):
+    """dg loads some of its packages when first used: an error caught before them must not fix
+    the set of folders whose frames are hidden (in a process of its own, where they are not yet
+    loaded)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "early.py"
+    script.write_text("import dg, numpy as np\n"
+                      "try:\n    dg.load_params('nothing.npz')\nexcept dg.DgError:\n    pass\n"
+                      "m = dg.loads('def f(x: f32[N]) -> f32[N]:\\n    return x\\n')\n"
+                      "m.f(np.ones((2, 2), np.float32))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "must be f32[N]" in out.stderr, out.stderr
+    shown = [line for line in out.stderr.splitlines() if line.strip().startswith("File ")]
+    assert len(shown) == 2 and str(script) in shown[0], shown
+
+
+def test_mistakes_made_from_python_are_placed_at_the_users_call(tmp_path):
+    """A missing file, an unknown mode, a gradient of a function that returns no scalar: each
+    error points at the user's line and the call on it, not at dg's own source."""
+    here = __file__
+    with pytest.raises(dg.DgError) as e:
+        dg.load(tmp_path / "nothing.dg")  # LOAD
+    assert str(e.value).startswith(f"{here}:{_line('# LOAD')}:9: error: cannot read"), str(e.value)
+    with pytest.raises(dg.DgError) as e:
+        dg.loads(SRC, mode="bogus")  # MODE
+    assert str(e.value).startswith(f"{here}:{_line('# MODE')}:9: error: unknown mode 'bogus'"), str(e.value)
+    m = dg.loads("def loss(x: f32[N]) -> f32[N]:\n    return x\n")
+    with pytest.raises(dg.DgError) as e:
+        dg.grad(m.loss)(np.ones(2, np.float32))  # GRAD
+    assert str(e.value).startswith(f"{here}:{_line('# GRAD')}:9: error: grad() needs a function that returns one "
+                                   "float scalar"), str(e.value)
+
+
+def _line(marker: str) -> int:
+    lines = open(__file__).read().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.rstrip().endswith(marker))

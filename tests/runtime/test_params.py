@@ -219,3 +219,12 @@ def test_tracebacks_show_the_users_frame(tmp_path):
     assert files[0] == __file__
     assert not any(f.endswith("dg/params.py") for f in files), files
     assert sys.modules["dg.params"]
+
+
+def test_the_caret_is_under_the_call(tmp_path):
+    """The place of an error made from Python is the call into dg, not column 1 of its line."""
+    with pytest.raises(dg.DgError) as e:
+        if True:
+            dg.load_params(tmp_path / "nothing.npz")  # CALL-HERE
+    line = open(__file__).read().splitlines()[_line_of("# CALL-HERE") - 1]
+    assert str(e.value).startswith(f"{__file__}:{_line_of('# CALL-HERE')}:{line.index('dg.load_params') + 1}:")
