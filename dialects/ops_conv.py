@@ -876,16 +876,25 @@ def _window_cells(g, vp, y, at, stride):
 
 
 def _jvp_max_pool2d(g, op, ts):
-    """The tangent at each window's first largest element (row-major; the first NaN where there
-    is one), as max_pool2d_grad sends the gradient: the cells compared with y, one window offset
-    at a time, the first match winning (offsets visited last to first, each overwriting)."""
-    t = ts[0]
-    if t is None:
-        return None
-    kernel = op.attrs.get("kernel", (1, 1))
-    stride = op.attrs.get("stride", (1, 1))
-    padding = op.attrs.get("padding", (0, 0))
-    x, y = op.operands[0], op.results[0]
+    """The tangent at each window's first largest element (`_at_largest`)."""
+    return None if ts[0] is None else _at_largest(g, op.operands[0], op.results[0], ts[0], op.attrs)
+
+
+def _vjp_max_pool2d_grad(g, op, u):
+    """max_pool2d_grad(x, d) is linear in d, and constant in x between ties: d's adjoint is the
+    adjoint u (shaped as x) at each window's first largest element; x has none."""
+    x = op.operands[0]
+    return [None, _at_largest(g, x, g.dg_op("max_pool2d", [x], dict(op.attrs)), u, op.attrs)]
+
+
+def _at_largest(g, x, y, t, attrs):
+    """t (shaped as x) at each window's first largest element of x (row-major; the first NaN where
+    there is one), shaped as y = max_pool2d(x), as max_pool2d_grad sends the gradient: the cells
+    compared with y, one window offset at a time, the first match winning (offsets visited last
+    to first, each overwriting)."""
+    kernel = attrs.get("kernel", (1, 1))
+    stride = attrs.get("stride", (1, 1))
+    padding = attrs.get("padding", (0, 0))
     xp, tp = _padded_hw(g, x, padding, float("-inf")), _padded_hw(g, t, padding, 0.0)
     out = g.zeros_like(y)
     for at in reversed([(i, j) for i in range(kernel[0]) for j in range(kernel[1])]):
@@ -988,7 +997,7 @@ register(OpDef(
 
 register(OpDef(
     name="max_pool2d_grad", impl=_max_pool2d_grad, nargs=2, attrs=POOL_ATTRS, infer=_like_rule(0, "max_pool2d_grad"),
-    lower=_lower_max_pool2d_grad, sample=_sample_max_grad,
+    lower=_lower_max_pool2d_grad, vjp=_vjp_max_pool2d_grad, jvp=linear(1), sample=_sample_max_grad,
     doc=f"""The gradient of max_pool2d with respect to x, from x and the output's gradient: each window's
     gradient goes to its first largest element (row-major).
 

@@ -562,8 +562,8 @@ def _take_grad(g, x, idx, d, axis):
         if post:
             oh = g.dg_op("expand_dims", [oh], {"axes": tuple(range(1, 1 + post))})
         return g.mul(g.dg_op("expand_dims", [d], {"axes": (axis,)}), oh)
-    if idx.tt.rank != 1:
-        return None
+    if idx.tt.rank > 1:  # the indices as one axis, d's axes of them too
+        return _take_grad(g, x, _flat(g, idx, 0, idx.tt.rank), _flat(g, d, axis, idx.tt.rank), axis)
     r = d.tt.rank  # pre + [m] + post
     to_last = tuple(i for i in range(r) if i != axis) + (axis,)
     moved = g.dg_op("matmul", [g.dg_op("transpose", [d], {"perm": to_last}), oh])  # pre + post + [n]
@@ -571,13 +571,33 @@ def _take_grad(g, x, idx, d, axis):
     return g.dg_op("transpose", [moved], {"perm": tuple(back)})
 
 
+def _flat(g, v, start: int, count: int):
+    """v with its axes start .. start + count - 1 as one, sizes from v at run time where not static."""
+    shape, sizes = [], []
+    for i, s in enumerate(v.tt.shape):
+        if start < i < start + count:
+            continue
+        if i == start:
+            span = v.tt.shape[start:start + count]
+            if all(isinstance(n, int) for n in span):
+                shape.append(int(np.prod(span, dtype=np.int64)))
+                continue
+            n = g.dim(v, start)
+            for k in range(start + 1, start + count):
+                n = g.mul(n, g.dim(v, k))
+            shape.append(DYN)
+            sizes.append(n)
+        elif isinstance(s, int):
+            shape.append(s)
+        else:
+            shape.append(DYN)
+            sizes.append(g.dim(v, i))
+    return g.dg_op("reshape", [v] + sizes, {"shape": tuple(shape)})
+
+
 def _vjp_take(g, op, d):
     x, idx = op.operands
-    dx = _take_grad(g, x, idx, d, op.attrs.get("axis", 0))
-    if dx is None:
-        raise DgError("the gradient of take() with an index tensor of rank > 1 is not supported yet",
-                      op.where)
-    return [dx, None]
+    return [_take_grad(g, x, idx, d, op.attrs.get("axis", 0)), None]
 
 
 register(OpDef(

@@ -37,15 +37,17 @@ def _check_wrt(wrt):
         raise DgError(f"wrt must be an int or a non-empty tuple of ints, got {wrt!r}")
 
 
-def _wrapped(root, name_hint: str, params_text: str, body: str):
-    """A dg function made from source text in the differentiated function's source, with its parameter types."""
+def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = ()):
+    """A dg function made from source text in the differentiated function's source, with its
+    parameter types; the parameters after those take the annotations `more` (a tangent its
+    primal's, a cotangent the result's: structures stay structures)."""
     # Named after what it is (not a counter), so that a module loaded again finds its compiled
     # code in the disk cache.
     name = f"__dg_{name_hint}_{hashlib.sha1((params_text + body).encode()).hexdigest()[:12]}"
     text = f"def {name}({params_text}):\n    {body}\n"
     fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
-    for p, q in zip(fd.params, root.fd.params):
-        p.annotation = q.annotation  # the same parameter types, checked the same way
+    for p, annotation in zip(fd.params, [q.annotation for q in root.fd.params] + list(more)):
+        p.annotation = annotation  # the same parameter types, checked the same way
     root.source.funcs[name] = fd
     return DgFunction(root.source, name, root.mode, root.device, root.check_numerics)
 
@@ -136,7 +138,8 @@ def vjp(fn, *primals):
         raise DgError("dg.vjp of a gradient function is not supported; use dg.grad for higher orders")
     value = fn(*primals)
     params, names = _params(root)
-    w = _wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({_expr(fn)}, {names})[1](__dg_ct)")
+    w = _wrapped(root, "vjp", f"{params}, __dg_ct", f"return vjp({_expr(fn)}, {names})[1](__dg_ct)",
+                 more=(root.fd.returns,))
 
     def like(c, v):
         """A Python number as a cotangent takes the result's dtype (as a weak literal would)."""
@@ -172,10 +175,15 @@ def jvp(fn, primals, tangents):
         names = [p.name for p in root.fd.params]
         ts = [f"__dg_t{i}" for i in range(n)]
         root.gradients[key] = _wrapped(root, "jvp", ", ".join(names + ts),
-                                       f"return jvp({expr}, ({', '.join(names)},), ({', '.join(ts)},))")
+                                       f"return jvp({expr}, ({', '.join(names)},), ({', '.join(ts)},))",
+                                       more=tuple(p.annotation for p in root.fd.params))
 
     def like(t, p):
-        """A Python number as a tangent takes its primal's dtype (as a weak literal would)."""
+        """A Python number as a tangent takes its primal's dtype (as a weak literal would); the
+        tangent of an integer or bool primal, which is not used, is its primal's zeros."""
+        if isinstance(p, (np.ndarray, np.generic, int, bool)) and not isinstance(p, float) and \
+                np.asarray(p).dtype.kind in "iub":
+            return np.zeros_like(p)
         if isinstance(t, (int, float)) and not isinstance(t, bool) and isinstance(p, (np.ndarray, np.generic)):
             return np.asarray(t, dtype=p.dtype)
         return t

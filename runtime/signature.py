@@ -65,12 +65,15 @@ def _array_like(x) -> bool:
 
 
 def is_structure(x) -> bool:
-    """A dict, or a tuple or list that holds arrays, dicts or such tuples: a structure whose leaves
-    are arguments. A tuple or list of numbers (nested lists of numbers) is an array, as in NumPy."""
+    """A dict, or a tuple or list that holds arrays, dicts or such tuples, or a tuple that holds
+    NumPy scalars (as dg returns a tuple of scalar results): a structure whose leaves are
+    arguments. A list of numbers, or a tuple of Python numbers (nested lists of numbers), is an
+    array, as in NumPy."""
     if isinstance(x, dict):
         return True
     if isinstance(x, (list, tuple)):
-        return any(_array_like(e) or is_structure(e) for e in x)
+        return any(_array_like(e) or is_structure(e) or (isinstance(x, tuple) and isinstance(e, np.generic))
+                   for e in x)
     return False
 
 
@@ -125,6 +128,13 @@ def _match(x, declared, p: A.Param, fn: str, path: str = ""):
     return [(x, path)]
 
 
+def _holds_numpy_floats(x) -> bool:
+    """Whether nested lists and tuples of numbers hold a NumPy float (np.float64(0.1))."""
+    if isinstance(x, (list, tuple)):
+        return any(_holds_numpy_floats(e) for e in x)
+    return isinstance(x, np.floating)
+
+
 def _describe(x) -> str:
     if isinstance(x, np.ndarray):
         return f"a {x.dtype} array of shape {tuple(x.shape)}"
@@ -159,7 +169,7 @@ def to_array(x, p: A.Param, fn: str, dtype: str | None = None, path: str = "") -
             raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is not a rectangular array: {e}", p.loc) from None
         if arr.dtype == object:
             raise DgTypeError(f"argument '{p.name}{path}' of {fn}() is not an array of numbers", p.loc)
-        if arr.dtype == np.float64:
+        if arr.dtype == np.float64 and not _holds_numpy_floats(x):  # (Python floats are weak; NumPy's keep their type)
             arr = arr.astype(np_dtype(dtype) if dtype else np.float32)
         elif arr.dtype.kind in "iu" and dtype:
             wanted = np_dtype(dtype)
@@ -288,7 +298,8 @@ def _fast_leaves(v, fp: list, arrays: list) -> bool:
                 return False
         return True
     if t is tuple or t is list:
-        if not v or not any(type(e) in (np.ndarray, dict, tuple, list) for e in v):
+        if not v or not any(type(e) in (np.ndarray, dict, tuple, list) or (t is tuple and isinstance(e, np.generic))
+                            for e in v):
             return False
         fp.append(len(v) if t is tuple else -len(v))
         for e in v:

@@ -334,6 +334,9 @@ class ControlFlow:
         """Line up what two paths bind to one name: (flat a, flat b, flat types, structure) or struct None.
         A `live` name (one read later) that a path leaves unbound is merged as maybe bound."""
         internal = name is not None and name.startswith("$")
+        dead = not live and name is not None and not internal
+        if dead and a is not b and (isinstance(a, ListVal) or isinstance(b, ListVal)):
+            return Undefined(f"{show(name)} is bound differently on different paths"), None, None, None
         if isinstance(a, ListVal):
             a = self.as_value(a, loc)
         if isinstance(b, ListVal):
@@ -362,6 +365,12 @@ class ControlFlow:
                 return a, None, None, None
             return Undefined(f"{show(name)} has values of different kinds on different paths"), None, None, None
         fa, fb = flatten(a), flatten(b)
+        if dead:
+            # Read nowhere after (a path that returned early never reaches a rebinding, as in
+            # Python): paths may bind it differently; a read would be an error (there is none).
+            why = self.conflict(name, a, b, fa, fb)
+            if why is not None:
+                return Undefined(why), None, None, None
         if not same_structure(a, b):
             self.error(f"{show(name)} has a different structure on different paths ({describe_structure(a)}, "
                        f"{describe_structure(b)})", loc)
@@ -382,6 +391,24 @@ class ControlFlow:
                 return POISON, None, None, None
             types.append(t)
         return fa, fb, types, a
+
+    @staticmethod
+    def conflict(name, a, b, fa, fb) -> str | None:
+        """Why two paths' values of a name cannot be one value after them (structure, element
+        type, rank), or None where they can."""
+        if not same_structure(a, b):
+            return f"{show(name)} has a different structure on different paths ({describe_structure(a)}, " \
+                   f"{describe_structure(b)})"
+        for x, y in zip(fa, fb):
+            if x.poison or y.poison:
+                return None
+            dx = x.dtype if not (x.weak and x.name is None) else None
+            dy = y.dtype if not (y.weak and y.name is None) else None
+            if dx and dy and dx != dy:
+                return f"{show(name)} is {x.type} on one path and {y.type} on another"
+            if x.rank != y.rank:
+                return f"{show(name)} has rank {x.rank} on one path and {y.rank} on another"
+        return None
 
     def merge_maybe_bound(self, name, a, b, loc):
         """merge_pair of a name bound on one path and not (or maybe) on the other: its value
@@ -879,21 +906,34 @@ class ControlFlow:
         if done is None:
             done = self.pair_loops = {}
         if id(s) not in done:
-            loc, kind = s.loc, it.func.id
+            loc = s.loc
             tag = self.fresh()[1:]
             k = A.Name(loc, f"$pairs{tag}_k")
-            seqs = [A.Name(loc, f"$pairs{tag}_{i}") for i in range(len(it.args))]
-            bind = [A.Assign(loc, [q], a) for q, a in zip(seqs, it.args)]
-            lengths = [A.Call(loc, A.Name(loc, "len"), [q]) for q in seqs]
+            bind, lengths = [], []
+
+            def items(e):
+                """The item at k of an iterable: enumerate() and zip() of iterables, nested as in
+                Python, or a sequence (bound once)."""
+                if isinstance(e, A.Call) and isinstance(e.func, A.Name) and e.func.id in ("enumerate", "zip") \
+                        and e.func.id not in self.env and not e.kwargs:
+                    if e.func.id == "enumerate" and len(e.args) != 1:
+                        raise _NotPairs(self.error("enumerate() takes one sequence here", e.loc))
+                    if e.func.id == "zip" and not e.args:
+                        raise _NotPairs(self.error("zip() needs at least one sequence", e.loc))
+                    inner = [items(a) for a in e.args]
+                    return A.Tuple(loc, [k, *inner] if e.func.id == "enumerate" else inner)
+                q = A.Name(loc, f"$pairs{tag}_{len(bind)}")
+                bind.append(A.Assign(loc, [q], e))
+                lengths.append(A.Call(loc, A.Name(loc, "len"), [q]))
+                return A.Subscript(loc, q, [k])
+
+            try:
+                value = items(it)
+            except _NotPairs as e:
+                return e.result
             n = lengths[0]
-            for other in lengths[1:]:
+            for other in lengths[1:]:  # (zip stops at the shortest)
                 n = A.Call(loc, A.Name(loc, "minimum"), [n, other])
-            items = [A.Subscript(loc, q, [k]) for q in seqs]
-            value = A.Tuple(loc, [k, *items] if kind == "enumerate" else items)
-            if kind == "enumerate" and len(it.args) != 1:
-                return self.error("enumerate() takes one sequence here", it.loc)
-            if kind == "zip" and not it.args:
-                return self.error("zip() needs at least one sequence", it.loc)
             loop = A.For(loc, k, A.Call(loc, A.Name(loc, "range"), [n]), [A.Assign(loc, [s.target], value), *s.body],
                          stops=s.stops)
             done[id(s)] = bind + [loop]
@@ -946,3 +986,10 @@ class ControlFlow:
         finally:
             self.mod.quiet -= 1
         self.env = saved
+
+
+class _NotPairs(Exception):
+    """An enumerate() or zip() that cannot be a loop's: `result` is what its error returned."""
+
+    def __init__(self, result):
+        self.result = result

@@ -214,3 +214,30 @@ def test_pow_vjp_at_zero_to_the_zero():
     ga, gb = interp.run(interp.Translation(parse(out)), "f_vjp", [a, b, np.ones(2)])
     np.testing.assert_allclose(ga, [0.0, 12.0])
     assert np.all(np.isfinite(gb))
+
+
+def test_every_op_a_vjp_writes_is_differentiable_again():
+    """Second order: each op that a registered VJP writes with a float operand and a float result
+    has a VJP and a JVP of its own (or is one the autodiff pass knows carries no derivative), so
+    that grad(grad(f)) and jvp(grad(f)) reach no op without a rule. Walks every op with a VJP and
+    a sample, the ops its one-op module's reverse function is written with."""
+    import re
+
+    from dg.lowering.autodiff import INACTIVE
+
+    lacking = {}
+    for param in _eligible():
+        name = param.values[0]
+        arrays, attrs = _sample(name)
+        out, _ = _differentiated(name, arrays, attrs)
+        start = out.index("@f__vjp")
+        end = out.find("func.func", start)
+        for m in re.finditer(r'"dg\.([\w.]+)"\(.*?:\s*\((.*?)\)\s*->\s*\((.*?)\)', out[start:end if end > 0 else None]):
+            op, ins, res = m.groups()
+            floats = r"x?(?:f16|f32|f64|bf16)>"
+            if op in INACTIVE or not re.search(floats, ins) or not re.search(floats, res):
+                continue
+            rules = OPS[op]
+            if rules.vjp is None or rules.jvp is None:
+                lacking.setdefault(op, []).append(name)
+    assert not lacking, f"ops written by VJPs with no VJP or JVP of their own (op: whose VJP writes it): {lacking}"
