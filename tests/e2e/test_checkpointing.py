@@ -1,6 +1,8 @@
 """checkpoint(f) and checkpoint(f, slots=c): the same gradients as without, to rounding, in every
 mode, through `for`, `while`, `break`, `continue`, early `return`, calls and recursion; and what
 the reverse sweep keeps (`dg.saved_residuals`): c snapshots per loop, whatever its trip count."""
+import os
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,71 @@ def loss(w: f32[?, ?], x: f32[?, ?]) -> f32:
     kept = {(row.place, row.what): row for row in r}
     assert kept[("res_vals.dg:3", "tanh")].shape == (5, 4) and kept[("res_vals.dg:3", "tanh")].bytes == 80
     assert r.total_bytes == sum(row.bytes for row in r)
+
+
+PEAK = """
+import json, sys
+import numpy as np
+import dg
+m = dg.loads('''
+def taped_for(x: f64[N]) -> f64:
+    for i in range(30):
+        x = tanh(x) * 0.9
+    return sum(x)
+
+def taped_while(x: f64[N]) -> f64:
+    k = 0
+    while k < 30:
+        x = tanh(x) * 0.9
+        k += 1
+    return sum(x)
+''', mode="compiled")
+fn = getattr(m, sys.argv[1])
+x = np.ones(1_000_000)
+report = dg.saved_residuals(fn)(x[:1000])
+g = dg.grad(fn)
+g(x[:10])  # (compiled)
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def reset_peak():  # (the high-water mark back to what is resident now: Linux's clear_refs)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+reset_peak()
+fn(x)
+before = peak_rss()  # (the forward's own peak)
+reset_peak()
+g(x)
+after = peak_rss()
+print(json.dumps({"report": report.total_bytes * 1000, "measured": after - before, "array": x.nbytes,
+                  "rows": [(r.kind, r.rows, r.iterations, r.recomputed) for r in report]}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the peak is read off Linux's /proc")
+@pytest.mark.parametrize("fn", ["taped_for", "taped_while"])
+def test_the_report_of_a_taped_loop_is_what_compiled_code_holds_at_its_peak(fn, tmp_path):
+    """`saved_residuals` against the peak resident memory of a compiled gradient (in a process of
+    its own, measured past the forward's own peak): the tape it reports (one row a carried value
+    per iteration, and one more) is there, and little else: the gradient and a few working arrays."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "peak.py").write_text(PEAK)  # (measured past the forward's peak: the compile's is left behind)
+    env = dict(os.environ, DG_QUICK_START="0", DG_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "peak.py", fn], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = {kind: (n, it, again) for kind, n, it, again in got["rows"]}
+    assert rows["tape"] == (31, 30, 30 if fn == "taped_for" else 60), rows
+    report, measured, array = got["report"] / got["array"], got["measured"] / got["array"], 1
+    assert report == pytest.approx(31, abs=0.05)  # (a while loop tapes its counter too)
+    assert report - 0.5 * array <= measured <= report + 6 * array, (report, measured)

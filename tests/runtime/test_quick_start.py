@@ -165,9 +165,9 @@ def test_each_level_makes_code_that_loads():
 
 def test_code_reaches_functions_and_globals_by_offsets_from_itself():
     """The small code model (machine_code.object_code): a call of a function the JIT resolves
-    goes through the PLT and a global is addressed relative to the instruction, not through a
-    64-bit address in a register first (the large code model's, on which LLVM's fast
-    instruction selection gives up)."""
+    goes through its table entry, read relative to the instruction (no stub: runtime.object_room),
+    and a global is addressed relative to the instruction, not through a 64-bit address in a
+    register first (the large code model's, on which LLVM's fast instruction selection gives up)."""
     import llvmlite.binding as llvm
 
     text = ("@g = internal global i64 0\ndeclare void @free(ptr)\n"
@@ -175,9 +175,11 @@ def test_code_reaches_functions_and_globals_by_offsets_from_itself():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     for level in (0, 2):
-        asm = machine_code._target_machine(level).emit_assembly(llvm.parse_assembly(text))
-        assert "free@PLT" in asm and "g(%rip)" in asm, asm
-        assert "movabs" not in asm, asm
+        mod = llvm.parse_assembly(machine_code._with_rtlib_got(text))
+        machine_code._calls_through_got(mod)
+        asm = machine_code._target_machine(level).emit_assembly(mod)
+        assert "*free@GOTPCREL(%rip)" in asm and "g(%rip)" in asm, asm
+        assert "movabs" not in asm and "@PLT" not in asm, asm
 
 
 def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(large, monkeypatch):
