@@ -244,6 +244,19 @@ register(OpDef(
 ))
 
 
+def _lower_from_i1(b, op):
+    return b.scalar_tensor(op.operands[0], op.result_types[0])
+
+
+register(OpDef(
+    name="from_i1", impl=np.bool_, infer=lambda types: TensorType("bool", ()),
+    doc="""An i1 as a bool scalar (a flag a gradient's loop carries, kept on a tape).
+
+        %x = "dg.from_i1"(%c) : (i1) -> tensor<i1>""",
+    lower=_lower_from_i1,
+))
+
+
 def _range_len(a, b, s):
     if s == 0:
         raise ValueError("range() step cannot be zero")

@@ -631,13 +631,18 @@ class Autodiff(ForwardMode, Checkpointing):
 
     @staticmethod
     def tape_value(w: VjpBuilder, v: Value) -> Value:
-        """What a tape row holds for v: v itself, or an index (a loop counter of a gradient) as an i64."""
-        return w.dg_op("from_index", [v]) if v.tt.dtype == "index" else v
+        """What a tape row holds for v: v itself, an index (a loop counter of a gradient) as an i64,
+        or an i1 (a flag a checkpointed loop of a gradient carries) as a bool."""
+        if v.tt.dtype in ("index", "i1"):
+            return w.dg_op("from_index" if v.tt.dtype == "index" else "from_i1", [v])
+        return v
 
     @staticmethod
     def read_tape(w: VjpBuilder, tape: Value, k: Value, like: Value) -> Value:
         r = w.dg_op("tape_read", [tape, k])
-        return w.dg_op("to_index", [r]) if like.tt.dtype == "index" else r
+        if like.tt.dtype in ("index", "i1"):
+            return w.dg_op("to_index" if like.tt.dtype == "index" else "to_i1", [r])
+        return r
 
     def index(self, w: VjpBuilder, value: int) -> Value:
         return w.op("arith.constant", [], ["index"], {"value": f"{value} : index"})[0]

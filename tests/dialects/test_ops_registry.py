@@ -8,7 +8,7 @@ from dg.dialects import OPS
 from dg.dialects.dialect import irdl_text, shared_context
 
 # Ops whose implementation needs a runtime (effects) or special inputs.
-NO_SAMPLE = {"print", "assert", "check", "breakpoint", "constant", "to_index", "from_index", "to_i1", "range_len",
+NO_SAMPLE = {"print", "assert", "check", "breakpoint", "constant", "to_index", "from_index", "to_i1", "from_i1", "range_len",
              "tape_alloc", "tape_push", "tape_read"}
 
 

@@ -225,3 +225,30 @@ def test_the_report_of_a_taped_loop_is_what_compiled_code_holds_at_its_peak(fn, 
     report, measured, array = got["report"] / got["array"], got["measured"] / got["array"], 1
     assert report == pytest.approx(31, abs=0.05)  # (a while loop tapes its counter too)
     assert report - 0.5 * array <= measured <= report + 6 * array, (report, measured)
+
+
+SECOND = """
+def ck(a: f64[3], n: i64) -> f64:
+    for i in range(6):
+        if sum(a) * f64(i) > 50.0:
+            break
+        a = tanh(a) * 0.9 + 0.1
+    return sum(a * a)
+
+def g(a: f64[3]) -> f64:
+    return sum(grad(checkpoint(ck, slots=2))(a, 1) * a)
+"""
+
+
+def test_a_gradient_of_a_checkpointed_loops_gradient(mode):
+    """The checkpointed loop's segments carry an i1 flag (stop once the loop ended); the second
+    gradient tapes it as a bool (a tape of a raw i1 failed in both modes' lowering)."""
+    m = load_src(SECOND, mode)
+    a = np.array([0.3, -0.2, 0.5])
+    fd = np.zeros(3)
+    for k in range(3):
+        p, q = a.copy(), a.copy()
+        p[k] += 1e-6
+        q[k] -= 1e-6
+        fd[k] = (m.g(p) - m.g(q)) / 2e-6
+    np.testing.assert_allclose(dg.grad(m.g)(a), fd, rtol=1e-6, atol=1e-9)
