@@ -176,7 +176,11 @@ def _lower_tape_alloc(b, op):
     v, cap = op.operands
     one = b.const(1, "index")
     c = b.binary("arith.maxui", cap, one, "index")
-    return b.empty(op.result_types[0], [c] + _dims(b, v, op.types[0]))
+    t = op.result_types[0]
+    dyn = [s for d, s in zip(t.shape, [c] + _dims(b, v, op.types[0])) if not isinstance(d, int)]
+    # (an allocation of its own, not a tensor.empty: two tapes of one shape must not become one
+    # value, which CSE makes of equal tensor.empty ops, and share a buffer)
+    return b.assign(f"bufferization.alloc_tensor({', '.join(dyn)}) : {t.mlir()}", "tape")
 
 
 register(OpDef(
