@@ -1,8 +1,11 @@
-"""The benchmark scripts still run (tiny sizes; no timing is asserted)."""
+"""The benchmark scripts still run (tiny sizes; no timing is asserted): the slow tier."""
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+pytestmark = pytest.mark.slow  # (about a minute of whole benchmarks)
 
 
 def _load(name):

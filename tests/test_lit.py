@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LIT = Path(__file__).resolve().parent / "lit"
 
 
+@pytest.mark.slow  # (about three minutes of `dg opt` processes: the slow tier)
 def test_lit_suite():
     code = "import sys; from lit.main import main; sys.argv = ['lit', '-q', sys.argv[1]]; main()"
     r = subprocess.run([sys.executable, "-c", code, str(LIT)], capture_output=True, text=True)

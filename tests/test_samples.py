@@ -114,12 +114,14 @@ def _cnn_sample():
     return _sample("cnn")
 
 
+@pytest.mark.slow  # (a training run of 20 s to 2 min: the slow tier)
 def test_cnn_trains_to_98_percent_in_compiled_mode():
     acc, history = _cnn_sample().train(mode="compiled", verbose=False)  # the defaults: 20 epochs, ~6 s
     assert acc >= 0.98, acc
     assert np.mean(history[-1]) < 0.05 * np.mean(history[0])
 
 
+@pytest.mark.slow  # (a training run of 20 s to 2 min: the slow tier)
 def test_cnn_short_compiled_run_learns():
     acc, history = _cnn_sample().train(epochs=2, mode="compiled", verbose=False)
     assert acc > 0.85, acc
@@ -166,6 +168,7 @@ def _text_sample(name: str):
     return mod
 
 
+@pytest.mark.slow  # (a training run of 20 s to 2 min: the slow tier)
 def test_gpt_short_compiled_run_falls_well_below_the_unigram_baseline():
     """A one-layer version of samples/gpt.py for 150 steps: the held-out loss ends well below what
     the characters' frequencies alone give."""
@@ -184,6 +187,7 @@ def test_gpt_params_are_a_record_with_a_tuple_of_blocks():
     assert 2.0 < gpt.unigram_baseline(train_ids, test_ids, len(chars)) < np.log(len(chars))
 
 
+@pytest.mark.slow  # (a training run of 20 s to 2 min: the slow tier)
 def test_char_rnn_short_compiled_run_learns_and_generates():
     rnn = _text_sample("char_rnn")
     test, baseline, losses = rnn.train(steps=40, verbose=False, sample=0)

@@ -8,18 +8,25 @@ util.load_prog keep the cache).
 The third parameter, `ptx`, runs the test in compiled mode on the CPU and
 also lowers every function it compiles to PTX for sm_90, which `ptxas`
 must assemble: no GPU is needed for that, so CI checks the GPU lowering of
-every end-to-end program.
+every end-to-end program. It is in the `slow` tier (CI runs it; the
+README's test command leaves it out): PTX takes about twice a CPU compile.
 
-The fourth, `cuda`, runs the test with `device="cuda"` (DG_DEVICE=cuda): on
-a machine with an NVIDIA GPU and its driver. Elsewhere it skips, saying
-what is missing.
+The fourth, `cuda`, runs the test with `device="cuda"` (DG_DEVICE=cuda): it
+is collected only on a machine with an NVIDIA GPU and its driver.
 """
 import pytest
 
 from .util import assemble_ptx
 
 
-@pytest.fixture(params=["interp", "compiled", "ptx", "cuda"], scope="session")
+def _modes() -> list:
+    from dg.runtime.cuda import driver_status
+
+    return ["interp", "compiled", pytest.param("ptx", marks=pytest.mark.slow)] + \
+        (["cuda"] if driver_status()[0] else [])
+
+
+@pytest.fixture(params=_modes(), scope="session")
 def mode(request):
     return request.param
 
@@ -28,11 +35,6 @@ def mode(request):
 def _on_the_gpu(request, monkeypatch):
     if "mode" not in request.fixturenames or request.getfixturevalue("mode") != "cuda":
         return
-    from dg.runtime.cuda import driver_status
-
-    ok, why = driver_status()
-    if not ok:
-        pytest.skip(f"no GPU to run on: {why}")
     monkeypatch.setenv("DG_DEVICE", "cuda")
 
 

@@ -149,6 +149,7 @@ def test_shadow_mode_compares_keys_bit_for_bit_and_prints_once(capsys):
     assert len(lines) == 1 and lines[0].startswith("x "), lines
 
 
+@pytest.mark.slow  # (a training run in shadow mode: the slow tier)
 def test_shadow_mode_runs_the_digits_sample_to_the_end():
     digits = importlib.import_module("dg.samples.digits")
     assert digits.train(mode="shadow", verbose=False) == digits.train(mode="compiled", verbose=False)

@@ -81,6 +81,7 @@ def test_a_chain_of_hundreds_of_calls_compiles_and_differentiates(mode):
     assert_same(dg.grad(shorter.f0)(np.float32(3.0)), np.float32(6.0))
 
 
+@pytest.mark.slow  # (about a minute of compiling: the slow tier)
 def test_a_chain_too_deep_to_compile_is_a_located_error():
     # Emission runs out of room the same way in every mode.
     with pytest.raises(dg.DgError) as e:
