@@ -1,21 +1,28 @@
 """Checking one generated program in both modes, and running checks in a worker process.
 
 `check(prog)` loads the program once per mode, calls its entry, takes the
-gradients of its scalar functions through `dg.value_and_grad`, and compares:
-the entry's results between modes, the gradients between modes, and (for f64
-programs) the interpreter's gradients against central finite differences.
-The first problem found is the outcome:
+gradients of its scalar functions through `dg.value_and_grad` (and, where the
+program asks, their tangents through `dg.jvp`), and compares: the entry's
+results between modes, the gradients between modes, the tangents between
+modes and against the gradients (forward mode against reverse mode), and
+(for f64 programs) the interpreter's gradients against central finite
+differences. Arguments may be records and tuples (dicts and tuples of
+arrays). The first problem found is the outcome:
 
     ok             nothing wrong
     rejected       a dg.DgError from a well-typed program (at load, compile or call)
     error          an exception that is not a dg.DgError
     mismatch       the entry's results differ between modes (or an input was changed)
     grad-mismatch  the gradients differ between modes
+    jvp-mismatch   the tangents differ between modes, or from the gradients'
     fd-mismatch    a gradient disagrees with finite differences
     crash, hang    the worker process died, or ran past its time limit (see Worker)
 
 `Worker` runs checks in a child process (`python -m tests.fuzz.check --worker`),
 one request per line, so that a crash or a hang costs only that process.
+Without the disk cache (DG_CACHE=0, as run.py's workers), the LLVM optimizer
+processes that dg's quick start leaves running after a check are stopped:
+what they would make has no use once the check is done.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +46,7 @@ from tests.fuzz import gen
 
 MODES = ("interp", "compiled")
 TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12)}  # rtol, atol between modes
+JVP_TOL = {"f32": 1e-4, "f64": 1e-9}  # a tangent against its gradients, relative to the sum of |g * t|
 FD_STEPS = (1e-6, 1e-5, 1e-7)  # a gradient passes if any step agrees
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "@@fuzz "
@@ -50,6 +59,7 @@ class Outcome:
     where: str = ""  # "main", "grad loss", ... : the check that found it
     calls: int = 0
     grads: int = 0
+    jvps: int = 0
     fd: int = 0
     seconds: float = 0.0
 
@@ -63,8 +73,8 @@ class Outcome:
         if self.kind in ("ok", "crash", "hang"):
             return self.kind
         head = self.detail.split("\n")[0]
-        if self.kind in ("mismatch", "grad-mismatch", "fd-mismatch"):
-            what = next((w for w in ("inputs", "dtype", "shape", "keys", "tuple") if w in head), "values")
+        if self.kind in ("mismatch", "grad-mismatch", "fd-mismatch", "jvp-mismatch"):
+            what = next((w for w in ("inputs", "dtype", "shape", "keys", "tuple", "gradients") if w in head), "values")
             return f"{self.kind}: {what}"
         head = re.sub(r"^(interp|compiled): ", "", head)
         head = re.sub(r"\S+\.dg:\d+:\d+: ", "", head)
@@ -130,8 +140,32 @@ def differ(a, b, rtol, atol, path="out"):
     return None
 
 
+def leaves(x):
+    """The arrays of a value: itself, or those of a tuple's items and a dict's fields (by sorted key)."""
+    if isinstance(x, dict):
+        return [a for k in sorted(x) for a in leaves(x[k])]
+    if isinstance(x, (tuple, list)):
+        return [a for y in x for a in leaves(y)]
+    return [x]
+
+
+def tree_map(f, x, *ys):
+    """`f` of the arrays of `x` (and of `ys`, of the same structure), in that structure."""
+    if isinstance(x, dict):
+        return {k: tree_map(f, x[k], *(y[k] for y in ys)) for k in x}
+    if isinstance(x, (tuple, list)):
+        return type(x)(tree_map(f, *items) for items in zip(x, *ys))
+    return f(x, *ys)
+
+
 def _same_inputs(before, after):
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(before, after))
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(leaves(before), leaves(after)))
+
+
+def dot(a, b):
+    """The sum of the products of the arrays of `a` and `b` (one structure), and of their sizes."""
+    pairs = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in zip(leaves(a), leaves(b))]
+    return sum(float(np.sum(x * y)) for x, y in pairs), sum(float(np.sum(np.abs(x * y))) for x, y in pairs)
 
 
 def fd_check(fn, args, wrt, value, grads, seed, trials=2):
@@ -140,14 +174,15 @@ def fd_check(fn, args, wrt, value, grads, seed, trials=2):
     rng = np.random.default_rng(seed)
     grads = grads if isinstance(grads, tuple) else (grads,)
     for _ in range(trials):
-        dirs = {j: rng.standard_normal(np.shape(args[j])) for j in wrt}
-        dd = sum(float(np.sum(np.asarray(g) * dirs[j])) for g, j in zip(grads, wrt))
+        dirs = {j: tree_map(lambda a: rng.standard_normal(np.shape(a)), args[j]) for j in wrt}
+        dd = sum(dot(g, dirs[j])[0] for g, j in zip(grads, wrt))
         tried = []
         for h in FD_STEPS:
             def at(s):
                 moved = list(args)
                 for j in wrt:
-                    moved[j] = np.float64(args[j] + s * h * dirs[j]) if np.ndim(args[j]) == 0 else args[j] + s * h * dirs[j]
+                    moved[j] = tree_map(lambda a, d: np.float64(a + s * h * d) if np.ndim(a) == 0 else a + s * h * d,
+                                        args[j], dirs[j])
                 return float(fn(*moved))
             fd = (at(1) - at(-1)) / (2 * h)
             tried.append(fd)
@@ -169,7 +204,7 @@ def check(prog: gen.Program, src: str | None = None, modes=MODES, fd: bool = Tru
     try:
         _check(prog, prog.src if src is None else src, modes, fd, only, api_grads, out)
     except _Found as f:
-        f.outcome.calls, f.outcome.grads, f.outcome.fd = out.calls, out.grads, out.fd
+        f.outcome.calls, f.outcome.grads, f.outcome.jvps, f.outcome.fd = out.calls, out.grads, out.jvps, out.fd
         out = f.outcome
     out.seconds = round(time.time() - t0, 3)
     return out
@@ -179,7 +214,7 @@ def _check(prog, src, modes, fd, only, api_grads, out):
     names = defined(src)
     rtol, atol = TOL[prog.dtype]
     results, modules = {}, {}
-    wanted = [prog.entry] + [f"grad {n}" for n, _ in prog.grads]
+    wanted = [prog.entry] + [f"grad {n}" for n, _ in prog.grads] + [f"jvp {n}" for n in prog.jvps]
     wanted = [w for w in wanted if w.split()[-1] in names and (only is None or w == only)]
     if not wanted and only is None:
         raise _Found(Outcome("error", "nothing to check: the program defines none of its entries"))
@@ -193,6 +228,10 @@ def _check(prog, src, modes, fd, only, api_grads, out):
             if w == prog.entry:
                 results[mode, w] = _guard(mode, w, lambda: getattr(m, w)(*args))
                 out.calls += 1
+            elif w.startswith("jvp "):
+                tangents = copy.deepcopy(prog.tangents)
+                results[mode, w] = _guard(mode, w, lambda: dg.jvp(getattr(m, w.split()[-1]), args, tangents))
+                out.jvps += 1
             else:
                 name = w.split()[-1]
                 wrt = dict(prog.grads)[name]
@@ -207,12 +246,24 @@ def _check(prog, src, modes, fd, only, api_grads, out):
                 continue
             d = differ(results[first, w], results[mode, w], rtol, atol)
             if d:
-                kind = "mismatch" if w == prog.entry else "grad-mismatch"
+                kind = "mismatch" if w == prog.entry else "jvp-mismatch" if w.startswith("jvp ") else "grad-mismatch"
                 raise _Found(Outcome(kind, f"{first} vs {mode} at {d}", w))
+    for w in wanted:  # forward mode against reverse mode: the tangent is the gradient's dot the tangents
+        name = w.split()[-1]
+        if not w.startswith("jvp ") or (first, f"grad {name}") not in results:
+            continue
+        wrt = dict(prog.grads)[name]
+        _, g = results[first, f"grad {name}"]
+        g = g if isinstance(wrt, tuple) else (g,)
+        wrt = wrt if isinstance(wrt, tuple) else (wrt,)
+        dd, scale = map(sum, zip(*(dot(gj, prog.tangents[j]) for gj, j in zip(g, wrt)))) if wrt else (0.0, 0.0)
+        t = float(np.asarray(results[first, w][1], np.float64))
+        if not abs(t - dd) <= JVP_TOL[prog.dtype] * (scale + abs(t)) + atol:
+            raise _Found(Outcome("jvp-mismatch", f"{first}: tangent {t!r} vs the gradients' {dd!r}", w))
     if fd and prog.dtype == "f64" and "interp" in modules:
         m = modules["interp"]
         for w in wanted:
-            if w == prog.entry:
+            if not w.startswith("grad "):
                 continue
             name = w.split()[-1]
             wrt = dict(prog.grads)[name]
@@ -224,6 +275,31 @@ def _check(prog, src, modes, fd, only, api_grads, out):
 
 
 # ---------------------------------------------------------------- worker processes
+
+def _children(pid):
+    """The processes `pid` started (from Linux's /proc; none elsewhere)."""
+    kids = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _stop_optimizers(pids):
+    """Stop those of `pids` that are dg's LLVM optimizer processes (runtime/optimizer.py: quick
+    start optimizes a large program in a process of its own, which runs on for minutes, and
+    after its parent is gone)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"dg.runtime.optimizer" in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
 
 def _serve():
     """The worker's loop: a JSON request per line in, an outcome per line out (on a
@@ -238,6 +314,8 @@ def _serve():
         o = check(prog, req.get("src"), fd=req.get("fd", True), only=req.get("only"), api_grads=req.get("api_grads", True))
         out.write(MARK + json.dumps(asdict(o)) + "\n")
         out.flush()
+        if os.environ.get("DG_CACHE") == "0":
+            _stop_optimizers(_children(os.getpid()))
 
 
 class Worker:
@@ -296,9 +374,12 @@ class Worker:
 
     def close(self):
         if self.proc is not None:
+            kids = _children(self.proc.pid)
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
+            if self.env.get("DG_CACHE") == "0":
+                _stop_optimizers(kids)
             self.proc = None
         if self.log is not None:
             self.log.close()

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.fuzz import check, gen, minimize  # noqa: E402
 
-COUNTS = ["programs", "calls", "gradient checks", "fd checks", "ok", "rejected", "non-DgError",
-          "mismatch", "grad-mismatch", "fd-mismatch", "crash", "hang"]
+COUNTS = ["programs", "calls", "gradient checks", "jvp checks", "fd checks", "ok", "rejected", "non-DgError",
+          "mismatch", "grad-mismatch", "jvp-mismatch", "fd-mismatch", "crash", "hang"]
 LABEL = {"error": "non-DgError"}
 GRACE = 15.0  # seconds a program started before the end may run past it
 
@@ -110,6 +110,7 @@ def counts(results):
         c[LABEL.get(o.kind, o.kind)] += 1
         c["calls"] += o.calls
         c["gradient checks"] += o.grads
+        c["jvp checks"] += o.jvps
         c["fd checks"] += o.fd
     return c
 
