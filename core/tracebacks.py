@@ -47,10 +47,15 @@ def _hidden(code) -> bool:
 def error_at_caller(message: str) -> DgError:
     """A DgError located at the user's line that called into dg (the first frame outside dg):
     for mistakes made from Python, which have no `.dg` place."""
-    f = sys._getframe(1)
-    while f is not None and _hidden(f.f_code):
-        f = f.f_back
+    f = _users(sys._getframe(1))
     return DgError(message, Loc(f.f_code.co_filename, f.f_lineno, _column(f)) if f is not None else None)
+
+
+def _users(frame):
+    """The first frame from `frame` outward that is not dg's (None if there is none)."""
+    while frame is not None and _hidden(frame.f_code):
+        frame = frame.f_back
+    return frame
 
 
 def _column(frame) -> int:
@@ -114,8 +119,7 @@ def placed(e: BaseException, frame) -> BaseException:
     `frame` outward that is not dg's."""
     if not isinstance(e, DgError) or (e.loc is not None and not e.loc.file.startswith("<dg.")) or COMMAND[0]:
         return e
-    while frame is not None and _hidden(frame.f_code):
-        frame = frame.f_back
+    frame = _users(frame)
     if frame is None:
         return e
     e.loc = Loc(frame.f_code.co_filename, frame.f_lineno, _column(frame))

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import ctypes.util
+import itertools
 import os
 import struct
 import threading

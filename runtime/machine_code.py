@@ -92,9 +92,9 @@ def _library_copies(text: str) -> str:
             return g[0]
         return f"call void @memcpy(ptr {g[1]}, ptr {g[2]}, i64 {g[3]})"
 
-    out, n = _MEMSET.subn(memset, text)
-    out, m = _MEMCPY.subn(memcpy, out)
-    if n and not re.search(r"^declare .*@memset\(", out, re.M):
+    out, sets = _MEMSET.subn(memset, text)
+    out = _MEMCPY.sub(memcpy, out)
+    if sets and not re.search(r"^declare .*@memset\(", out, re.M):
         out += "\ndeclare void @memset(ptr, i8 zeroext, i64) nonlazybind nobuiltin\n"
     if "call void @memcpy(" in out and not re.search(r"^declare .*@memcpy\(", out, re.M):
         out += "\ndeclare void @memcpy(ptr, ptr, i64) nonlazybind nobuiltin\n"
