@@ -33,7 +33,7 @@ class OpDef:
     nresults: Optional[int] = 1  # None: variadic (tuple-returning)
     pure: bool = True
     builtin: bool = False  # dg programs call it as a one-argument built-in of its name (`exp(x)`)
-    # (g: the autodiff pass's VjpBuilder, op: the forward op's view, d: the result's adjoint, or a
+    # (g: dialects.rules.RuleBuilder, op: the forward op's OpView, d: the result's adjoint, or a
     # list of them) -> one adjoint per operand (None: nothing flows to it)
     vjp: Optional[Callable] = None
     jvp: Optional[Callable] = None  # forward mode's rule, in the same form: no op has one yet

@@ -940,7 +940,7 @@ def _jvp(em, call, name):
 def _checkpoint(em, call, name):
     """checkpoint(f): f, whose forward the reverse sweep recomputes from its arguments (as it does
     for every call); checkpoint(f, slots=c): besides, every loop in f's gradient keeps at most c
-    snapshots of its carried values and recomputes the rest (lowering/checkpointing.py)."""
+    snapshots of its carried values and recomputes the rest (lowering/ad/checkpoint.py)."""
     fn = _function_arg(em, call, name)
     slots_node = None
     for k in call.kwargs:

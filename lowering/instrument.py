@@ -20,7 +20,7 @@ from dg.core.locations import in_gradient, loc_of, loc_row
 from dg.core.mlir import ir, operations_under
 from dg.core.types import is_float, parse_mlir_type
 
-from .checkpointing import CHUNKED_BODY
+from .ad.checkpoint import CHUNKED_BODY
 
 _LEFT_ALONE = ("dg.constant", "dg.tap", "dg.check_finite", "dg.print", "dg.breakpoint", "dg.assert", "dg.check")
 
@@ -74,7 +74,7 @@ def shadow_taps(m) -> None:
 
 def _body_block(loop):
     """The block holding a forward loop's body: a `while` loop's after its condition, or in a
-    chunked loop (lowering/checkpointing.py), the branch its mark names."""
+    chunked loop (lowering/ad/checkpoint.py), the branch its mark names."""
     for op in operations_under(loop.regions[-1].blocks[0]):
         if CHUNKED_BODY in op.attributes:
             return op.regions[0].blocks[0]

@@ -31,8 +31,8 @@ from dg.dialects import verify
 from dg.dialects.dialect import asm, parse
 
 from . import (
+    ad,
     alloc_guard,
-    autodiff,
     blas,
     call_copies,
     collectives,
@@ -126,7 +126,7 @@ def _share_argument_dims(m):
 # Every dg pass, in pipeline order: name -> function(module, **options) -> module or None (in place).
 PASSES = {
     "verify": verify.verify_module,
-    "autodiff": autodiff.run,
+    "autodiff": ad.run,
     "to-linalg": to_linalg.run,
     "only-entry": cpu.only_entry,
     "inline-and-simplify": inlining.inline_and_simplify,

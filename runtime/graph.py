@@ -41,7 +41,7 @@ from dg.core.tracebacks import user_facing
 from dg.core.types import is_float
 from dg.dialects.dialect import parse
 from dg.dialects.registry import OPS
-from dg.lowering.autodiff import Autodiff
+from dg.lowering.ad import gradient_module
 from dg.lowering.irmodel import read_module
 
 try:
@@ -148,9 +148,8 @@ def _draw(ir_text: str, name: str, params: list, grad) -> Graph:
         title = f"{name}({', '.join(params)})"
         return _Drawer(funcs, entry, params, sizes, title).graph()
     mask = _mask(grad, entry, params, name)
-    ad = Autodiff(funcs)
-    sym = ad.vjp_function(entry.sym, mask)
-    funcs = read_module(parse(ad.module_text()))
+    text, sym = gradient_module(funcs, entry.sym, mask)
+    funcs = read_module(parse(text))
     vjp = next(f for f in funcs if f.sym == sym)
     seeds = vjp.body.args[len(params):]
     names = params + ["∂ result" if len(seeds) == 1 else f"∂ result {i}" for i in range(len(seeds))]

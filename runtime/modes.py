@@ -13,7 +13,7 @@ from __future__ import annotations
 from dg.core.errors import DgError
 from dg.dialects.dialect import asm, parse
 from dg.lowering import gpu, instrument, pipeline
-from dg.lowering.autodiff import needs_autodiff
+from dg.lowering.ad import needs_autodiff
 
 from . import interp, tiered
 from .cpu import CpuProgram

@@ -111,3 +111,57 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
         test_no_import_runs_against_the_pipeline()
     with pytest.raises(AssertionError, match=r"core/sub/bad.py:5 imports dg.core inside a function"):
         test_no_import_inside_a_function()
+
+
+# ---------------------------------------------------------------- the rule API
+# An op's `vjp` and `jvp` facets receive the autodiff pass's builder as their first parameter,
+# named `g`. What they call on it must be dialects/rules.py's RuleBuilder: a method reached
+# through `g` that only a later layer defines would make the dialect depend on that layer by duck
+# typing, invisibly to the import checks above.
+RULE_PARAM = "g"
+
+
+def _rule_api() -> set:
+    from dg.dialects.rules import RuleBuilder
+    return set(dir(RuleBuilder)) | set(vars(RuleBuilder(None)))
+
+
+def _calls_outside_the_rule_api(path: Path, api: set) -> list:
+    """`FILE:LINE g.NAME` for each attribute reached through a `g` parameter that the rule API
+    does not have."""
+    bad = []
+    for f in ast.walk(ast.parse(path.read_text())):
+        if isinstance(f, (ast.FunctionDef, ast.Lambda)) and RULE_PARAM in [a.arg for a in f.args.args]:
+            for n in ast.walk(f):
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == RULE_PARAM \
+                        and n.attr not in api:
+                    bad.append(f"{path.relative_to(ROOT)}:{n.lineno} {RULE_PARAM}.{n.attr}")
+    return bad
+
+
+def test_rules_use_only_the_rule_api():
+    api = _rule_api()
+    bad = sorted({b for p in sorted((ROOT / "dialects").rglob("*.py"))
+                  for b in _calls_outside_the_rule_api(p, api)})
+    assert not bad, "not in dialects/rules.py's RuleBuilder:\n" + "\n".join(bad)
+
+
+def test_every_rule_takes_the_builder_as_g():
+    """So that the check above sees every rule."""
+    import inspect
+
+    from dg.dialects.registry import OPS
+    odd = [f"dg.{name}.{facet}" for name, op in sorted(OPS.items()) for facet in ("vjp", "jvp")
+           if getattr(op, facet) is not None
+           and list(inspect.signature(getattr(op, facet)).parameters)[0] != RULE_PARAM]
+    assert not odd, odd
+
+
+def test_the_rule_check_sees_a_foreign_call(tmp_path, monkeypatch):
+    (tmp_path / "dialects").mkdir()
+    (tmp_path / "dialects" / "ops_x.py").write_text(
+        "def vjp(g, op, d):\n    return [g.mul(d, g.const(2.0, d))]\n\n\n"
+        "other = lambda g, op, d: [g.emit_linalg(d)]\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    with pytest.raises(AssertionError, match=r"dialects/ops_x.py:5 g.emit_linalg"):
+        test_rules_use_only_the_rule_api()

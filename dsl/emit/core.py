@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.core.attrs import attr_text
 from dg.core.errors import DgTypeError, Loc
 from dg.core.types import ShapeError, TensorType, annotation_type, is_int, np_dtype, py_cast, scalar
 from dg.core.writer import Writer
 from dg.dialects.registry import OPS
+from dg.dialects.rules import write_op
 
 from .. import ast as A
 from .. import controlflow
@@ -99,27 +99,24 @@ class EmitterCore(Writer):
             n = opdef.nresults
             return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
         operands = [self.materialize(o, loc=loc) for o in operands]
-        types = [o.type for o in operands]
         try:
-            rt = opdef.infer(types, **attrs) if result_types is None else result_types
+            res, rts = write_op(self, opname, operands, [o.type for o in operands], attrs, result_types,
+                           loc=self.loc_text(loc, name))
         except ShapeError as e:
             n = opdef.nresults
             msg = str(e)
             self.error(msg if msg.startswith(opname) else f"{opname}: {msg}", loc)
             return POISON if n == 1 else ([POISON] * (n or 0) if n else None)
-        rts = rt if isinstance(rt, list) else [rt]
-        texts = {k: attr_text(opdef.attrs[k], v) for k, v in attrs.items()}
-        res = Writer.op(self, f"dg.{opname}", operands, rts, texts, loc=self.loc_text(loc, name))
-        if not rts:
+        if not res:
             return None
-        if len(rts) == 1:
+        if len(res) == 1:
             self.last_def = (self.lines, len(self.lines) - 1, res[0].name, loc)
             return TypedValue(res[0].name, rts[0])
         return [TypedValue(r.name, t) for r, t in zip(res, rts)]
 
     def constant(self, value: np.ndarray, t: TensorType, loc) -> str:
         """A `dg.constant` of type t; its SSA name."""
-        return Writer.op(self, "dg.constant", [], [t], {"value": attr_text("dense", (value, t))}, loc=self.loc_text(loc))[0].name
+        return write_op(self, "constant", [], [], {"value": (value, t)}, [t], loc=self.loc_text(loc))[0][0].name
 
     def cast(self, v: TypedValue, dtype: str, loc) -> TypedValue:
         if v.poison or v.dtype == dtype:

@@ -12,7 +12,7 @@ from dg.core.attrs import attr_text
 from dg.core.types import TensorType, dtype_of_np
 from dg.dialects import OPS
 from dg.dialects.dialect import parse
-from dg.lowering.autodiff import differentiate
+from dg.lowering.ad import differentiate
 from dg.runtime import interp
 
 EPS = 1e-6
@@ -223,7 +223,7 @@ def test_every_op_a_vjp_writes_is_differentiable_again():
     a sample, the ops its one-op module's reverse function is written with."""
     import re
 
-    from dg.lowering.autodiff import INACTIVE
+    from dg.lowering.ad.activity import INACTIVE
 
     lacking = {}
     for param in _eligible():

@@ -1,0 +1,165 @@
+"""The rule API: what an op's `vjp` and `jvp` facets build with, and the one way dg ops are written.
+
+`write_op(w, name, operands, types, attrs)` writes one `dg.<name>` op through a
+`core.writer.Writer`: its result types from the registry's type rule (unless
+given), its attributes as text from their registered kinds. The emitter
+(dsl/emit) and the rules below both write dg ops with it.
+
+A rule receives an `OpView` (the forward op: its values in the function being
+written, their types, its Python attributes, its `.dg` place) and a
+`RuleBuilder`: a writer with dg ops at hand (`dg_op`, arithmetic, constants,
+zeros) and the pieces of unbroadcasting that gradients share. The autodiff
+pass (lowering/ad) makes both; the facets use nothing else of it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dg.core.attrs import attr_text
+from dg.core.locations import Loc
+from dg.core.types import TensorType
+from dg.core.writer import Value, Writer
+
+from .registry import OPS
+
+
+def write_op(w: Writer, opname: str, operands: list, types: list, attrs: dict | None = None,
+             result_types: list | None = None, loc: str | None = None) -> tuple[list[Value], list]:
+    """Write `dg.<opname>` of `operands` (whose TensorTypes are `types`) with Python attribute
+    values `attrs`; its result types from the registry's rule unless given (a rule that rejects
+    the types raises core.types.ShapeError). -> (its results as Values, their types as the rule
+    gave them: with the named sizes and unsigned dtypes that MLIR's text does not carry)."""
+    opdef = OPS[opname]
+    attrs = attrs or {}
+    rt = opdef.infer(list(types), **attrs) if result_types is None else result_types
+    result_types = rt if isinstance(rt, list) else [rt]
+    texts = {k: attr_text(opdef.attrs[k], v) for k, v in attrs.items()}
+    return Writer.op(w, f"dg.{opname}", operands, result_types, texts, loc=loc), list(result_types)
+
+
+@dataclass
+class OpView:
+    """What a VJP or JVP rule sees of the forward op."""
+    name: str  # the dg op's name, without `dg.`
+    operands: list  # Values, in the function being written
+    results: list
+    types: list  # TensorType per operand
+    result_types: list
+    attrs: dict  # attribute name -> Python value
+    where: Loc | None  # the `.dg` place of the op
+
+
+class RuleBuilder(Writer):
+    """The writer VJP and JVP rules build with: dg ops (their result types from the registry's
+    rules), constants, zeros, and the pieces of unbroadcasting."""
+
+    def __init__(self, counter=None, indent: int = 4):
+        super().__init__(counter, indent)
+        self.rows: dict = {}  # one_row's adjoints: (row index, row), for the pass's accumulation
+
+    def dg_op(self, opname: str, operands: list, attrs: dict | None = None, result_types: list | None = None):
+        """A dg op; its result types from the registry's rule unless given. One result -> a Value."""
+        res, _ = write_op(self, opname, operands, [o.tt for o in operands], attrs, result_types)
+        return res[0] if len(res) == 1 else res
+
+    def one_row(self, tape: Value, k: Value, row: Value) -> Value:
+        """An adjoint shaped as `tape` that is zero but for row k (an index), which is `row`.
+        Added to an adjoint the tape already has, only that row is added (lowering/ad/sweep.py's
+        `accumulate`): a tape read in a loop's body would else add a whole tape of zeros per
+        iteration."""
+        d = self.dg_op("tape_push", [self.zeros_like(tape), k, row])
+        self.rows[d] = (k, row)
+        return d
+
+    def const(self, value, like: Value | TensorType) -> Value:
+        t = like.tt if isinstance(like, Value) else like
+        t = TensorType(t.dtype, ())
+        return self.dg_op("constant", [], {"value": (np.asarray(value), t)}, result_types=[t])
+
+    def zeros_like(self, v: Value) -> Value:
+        return self.dg_op("zeros_like", [v])
+
+    def add(self, a, b):
+        return self.dg_op("add", [a, b])
+
+    def sub(self, a, b):
+        return self.dg_op("sub", [a, b])
+
+    def mul(self, a, b):
+        return self.dg_op("mul", [a, b])
+
+    def div(self, a, b):
+        return self.dg_op("div", [a, b])
+
+    def neg(self, a):
+        return self.dg_op("neg", [a])
+
+    def where(self, c, a, b):
+        return self.dg_op("where", [c, a, b])
+
+    def dim(self, x: Value, axis: int) -> Value:
+        return self.dg_op("dim", [x], {"axis": axis})
+
+    def bcast(self, d: Value, x: Value) -> Value:
+        """d broadcast to x's shape (sizes taken from x at run time)."""
+        if d.tt.shape == x.tt.shape and all(isinstance(s, int) for s in x.tt.shape):
+            return d
+        return self.add(self.zeros_like(x), d)
+
+    def unreduce(self, d: Value, x: Value, axes, keepdims: bool) -> Value:
+        """The adjoint of a reduction of x over `axes`, broadcast back to x's shape."""
+        axes = tuple(axes)
+        if not keepdims and axes:
+            d = self.dg_op("expand_dims", [d], {"axes": axes})
+        return self.bcast(d, x)
+
+    def count(self, x: Value, axes) -> Value:
+        """How many elements a reduction over `axes` combines, as a scalar of x's dtype."""
+        n = self.const(1.0, x)
+        for a in axes:
+            n = self.mul(n, self.dg_op("cast", [self.dim(x, a)], {"dtype": x.tt.dtype}))
+        return n
+
+    def transpose_last(self, x: Value) -> Value:
+        r = x.tt.rank
+        return self.dg_op("transpose", [x], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})
+
+    def onehot(self, labels: Value, like: Value, axis: int) -> Value:
+        """A float tensor shaped like `like`: 1 where the index along `axis` equals the label."""
+        n = like.tt.shape[axis]
+        zero, one = (self.const(v, labels) for v in (0, 1))
+        stop = self.dg_op("cast", [self.dim(like, axis)], {"dtype": labels.tt.dtype})
+        ar = self.dg_op("arange", [zero, stop, one], {"size": n if isinstance(n, int) else -2,
+                                                    "dtype": labels.tt.dtype})
+        hit = self.dg_op("eq", [self.dg_op("expand_dims", [labels], {"axes": (labels.tt.rank,)}), ar])
+        return self.dg_op("cast", [hit], {"dtype": like.tt.dtype})
+
+    def sum_to(self, d: Value, t: TensorType) -> Value:
+        """Undo broadcasting: sum d over the axes that broadcasting added or stretched, to type t."""
+        ds = d.tt.shape
+        lead = len(ds) - len(t.shape)
+        if lead > 0:
+            d = self.dg_op("sum", [d], {"axes": tuple(range(lead)), "keepdims": False})
+        stretched = tuple(i for i, (a, b) in enumerate(zip(d.tt.shape, t.shape))
+                          if isinstance(b, int) and b == 1 and not (isinstance(a, int) and a == 1))
+        if stretched:
+            d = self.dg_op("sum", [d], {"axes": stretched, "keepdims": True})
+        if d.tt.dtype != t.dtype:
+            d = self.dg_op("cast", [d], {"dtype": t.dtype})
+        return d
+
+    def conform(self, t: Value, like: Value) -> Value:
+        """A tangent as a value of exactly `like`'s type: cast, broadcast to its shape (a rule may
+        give a tangent of an operand's shape where the op broadcasts), and sizes the types fix
+        alike (dg.sum_to checks them at run time)."""
+        if t.type == like.type:
+            return t
+        if t.tt.dtype != like.tt.dtype:
+            t = self.dg_op("cast", [t], {"dtype": like.tt.dtype})
+        if t.tt.shape != like.tt.shape:
+            t = self.bcast(t, like)
+        if t.type != like.type:
+            t = self.dg_op("sum_to", [t, like])
+        return t

@@ -1,0 +1,397 @@
+"""Reverse mode: the VJP function of a dg function, as dg IR.
+
+Expects: a `Derivatives` module (lowering/ad/module.py) holding the function.
+Guarantees: `vjp_function(mod, f, mask)` writes `f__vjp_<mask>(args,
+cotangents) -> (results, gradients)` (with `_ck<c>` when its loops keep c
+snapshots) and the VJP functions of what it calls, and returns its name.
+
+How (a forward sweep, then a reverse sweep, over one `Sweep`):
+- The forward sweep copies f's body. Each `scf.for` at the level being swept
+  also pushes its loop-carried values to tapes (`dg.tape_alloc`/`dg.tape_push`,
+  one row per iteration). A `scf.while` runs as it is, counting its
+  iterations, then again as an `scf.for` that tapes them (MLIR copies what a
+  while loop carries on every iteration: a tape carried so would cost time
+  and memory quadratic in the trip count). With snapshot slots, loops keep
+  snapshots instead (lowering/ad/checkpoint.py).
+- The reverse sweep walks the ops backwards and calls each op's `vjp` facet
+  (dialects/rules.py's builder); `accumulate` sums broadcast axes away
+  ("unbroadcasting") and adds up fan-out, once for all ops.
+- `scf.if`: the reverse is an `scf.if` on the same condition (the branch
+  taken); each branch recomputes its forward, then runs its reverse.
+- Loops: the reverse is an `scf.for` counting down the iterations; each
+  iteration reads its carried values back (`dg.tape_read`), recomputes the
+  body forward (taping the loops nested in it), and runs the body's reverse.
+  What the body yields is the next row of the tape (a `for` tapes its final
+  values too), so the reverse reads it there and the ops that made it are
+  not recomputed (canonicalize removes them once unused).
+  Adjoints of values from outside the loop are carried through it.
+  `break`/`continue`/early `return` are flags in the carried values, so
+  they need nothing of their own.
+- `func.call g`: the reverse calls `g__vjp_<mask>`, which recomputes g's
+  forward; recursion works because the callee's gradient function is named
+  before it is made.
+- Only active values get adjoints: floats that depend on a differentiated
+  argument. Integers, bools and `stop_gradient` results are inactive.
+- Higher orders: a gradient function is dg IR like any other and is
+  differentiated in turn. Its tapes are appended to, a row per iteration, so
+  its loops need no tape of their own for them: the reverse sweep takes the
+  tape's final value, which holds every row (`activity.slot_appends`).
+Every backward op carries the location of the forward op it differentiates,
+marked as a gradient's (`core.locations.backward_loc`).
+"""
+from __future__ import annotations
+
+from dg.core.errors import DgError
+from dg.core.locations import backward_loc, loc_of
+from dg.core.writer import Value
+from dg.dialects.registry import OPS
+from dg.dialects.rules import RuleBuilder
+
+from ..irmodel import Block, Op
+from . import checkpoint
+from .activity import TERMINATORS, activity, free_values, is_float
+from .module import Derivatives, copy_block, copy_op, unquoted
+from .sweep import Sweep, accumulate, arith, by_slot, countdown, index, op_view, read_tape, tape_value, trip_count
+
+
+def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0) -> str:
+    """The name of `sym`'s VJP function with respect to the arguments in `mask`, its loops
+    keeping `slots` snapshots (0: taped in full); written first if it is not yet."""
+    ck = mod.checkpointed(sym)
+    if ck is not None:  # the function's gradient, its loops checkpointed
+        return vjp_function(mod, ck[0], mask, ck[1] or slots)
+    key = (sym, mask, slots)
+    if key in mod.names:
+        return mod.names[key]
+    name, f = mod.derive(key, sym, "vjp", mask, "differentiate with respect to", f"_ck{slots}" if slots else "")
+    w, env, args = mod.start(f)
+    ret = f.body.ops[-1]
+    float_results = [i for i, o in enumerate(ret.operands) if is_float(o)]
+    cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
+    s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}), slots)
+    info = forward_sweep(s, f.body, env, w, effects=True)
+    results = [env[o] for o in ret.operands]
+    adj: dict = {}
+    for i, ct in zip(float_results, cts):
+        if ret.operands[i] in s.active:
+            accumulate(w, adj, ret.operands[i], ct, env[ret.operands[i]])
+    reverse_sweep(s, f.body, env, adj, w, info)
+    w.loc = f.loc
+    grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
+    w.op("func.return", results + grads, [])
+    mod.write(name, args + cts, f.result_types + [f.args[i].type for i in mask], f.loc, w)
+    return name
+
+
+# ---------------------------------------------------------------- forward sweep
+def forward_sweep(s: Sweep, block: Block, env: dict, w: RuleBuilder, effects: bool) -> dict:
+    """Copy the ops of `block` (its terminator excepted), its loops taped (or keeping snapshots);
+    -> what each loop's reverse needs, by loop."""
+    info = {}
+    for op in block.ops:
+        if op.name in TERMINATORS:
+            continue
+        w.loc = op.loc
+        if op.name == "scf.for":
+            info[op] = (checkpoint.forward_for if s.slots else tape_for)(s, op, env, w)
+        elif op.name == "scf.while":
+            info[op] = tape_while(s, op, env, w)
+        else:
+            copy_op(op, env, w, effects)
+    return info
+
+
+def tape_for(s: Sweep, op: Op, env: dict, w: RuleBuilder) -> dict:
+    lb, ub, st = (env[o] for o in op.operands[:3])
+    inits = [env[o] for o in op.operands[3:]]
+    n = trip_count(w, lb, ub, st)
+    rows = arith(w, "addi", n, index(w, 1))  # one row per iteration, then the final values
+    skip = s.mod.untaped(op)
+    taped = [i for i in range(len(inits)) if i not in skip]
+    tapes = [w.dg_op("tape_alloc", [tape_value(w, inits[i]), rows]) for i in taped]
+    body = op.regions[0]
+
+    def write(w2):
+        iv = w2.value("index", "iv")
+        carried = [w2.value(a.type, "a") for a in body.args[1:]]
+        tin = [w2.value(t.type, "tape") for t in tapes]
+        w2.block_header([iv] + carried + tin)
+        env[body.args[0]] = iv
+        env.update(zip(body.args[1:], carried))
+        k = arith(w2, "divsi", arith(w2, "subi", iv, lb), st)
+        tout = [w2.dg_op("tape_push", [t, k, tape_value(w2, carried[i])]) for t, i in zip(tin, taped)]
+        copy_block(body, env, w2, effects=True)
+        t = body.ops[-1]
+        w2.loc = t.loc
+        w2.op("scf.yield", [env[o] for o in t.operands] + tout, [])
+
+    w.loc = op.loc
+    res = w.op("scf.for", [lb, ub, st] + inits + tapes, [r.type for r in op.results] + [t.type for t in tapes],
+               regions=[write])
+    m = len(op.results)
+    env.update(zip(op.results, res[:m]))
+    pushed = [w.dg_op("tape_push", [t, n, tape_value(w, res[i])]) for t, i in zip(res[m:], taped)]
+    return {"tapes": by_slot(skip, m, pushed), "n": n, "lb": lb, "st": st}
+
+
+def count_while(op: Op, env: dict, w: RuleBuilder) -> Value:
+    """The loop copied, counting how many times its condition is evaluated (the result)."""
+    before, after = op.regions
+    cond_t = before.ops[-1]
+
+    def write_before(w2):
+        carried = [w2.value(a.type, "a") for a in before.args]
+        k = w2.value("index", "k")
+        w2.block_header(carried + [k])
+        env.update(zip(before.args, carried))
+        k1 = arith(w2, "addi", k, index(w2, 1))
+        copy_block(before, env, w2, effects=True)
+        w2.loc = cond_t.loc
+        w2.op("scf.condition", [env[o] for o in cond_t.operands] + [k1], [])
+
+    def write_after(w2):
+        carried = [w2.value(a.type, "a") for a in after.args]
+        k = w2.value("index", "k")
+        w2.block_header(carried + [k])
+        env.update(zip(after.args, carried))
+        copy_block(after, env, w2, effects=True)
+        t = after.ops[-1]
+        w2.loc = t.loc
+        w2.op("scf.yield", [env[o] for o in t.operands] + [k], [])
+
+    w.loc = op.loc
+    res = w.op("scf.while", [env[o] for o in op.operands] + [index(w, 0)],
+               [r.type for r in op.results] + ["index"], regions=[write_before, write_after])
+    env.update(zip(op.results, res[:-1]))
+    return res[-1]
+
+
+def tape_while(s: Sweep, op: Op, env: dict, w: RuleBuilder) -> dict:
+    """A `while` loop of the forward sweep: run once as it is, counting its iterations n, then
+    again as an scf.for of n iterations that tapes its carried values (n + 1 rows) or, in a
+    checkpointed gradient, keeps their snapshots. An scf.while copies every tensor it carries
+    on each iteration (MLIR's bufferization), so a tape carried by it would cost time and
+    memory quadratic in n (snapshots, c states per iteration); the second run costs one
+    forward."""
+    if s.slots and checkpoint.chunkable(op):
+        return checkpoint.forward_while(s, op, env, w)
+    total = count_while(op, env, w)
+    skip = s.mod.untaped(op)
+    xs = [None if i in skip else env[o] for i, o in enumerate(op.operands)]
+    n = arith(w, "subi", total, index(w, 1))
+    kept, last = checkpoint.replay_loop(s, w, op, env, xs, index(w, 0), n, not s.slots)
+    if not s.slots:
+        return {"tapes": kept, "total": total}
+    snaps, m, st = kept
+    return {"snaps": snaps, "m": m, "s": st, "total": total, "last": last}
+
+
+# ---------------------------------------------------------------- reverse sweep
+def reverse_sweep(s: Sweep, block: Block, env: dict, adj: dict, w: RuleBuilder, info: dict) -> None:
+    for op in reversed(block.ops):
+        if op.name in TERMINATORS:
+            continue
+        w.loc = backward_loc(op.loc)
+        if op.name == "scf.if":
+            reverse_if(s, op, env, adj, w)
+        elif op.name in ("scf.for", "scf.while"):
+            if any(r in adj for r in op.results):  # else nothing flows back through the loop
+                (reverse_for if op.name == "scf.for" else reverse_while)(s, op, env, adj, w, info[op])
+        elif op.name == "func.call":
+            reverse_call(s, op, env, adj, w)
+        elif op.dg is not None:
+            reverse_dg(s, op, env, adj, w)
+
+
+def free_active(s: Sweep, blocks: list) -> list:
+    return [v for v in free_values(blocks) if v in s.active]
+
+
+def reverse_dg(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
+    douts = [adj.get(r) for r in op.results]
+    if all(d is None for d in douts) or not any(o in s.active for o in op.operands) \
+            or not any(r in s.active for r in op.results):
+        return
+    opdef = OPS[op.dg]
+    if opdef.vjp is None:
+        raise DgError(f"dg.{op.dg} has no gradient rule", loc_of(op.location))
+    if len(douts) > 1:
+        douts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, op.results)]
+    dins = opdef.vjp(w, op_view(op, env), douts if len(douts) > 1 else douts[0])
+    for o, d in zip(op.operands, dins):
+        if d is not None and o in s.active:
+            accumulate(w, adj, o, d, env[o])
+
+
+def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
+    mask = tuple(i for i, o in enumerate(op.operands) if o in s.active)
+    douts = [adj.get(r) for r in op.results if is_float(r)]
+    if not mask or all(d is None for d in douts):
+        return
+    core = vjp_function(s.mod, unquoted(op.attrs["callee"]).lstrip("@"), mask, s.slots)
+    fl = [r for r in op.results if is_float(r)]
+    cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
+    w.loc = backward_loc(op.loc)
+    outs = w.op("func.call", [env[o] for o in op.operands] + cts,
+                [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
+    for i, g in zip(mask, outs[len(op.results):]):
+        accumulate(w, adj, op.operands[i], g, env[op.operands[i]])
+
+
+def reverse_if(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
+    seeds = [(r, adj[r]) for r in op.results if r in adj]
+    free = free_active(s, op.regions)
+    if not seeds or not free:
+        return
+    outs_t = [v.type for v in free]
+
+    def branch(b: Block):
+        def write(w2):
+            inner = dict(adj)
+            info = forward_sweep(s, b, env, w2, effects=False)
+            t = b.ops[-1]
+            for r, d in seeds:
+                y = t.operands[op.results.index(r)]
+                accumulate(w2, inner, y, d, env[y])
+            reverse_sweep(s, b, env, inner, w2, info)
+            w2.loc = backward_loc(op.loc)
+            w2.op("scf.yield", [inner[v] if v in inner else w2.zeros_like(env[v]) for v in free], [])
+        return write
+
+    w.loc = backward_loc(op.loc)
+    res = w.op("scf.if", [env[op.operands[0]]], outs_t, regions=[branch(b) for b in op.regions])
+    for v, r in zip(free, res):
+        adj[v] = r
+
+
+def settle(w: RuleBuilder, adj: dict, free: list, f_res: list, inits: list, d_res: list, env: dict) -> None:
+    """After a reverse loop: the free values' adjoints (which started from adj) replace adj's; then the
+    initial values get their share (an initial value may also be free in the body)."""
+    for v, d in zip(free, f_res):
+        adj[v] = d
+    for v, d in zip(inits, d_res):
+        accumulate(w, adj, v, d, env[v])
+
+
+def reuse_taped(s: Sweep, w: RuleBuilder, op: Op, body: Block, y: list, tapes: list, nxt: Value, env: dict,
+                outer: dict) -> None:
+    """Inside a reverse loop step: the values the body yields are the next iteration's carried
+    values, which the tape holds (row `nxt`). The reverse reads them from there, so that the
+    recomputed ops that made them (a step's matmuls, say) are left unused and are removed.
+    A tape the loop appends to is its final value (`outer` maps the loop's results)."""
+    made = {r for o in body.ops for r in o.results}
+    for i, (v, t) in enumerate(zip(y, tapes)):
+        if v in made and t is not None:
+            env[v] = read_tape(w, t, nxt, v)
+        elif v in made and i in s.mod.appended_slots[op]:
+            env[v] = outer[op.results[i]]
+
+
+def for_step(s: Sweep, op: Op, env: dict, tapes: list, base: Value | None, carried: list):
+    """One iteration of a `for` loop's reverse, as `countdown` writes it: the carried values
+    read from row k of `tapes` (None at an untaped slot), the body recomputed and reversed.
+    The iteration is base + k of the loop (k itself without a base)."""
+    body = op.regions[0]
+    lb, st = env[op.operands[0]], env[op.operands[2]]
+
+    def step(w2, k, d_in, inner):
+        inner_env = dict(env)
+        g = k if base is None else arith(w2, "addi", base, k)
+        inner_env[body.args[0]] = arith(w2, "addi", lb, arith(w2, "muli", g, st))
+        for i, (a, t) in enumerate(zip(body.args[1:], tapes)):
+            inner_env[a] = read_tape(w2, t, k, a) if t is not None else s.mod.untaped_value(op, i, env)
+        info2 = forward_sweep(s, body, inner_env, w2, effects=False)
+        y = body.ops[-1].operands
+        reuse_taped(s, w2, op, body, y, tapes, arith(w2, "addi", k, index(w2, 1)), inner_env, env)
+        for i, d in zip(carried, d_in):
+            accumulate(w2, inner, y[i], d, inner_env[y[i]])
+        reverse_sweep(s, body, inner_env, inner, w2, info2)
+        return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
+                for i, d in zip(carried, d_in)]
+    return step
+
+
+def reverse_for(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder, info: dict) -> None:
+    body = op.regions[0]
+    carried = [i for i, a in enumerate(body.args[1:]) if a in s.active]
+    free = free_active(s, [body])
+    d_init = [adj[op.results[i]] if op.results[i] in adj else w.zeros_like(env[op.results[i]]) for i in carried]
+    f_init = [adj[v] if v in adj else w.zeros_like(env[v]) for v in free]
+    loc = backward_loc(op.loc)
+    if "snaps" in info:
+        d_res, f_res = checkpoint.reverse_segments(s, w, op, env, info, d_init, free, f_init, loc,
+                                                   lambda tapes, base: for_step(s, op, env, tapes, base, carried))
+    else:
+        d_res, f_res = countdown(w, loc, info["n"], index(w, 1), d_init, free, f_init,
+                                 for_step(s, op, env, info["tapes"], None, carried))
+    settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
+
+
+def while_step(s: Sweep, op: Op, env: dict, tapes: list, carried_b: list, carried_a: list):
+    """One iteration of a `while` loop's reverse, as `countdown` writes it: the carried values
+    read from row k of `tapes` (None at an untaped slot), the condition's region and the
+    body recomputed, then both reversed."""
+    before, after = op.regions
+    cond = before.ops[-1].operands[1:]
+
+    def step(w2, k, d_in, inner2):
+        inner_env = dict(env)
+        for i, (a, t) in enumerate(zip(before.args, tapes)):
+            inner_env[a] = read_tape(w2, t, k, a) if t is not None else s.mod.untaped_value(op, i, env)
+        info_b2 = forward_sweep(s, before, inner_env, w2, effects=False)
+        for a, c in zip(after.args, cond):
+            inner_env[a] = inner_env[c]
+        info_a2 = forward_sweep(s, after, inner_env, w2, effects=False)
+        y = after.ops[-1].operands
+        reuse_taped(s, w2, op, after, y, tapes, arith(w2, "addi", k, index(w2, 1)), inner_env, env)
+        for i, d in zip(carried_b, d_in):
+            accumulate(w2, inner2, y[i], d, inner_env[y[i]])
+        reverse_sweep(s, after, inner_env, inner2, w2, info_a2)
+        for i in carried_a:
+            if after.args[i] in inner2:
+                accumulate(w2, inner2, cond[i], inner2[after.args[i]], inner_env[cond[i]])
+        reverse_sweep(s, before, inner_env, inner2, w2, info_b2)
+        return [inner2[before.args[i]] if before.args[i] in inner2 else w2.zeros_like(d)
+                for i, d in zip(carried_b, d_in)]
+    return step
+
+
+def reverse_while(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder, info: dict) -> None:
+    before, after = op.regions
+    cond = before.ops[-1].operands[1:]
+    carried_b = [i for i, a in enumerate(before.args) if a in s.active]
+    carried_a = [i for i, a in enumerate(after.args) if a in s.active]
+    free = free_active(s, [before, after])
+    one = index(w, 1)
+    last = arith(w, "subi", info["total"], one)
+
+    # The final evaluation of the condition (the one that ended the loop): its carried values
+    # are the tape's last row, or kept apart by a checkpointed loop. An untaped slot: its
+    # final value.
+    env1 = dict(env)
+    final = info.get("last")
+    for i, (a, r) in enumerate(zip(before.args, op.results)):
+        if final is not None:
+            env1[a] = final[i] if final[i] is not None else env[r]
+        else:
+            t = info["tapes"][i]
+            env1[a] = read_tape(w, t, last, a) if t is not None else env[r]
+    info_b = forward_sweep(s, before, env1, w, effects=False)
+    inner = {v: adj[v] for v in free if v in adj}
+    for j, r in enumerate(op.results):
+        if r in adj:
+            accumulate(w, inner, cond[j], adj[r], env1[cond[j]])
+    reverse_sweep(s, before, env1, inner, w, info_b)
+    loc = backward_loc(op.loc)
+    w.loc = loc
+    d_init = [inner[before.args[i]] if before.args[i] in inner else w.zeros_like(env1[before.args[i]])
+              for i in carried_b]
+    f_init = [inner[v] if v in inner else w.zeros_like(env[v]) for v in free]
+    if "snaps" in info:
+        d_res, f_res = checkpoint.reverse_segments(
+            s, w, op, env, dict(info, n=last), d_init, free, f_init, loc,
+            lambda tapes, base: while_step(s, op, env, tapes, carried_b, carried_a))
+    else:
+        d_res, f_res = countdown(w, loc, last, one, d_init, free, f_init,
+                                 while_step(s, op, env, info["tapes"], carried_b, carried_a))
+    settle(w, adj, free, f_res, [op.operands[i] for i in carried_b], d_res, env)
