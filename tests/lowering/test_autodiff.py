@@ -373,3 +373,16 @@ def test_gradient_of_an_early_return_of_dynamic_size_from_a_loop(mode, name):
     f = getattr(m, name)
     for k in (0, 2, 5):  # no trip, the loop's end, an early return
         close(dg.grad(f)(X, k), fd(f, [X, k], 0))
+
+
+def test_a_gradient_that_differentiates_itself_is_an_error():
+    """grad(f) inside f would need f's gradients of every order: the pass names the cycle
+    (it used to fail inside the pass, with no place)."""
+    src = ("def f(x: f64, n: i64) -> f64:\n"
+           "    if n <= 0:\n"
+           "        return x * x\n"
+           "    return grad(f)(x, n - 1)\n")
+    for mode in ("interp", "compiled"):
+        with pytest.raises(dg.DgError, match=r"cannot differentiate itself: f__grad_0 -> f__grad_0") as e:
+            dg.loads(src, mode=mode).f(3.0, 2)
+        assert ":4:12" in str(e.value)
