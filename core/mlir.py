@@ -4,9 +4,10 @@ Prefers the official `mlir` package when it is installed; otherwise uses the
 copy of the upstream bindings that the `torch-mlir` wheel carries.
 """
 import contextlib
-import os
 import sys
 import types
+
+from .config import config
 
 try:  # pragma: no cover - depends on what is installed
     from mlir import ir, passmanager  # type: ignore
@@ -53,7 +54,7 @@ def pass_manager(pipeline: str) -> "passmanager.PassManager":
     """MLIR's pass manager for a textual pipeline, verifying after each pass only with
     DG_VERIFY_PASSES=1."""
     pm = passmanager.PassManager.parse(pipeline)
-    pm.enable_verifier(os.environ.get("DG_VERIFY_PASSES", "0") == "1")
+    pm.enable_verifier(config.verify_passes)
     return pm
 
 

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from .config import config
+
 # What launchers set in each process they start (MPICH's Hydra, Open MPI, PMIx, Slurm).
 _LAUNCHED = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 OPS = ("sum", "mean", "max")
@@ -116,7 +118,7 @@ def world() -> World:
         with _LOCK:
             if not _WORLD:
                 w = World()
-                if launched() and os.environ.get("DG_DIST", "1") != "0":
+                if launched() and config.dist:
                     try:
                         w = MpiWorld()
                     except ImportError:  # no mpi4py: a world of one (the `dist` extra brings it)

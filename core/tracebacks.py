@@ -15,6 +15,7 @@ import os
 import sys
 import types
 
+from .config import config
 from .errors import DgError, format_diagnostic
 from .locations import Loc
 
@@ -22,7 +23,7 @@ _DIRS: list = [-1, ()]  # how many modules were loaded when dg's folders were la
 
 
 def filtering() -> bool:
-    return os.environ.get("DG_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "no", "false")
+    return config.traceback_filtering
 
 
 def _dg_dirs() -> tuple:

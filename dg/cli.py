@@ -1,4 +1,4 @@
-"""The `dg` command line: run, check, ir, opt, graph (LANGUAGE.md §5)."""
+"""The `dg` command line: run, check, ir, opt, graph (LANGUAGE.md §5), and `dg --config`."""
 from __future__ import annotations
 
 import argparse
@@ -107,6 +107,27 @@ def cmd_graph(a) -> int:
     return 0
 
 
+def cmd_config() -> int:
+    """A table of every `DG_*` variable: what it is set to now ("(unset)" where it is not), its
+    default and its meaning; a value dg would refuse is named below the table, and exits with 1."""
+    from dg.core.config import VARIABLES
+
+    rows, bad = [("VARIABLE", "VALUE", "DEFAULT", "MEANING")], []
+    for v in VARIABLES.values():
+        text = v.text()
+        try:
+            v.read()
+        except DgError as e:
+            bad.append(e.raw_message)
+        rows.append((v.name, "(unset)" if text is None else text, v.default, v.meaning))
+    widths = [max(len(r[k]) for r in rows) for k in range(3)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+    for message in bad:
+        print(f"dg --config: error: {message}", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version("dg")
@@ -117,7 +138,9 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dg", description="dg: a small deep-learning language")
     p.add_argument("--version", action="version", version=f"dg {_version()}")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--config", action="store_true",
+                   help="print every DG_* environment variable: its value now, its default and its meaning")
+    sub = p.add_subparsers(dest="cmd")
 
     def mode_args(sp):
         sp.add_argument("--mode", choices=["interp", "compiled", "shadow"], default=None,
@@ -161,7 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config:
+        if args.cmd is not None:
+            parser.error(f"--config takes no command (got '{args.cmd}')")
+        return cmd_config()
+    if args.cmd is None:
+        parser.error("the following arguments are required: cmd")
     before, tracebacks.COMMAND[0] = tracebacks.COMMAND[0], True
     try:
         return args.fn_cmd(args)

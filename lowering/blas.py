@@ -37,13 +37,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
 import site
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from dg.core.errors import DgError
+from dg.core.config import BLAS_FAMILIES, config
 from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, user
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -61,7 +60,7 @@ class Blas:
         return f"{Path(self.path).name}:{self.int_type}"
 
 
-FAMILIES = ("mkl", "openblas", "cblas")
+FAMILIES = BLAS_FAMILIES
 
 
 def _mkl_libraries():
@@ -111,14 +110,7 @@ def _candidates(family: str | None = None):
 
 def _wanted() -> tuple:
     """The families `DG_BLAS` allows, most preferred first (empty: none)."""
-    env = os.environ.get("DG_BLAS", "").strip().lower()
-    if env in ("", "1", "auto"):
-        return FAMILIES
-    if env in ("0", "none"):
-        return ()
-    if env in FAMILIES:
-        return (env,)
-    raise DgError(f"DG_BLAS={env!r}: expected one of 0, 1, {', '.join(FAMILIES)}")
+    return config.blas
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,6 +24,7 @@ import os
 import re
 from pathlib import Path
 
+from dg.core.config import config
 from dg.core.errors import DgError
 from dg.core.mlir import ir, operations_under, run_pipeline
 
@@ -132,7 +133,7 @@ def find_file(pattern: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def libdevice_path() -> str | None:
     """libdevice.10.bc: DG_LIBDEVICE, else the nvidia-nvvm wheel or a CUDA toolkit."""
-    return os.environ.get("DG_LIBDEVICE") or find_file("libdevice.10.bc")
+    return config.libdevice or find_file("libdevice.10.bc")
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from dg.core import mlir
+from dg.core.config import config
 
 FORMAT = 2
 MAX_META = 1 << 26  # bytes; anything larger is not an entry of ours
@@ -38,11 +39,11 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def folder() -> Path | None:
-    if os.environ.get("DG_CACHE", "1") == "0":
+    if not config.cache:
         return None
-    d = os.environ.get("DG_CACHE_DIR")
-    if d:
-        return Path(d)
+    d = config.cache_dir
+    if d is not None:
+        return d
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "dg" / "compiled"
 

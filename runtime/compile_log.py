@@ -9,14 +9,15 @@ where logging is not set up.
 from __future__ import annotations
 
 import logging
-import os
 import sys
+
+from dg.core.config import config
 
 logger = logging.getLogger("dg")
 
 
 def _on() -> bool:
-    return os.environ.get("DG_LOG_COMPILES", "") not in ("", "0")
+    return config.log_compiles
 
 
 class _Stderr(logging.StreamHandler):

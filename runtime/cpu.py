@@ -34,6 +34,7 @@ import numpy as np
 
 from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP, MAX_FRAMES, SETJMP, STATE, STATE_WORDS
 from dg.core.attrs import table
+from dg.core.config import config
 from dg.core.errors import DgError, DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
 from dg.core.mlir import ir
@@ -66,7 +67,7 @@ def keep_freed_memory() -> bool:
     up to 32 MiB (glibc's largest threshold) come from the heap, and the heap is trimmed only
     beyond 512 MiB free. Once per process, when the first program is loaded; `DG_KEEP_MEMORY=0`
     leaves malloc as it was. True if it was set."""
-    if os.environ.get("DG_KEEP_MEMORY", "1") == "0" or not hasattr(_libc, "mallopt"):
+    if not config.keep_memory or not hasattr(_libc, "mallopt"):
         return False
     _libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     _libc.mallopt.restype = ctypes.c_int

@@ -23,9 +23,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
 import threading
 
+from dg.core.config import config
 from dg.core.errors import DgError, DgRuntimeError
 from dg.lowering.cuda_host import CUBLAS_STATUS
 from dg.lowering.gpu import find_file
@@ -239,7 +239,7 @@ def _cublas() -> tuple:
     """(a cuBLAS handle, cublasSgemm_v2, cublasDgemm_v2) as addresses, for the context current
     now: the library of the nvidia-cublas wheel, a CUDA toolkit or the system; zeros where there
     is none, or with DG_CUBLAS=0 (the products then run as dg's own kernel)."""
-    if os.environ.get("DG_CUBLAS", "1") == "0":
+    if not config.cublas:
         return (0, 0, 0)
     for path in (find_file("libcublas.so*"), ctypes.util.find_library("cublas")):
         if not path:

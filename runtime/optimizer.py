@@ -35,6 +35,8 @@ try:
 except ImportError:  # (Windows)
     resource = None
 
+from dg.core.config import config
+
 from . import cache
 from .machine_code import object_code
 
@@ -47,7 +49,7 @@ WORKER_MEMORY = None
 
 
 def enabled() -> bool:
-    return os.environ.get("DG_QUICK_START", "1") != "0"
+    return config.quick_start
 
 
 class Optimizing:

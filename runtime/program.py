@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dg.core.config import DEVICES, MODES, config
 from dg.core.deep import deeply
 from dg.core.errors import DgError, DgErrors, DgRuntimeError, DgTypeError, Loc
 from dg.core.tracebacks import for_user, placed, user_facing
@@ -31,12 +31,9 @@ from .cpu import THREAD_CALLS, ArgumentTooLarge
 from .fastcall import NOT_RUN, RAN
 from .graph import draw as draw_graph
 
-MODES = ("interp", "compiled", "shadow")
-DEVICES = ("cpu", "cuda")
-
 
 def default_mode() -> str:
-    return os.environ.get("DG_MODE", "compiled") or "compiled"
+    return config.mode
 
 
 def default_device(mode: str = "compiled") -> str:
@@ -44,11 +41,11 @@ def default_device(mode: str = "compiled") -> str:
     whatever it says (only a device asked for by name is refused for them)."""
     if mode != "compiled":
         return "cpu"
-    return os.environ.get("DG_DEVICE", "cpu") or "cpu"
+    return config.device
 
 
 def default_check_numerics() -> bool:
-    return os.environ.get("DG_CHECK_NUMERICS", "0").strip().lower() not in ("", "0", "off", "no", "false")
+    return config.check_numerics
 
 
 def check_mode(mode: str, device: str) -> None:
@@ -112,7 +109,7 @@ _LOADING: list = []
 
 def load_import(name: str, search_dir: Path | None, loc: Loc) -> Source:
     dirs = ([search_dir] if search_dir else [Path.cwd()]) + [
-        Path(p) for p in os.environ.get("DG_PATH", "").split(os.pathsep) if p] + [
+        *config.path] + [
         Path(__file__).resolve().parent.parent / "stdlib"]  # the standard library, package dg.stdlib, last
     for d in dirs:
         f = Path(d) / f"{name}.dg"

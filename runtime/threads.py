@@ -37,6 +37,7 @@ import os
 import threading
 
 from dg.core.abi import GRAIN, PARALLEL_FOR
+from dg.core.config import config
 
 _IR = r"""
 @mutex = internal global [64 x i8] zeroinitializer, align 16
@@ -209,12 +210,8 @@ _starting = threading.Lock()
 
 def count() -> int:
     """Threads a parallel loop may use: `DG_NUM_THREADS`, else the CPUs this process may run on."""
-    env = os.environ.get("DG_NUM_THREADS", "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
+    if config.num_threads is not None:
+        return config.num_threads
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux

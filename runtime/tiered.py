@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 
+from dg.core.config import config
 from dg.dialects.dialect import parse
 
 from . import compile_log, interp
@@ -36,7 +37,7 @@ _WORKERS: set = set()  # the Tiered runners whose worker may still run (stopped 
 
 
 def enabled() -> bool:
-    return os.environ.get("DG_TIERED", "0") == "1"
+    return config.tiered
 
 
 class Tiered:

@@ -8,6 +8,8 @@
 - Every built-in a dg program can call (dsl.builtins.BUILTINS) has a row in those tables, and
   every row names a built-in: a new built-in without documentation fails here.
 - Every `dg` subcommand and option is in docs/cli.md; README.md links every file of docs/;
+  docs/api.md's table of environment variables lists those of core/config.py, with the same
+  values and defaults;
   the relative links between the documentation files lead to files and headings that exist.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 import dg
 from dg.cli import build_parser
+from dg.core.config import VARIABLES
 from dg.dsl.builtins import BUILTINS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,7 +282,28 @@ def test_every_cli_subcommand_and_option_is_documented():
             for opt in action.option_strings:
                 if opt not in ("-h", "--help"):
                     assert opt in text, f"docs/cli.md does not mention `dg {name} {opt}`"
-    assert "--version" in text
+    for action in build_parser()._actions:  # dg --version, dg --config
+        for opt in action.option_strings:
+            if opt not in ("-h", "--help"):
+                assert opt in text, f"docs/cli.md does not mention `dg {opt}`"
+
+
+def _environment_table() -> dict:
+    """{variable: (values, default)} of docs/api.md's table of environment variables, code marks dropped."""
+    text = (DOCS / "api.md").read_text()
+    section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    rows = [_cells(line) for line in section.splitlines() if line.startswith("| `DG_")]
+    assert rows and all(len(r) == 4 for r in rows), "docs/api.md: | Variable | Values | Default | Meaning |"
+    table = {r[0].strip("`"): tuple(c.replace("`", "") for c in r[1:3]) for r in rows}
+    assert len(table) == len(rows), "docs/api.md: a variable has two rows"
+    return table
+
+
+def test_the_environment_table_is_config():
+    table = _environment_table()
+    assert list(table) == list(VARIABLES), "docs/api.md's environment variables are not core/config.py's (in its order)"
+    for name, v in VARIABLES.items():
+        assert table[name] == (v.values, v.default), f"docs/api.md: {name}'s values or default differ from core/config.py"
 
 
 def test_readme_links_every_doc():

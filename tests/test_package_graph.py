@@ -5,9 +5,13 @@
 A module imports only from its own folder and the folders before it, the modules of a folder
 import each other without a cycle, and no module imports inside a function to dodge one. The
 facade alone imports inside its functions: what a call needs, when it is called, so that
-`import dg` and `dg --help` do not load MLIR."""
+`import dg` and `dg --help` do not load MLIR.
+
+Configuration is read in one place: no module but core/config.py reads a `DG_` environment
+variable (writing one into a child process's environment is fine)."""
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -165,3 +169,96 @@ def test_the_rule_check_sees_a_foreign_call(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     with pytest.raises(AssertionError, match=r"dialects/ops_x.py:5 g.emit_linalg"):
         test_rules_use_only_the_rule_api()
+
+
+# ------------------------------------------------------------------ DG_ variables: core/config.py only
+CONFIG = Path("core") / "config.py"
+DG_NAME = re.compile(r"DG_[A-Z0-9_]+")
+
+
+def _is_environ(node) -> bool:
+    """`os.environ` (or `environ`, imported from os)."""
+    return (isinstance(node, ast.Attribute) and node.attr in ("environ", "environb")) or \
+        (isinstance(node, ast.Name) and node.id in ("environ", "environb"))
+
+
+def _names_dg(node) -> bool:
+    """A name that is, or begins as, a DG_ variable's: "DG_MODE", f"DG_{x}", "DG_" + x."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.startswith("DG_")
+    if isinstance(node, ast.JoinedStr):
+        return bool(node.values) and _names_dg(node.values[0])
+    if isinstance(node, ast.BinOp):
+        return _names_dg(node.left)
+    return False
+
+
+def _env_keys(tree):
+    """(line, key) of every read of the environment: os.environ.get(key), os.getenv(key),
+    os.environ[key] (not as a target), key in os.environ."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and n.args:
+            f = n.func
+            if (isinstance(f, ast.Attribute) and f.attr == "get" and _is_environ(f.value)) or \
+                    (isinstance(f, ast.Attribute) and f.attr == "getenv") or (isinstance(f, ast.Name) and f.id == "getenv"):
+                yield n.lineno, n.args[0]
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and _is_environ(n.value):
+            yield n.lineno, n.slice
+        elif isinstance(n, ast.Compare) and _is_environ(n.comparators[-1]) and \
+                any(isinstance(op, (ast.In, ast.NotIn)) for op in n.ops):
+            yield n.lineno, n.left
+
+
+def dg_env_reads(source: str) -> list[int]:
+    """The lines of `source` that read a DG_ environment variable: with its name written there
+    ("DG_X", f"DG_{x}"), or with a name computed (a variable, a loop's) in a module that holds a
+    DG_ variable's name as a string anywhere (NAME = "DG_X"; os.environ.get(NAME))."""
+    tree = ast.parse(source)
+    names_one = any(isinstance(n, ast.Constant) and isinstance(n.value, str) and DG_NAME.fullmatch(n.value)
+                    for n in ast.walk(tree))
+    return sorted({line for line, key in _env_keys(tree)
+                   if _names_dg(key) or (names_one and not isinstance(key, ast.Constant))})
+
+
+def test_only_config_reads_dg_variables():
+    reads = [f"{path.relative_to(ROOT)}:{line} reads a DG_ environment variable (ask dg.core.config)"
+             for folder in LAYERS + ["stdlib"] for path in sorted((ROOT / folder).rglob("*.py"))
+             if path.relative_to(ROOT) != CONFIG for line in dg_env_reads(path.read_text())]
+    assert not reads, "\n".join(reads)
+
+
+@pytest.mark.parametrize("source", [
+    'import os\nmode = os.environ.get("DG_MODE", "compiled")\n',
+    'import os\nmode = os.getenv("DG_MODE")\n',
+    'from os import environ\nmode = environ["DG_MODE"]\n',
+    'import os\nquiet = "DG_LOG_COMPILES" not in os.environ\n',
+    'import os\non = os.environ.get(f"DG_{name.upper()}", "0")\n',
+    'import os\non = os.environ.get("DG_" + name)\n',
+    'import os\nNAME = "DG_MODE"\nmode = os.environ.get(NAME)\n',
+    'import os\nfor k in ("DG_MODE", "DG_DEVICE"):\n    print(os.environ[k])\n',
+])
+def test_a_planted_dg_read_is_caught(source):
+    assert dg_env_reads(source), source
+
+
+@pytest.mark.parametrize("source", [
+    'import os\nenv = {**os.environ, "DG_CACHE": "0"}\n',  # a child's environment
+    'import os\nos.environ["DG_CACHE"] = "0"\n',
+    'import os\nhome = os.environ.get("CUDA_HOME", "") or os.environ.get("XDG_CACHE_HOME")\n',
+    'import os\nlaunched = any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE"))\n',
+    'def f():\n    raise ValueError("set DG_LIBDEVICE")\n',
+])
+def test_what_is_not_a_dg_read(source):
+    assert not dg_env_reads(source), source
+
+
+def test_the_dg_read_check_sees_a_module(tmp_path, monkeypatch):
+    """A module of runtime/ that reads DG_MODE itself fails the check; core/config.py may."""
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / "bad.py").write_text('import os\n\nMODE = os.environ.get("DG_MODE")\n')
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "config.py").write_text('import os\n\nMODE = os.environ.get("DG_MODE")\n')
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    with pytest.raises(AssertionError, match=r"runtime/bad.py:3 reads a DG_ environment variable") as e:
+        test_only_config_reads_dg_variables()
+    assert "config.py" not in str(e.value)

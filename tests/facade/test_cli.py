@@ -1,4 +1,5 @@
-"""The command line: run, check, ir (parsed back by opt), opt, graph."""
+"""The command line: run, check, ir (parsed back by opt), opt, graph, --config."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,54 @@ def test_version(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith("dg 0.")
+
+
+def test_config_prints_every_variable(capsys, monkeypatch):
+    from dg.core.config import VARIABLES
+
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DG_MODE", "interp")
+    monkeypatch.setenv("DG_NUM_THREADS", "3")
+    assert main(["--config"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].split() == ["VARIABLE", "VALUE", "DEFAULT", "MEANING"] and not err
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert list(rows) == list(VARIABLES)
+    value_at = lines[0].index("VALUE")
+    default_at, meaning_at = lines[0].index("DEFAULT"), lines[0].index("MEANING")
+    for name, v in VARIABLES.items():
+        line = rows[name]
+        value = {"DG_MODE": "interp", "DG_NUM_THREADS": "3"}.get(name, "(unset)")
+        assert line[value_at:default_at].strip() == value, line
+        assert line[default_at:meaning_at].strip() == v.default, line
+        assert line[meaning_at:] == v.meaning, line
+
+
+def test_config_names_a_bad_value(capsys, monkeypatch):
+    monkeypatch.setenv("DG_CACHE", "maybe")
+    assert main(["--config"]) == 1
+    out, err = capsys.readouterr()
+    assert any(line.split()[:2] == ["DG_CACHE", "maybe"] for line in out.splitlines())
+    assert err == "dg --config: error: DG_CACHE='maybe': expected one of 0, 1 (also off, on, no, yes, false, true)\n"
+
+
+def test_config_takes_no_command_and_a_command_is_still_needed(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--config", "check", str(SAMPLES / "mlp.dg")])
+    assert e.value.code == 2 and "--config takes no command" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main([])
+    assert e.value.code == 2 and "the following arguments are required: cmd" in capsys.readouterr().err
+
+
+def test_config_from_the_shell():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DG_")} | {"DG_DEVICE": "cuda"}
+    out = subprocess.run([sys.executable, "-m", "dg", "--config"], capture_output=True, text=True, check=True,
+                         env=env).stdout
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines()}
+    assert rows["DG_DEVICE"] == ["cuda", "cpu"] and rows["DG_MODE"] == ["(unset)", "compiled"]
 
 
 def test_ir_of_a_cuda_function_needs_no_gpu(tmp_path):

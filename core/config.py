@@ -1,0 +1,256 @@
+"""dg's configuration: every `DG_*` environment variable, read and checked in one place.
+
+Expects: nothing; the variables are read when a value is asked for, not at import, so one set
+while the process runs (a script's `os.environ[...] = ...`, a test's `monkeypatch.setenv`) is
+seen by the next call that asks.
+Guarantees: `VARIABLES` names each variable with the values it may take, its default and its
+meaning (what `dg --config` prints, and the table of docs/api.md); `config.NAME` (or
+`config.value("DG_NAME")`) is the value in effect: the default where the variable is unset or
+empty, and a `DgError` naming the variable and what it may be set to where its value is none of
+those. Switches take `0` and `1`, and also `off`/`on`, `no`/`yes` and `false`/`true`; choices
+and switches are read without case or surrounding spaces. No other module of dg reads a `DG_`
+variable (tests/test_package_graph.py checks it).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import DgError
+
+MODES = ("interp", "compiled", "shadow")
+DEVICES = ("cpu", "cuda")
+BLAS_FAMILIES = ("mkl", "openblas", "cblas")  # most preferred first
+
+_ON = ("1", "on", "yes", "true")
+_OFF = ("0", "off", "no", "false")
+
+
+def _switch(text: str) -> bool:
+    t = text.strip().lower()
+    if t in _ON:
+        return True
+    if t in _OFF:
+        return False
+    raise ValueError("one of 0, 1 (also off, on, no, yes, false, true)")
+
+
+def _choice(choices: tuple) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        t = text.strip().lower()
+        if t in choices:
+            return t
+        raise ValueError(f"one of {', '.join(choices)}")
+    return parse
+
+
+def _blas(text: str) -> tuple:
+    """The BLAS families allowed, most preferred first (empty: none)."""
+    t = text.strip().lower()
+    if t in ("1", "auto"):
+        return BLAS_FAMILIES
+    if t in ("0", "none"):
+        return ()
+    if t in BLAS_FAMILIES:
+        return (t,)
+    raise ValueError(f"one of 0, 1, {', '.join(BLAS_FAMILIES)}")
+
+
+def _threads(text: str) -> int:
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError("a whole number, at least 1")
+    return n
+
+
+def _folders(text: str) -> tuple:
+    return tuple(Path(p) for p in text.split(os.pathsep) if p)
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    values: str  # what it may be set to
+    default: str  # what dg does where it is unset (or empty)
+    meaning: str  # one line
+    parse: Callable[[str], Any]  # a set value -> what dg uses; ValueError(what was expected) if bad
+    unset: Any = None  # what dg uses where it is unset or empty
+
+    def text(self) -> str | None:
+        """What the variable is set to, as written (None: unset)."""
+        return os.environ.get(self.name)
+
+    def read(self) -> Any:
+        """The value in effect now (a DgError for a bad one)."""
+        raw = self.text()
+        hit = _SEEN.get(self.name)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        if raw is None or not raw.strip():
+            value = self.unset
+        else:
+            try:
+                value = self.parse(raw)
+            except ValueError as e:
+                raise DgError(f"{self.name}={raw!r}: expected {e}") from None
+        _SEEN[self.name] = (raw, value)
+        return value
+
+
+_SEEN: dict = {}  # name -> (the raw text last read, its value): a value is parsed once per text
+
+VARIABLES: dict[str, Variable] = {v.name: v for v in [
+    Variable("DG_MODE", ", ".join(MODES), "compiled",
+             "the mode of a load that names none (shadow: both, compared op by op)",
+             _choice(MODES), "compiled"),
+    Variable("DG_DEVICE", ", ".join(DEVICES), "cpu",
+             "the device of compiled code where a load names none (the interpreter runs on the CPU)",
+             _choice(DEVICES), "cpu"),
+    Variable("DG_CHECK_NUMERICS", "0, 1", "0",
+             "1: every load raises at the first op that makes a NaN or an infinity",
+             _switch, False),
+    Variable("DG_PATH", "folders separated by " + os.pathsep, "none",
+             "more folders to look for imported .dg files in, after the importing file's",
+             _folders, ()),
+    Variable("DG_CACHE", "0, 1", "1",
+             "0: no disk cache of compiled code",
+             _switch, True),
+    Variable("DG_CACHE_DIR", "a folder", "~/.cache/dg/compiled",
+             "the folder of the disk cache of compiled code (~/.cache: $XDG_CACHE_HOME where that is set)",
+             Path, None),
+    Variable("DG_QUICK_START", "0, 1", "1",
+             "0: a large program is optimized before its first call, not started on quick code",
+             _switch, True),
+    Variable("DG_TIERED", "0, 1", "0",
+             "1: the interpreter runs a compiled function's first calls while a worker compiles it",
+             _switch, False),
+    Variable("DG_LOG_COMPILES", "0, 1", "0",
+             "1: each specialization dg makes is printed to standard error, with its reason and timings",
+             _switch, False),
+    Variable("DG_TRACEBACK_FILTERING", "0, 1", "1",
+             "0 (or off): Python tracebacks of dg's errors keep dg's own frames",
+             _switch, True),
+    Variable("DG_VERIFY_PASSES", "0, 1", "0",
+             "1: MLIR verifies the IR after every pass of dg's pipelines (else once, before LLVM)",
+             _switch, False),
+    Variable("DG_NUM_THREADS", "a whole number, at least 1", "the CPUs the process may use",
+             "threads for the parallel loops of compiled code",
+             _threads, None),
+    Variable("DG_BLAS", "0, 1, " + ", ".join(BLAS_FAMILIES), "1",
+             "the BLAS compiled matrix products call: 1 the first found of " + ", ".join(BLAS_FAMILIES)
+             + "; a name that one only; 0 none (products stay loops)",
+             _blas, BLAS_FAMILIES),
+    Variable("DG_KEEP_MEMORY", "0, 1", "1",
+             "0: leave glibc's malloc as it is (by default it keeps what compiled code frees for the next call)",
+             _switch, True),
+    Variable("DG_CUBLAS", "0, 1", "1",
+             "0: products on the GPU run as dg's own tiled kernel, not cuBLAS",
+             _switch, True),
+    Variable("DG_LIBDEVICE", "a file", "the nvidia-nvvm wheel's, else a CUDA toolkit's",
+             "the path of libdevice.10.bc, for PTX",
+             str, None),
+    Variable("DG_DIST", "0, 1", "1",
+             "0: every process is a world of one, even under mpiexec (mpi4py is not loaded)",
+             _switch, True),
+]}
+
+
+class Config:
+    """The value in effect of each `DG_*` variable, read at each access (see the module's doc)."""
+
+    @staticmethod
+    def value(name: str) -> Any:
+        return VARIABLES[name].read()
+
+    @property
+    def mode(self) -> str:
+        """DG_MODE: interp, compiled or shadow."""
+        return self.value("DG_MODE")
+
+    @property
+    def device(self) -> str:
+        """DG_DEVICE: cpu or cuda."""
+        return self.value("DG_DEVICE")
+
+    @property
+    def check_numerics(self) -> bool:
+        """DG_CHECK_NUMERICS."""
+        return self.value("DG_CHECK_NUMERICS")
+
+    @property
+    def path(self) -> tuple:
+        """DG_PATH: the folders (Path), in order."""
+        return self.value("DG_PATH")
+
+    @property
+    def cache(self) -> bool:
+        """DG_CACHE: whether the disk cache is on."""
+        return self.value("DG_CACHE")
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """DG_CACHE_DIR (None: unset; runtime/cache.py then takes the default folder)."""
+        return self.value("DG_CACHE_DIR")
+
+    @property
+    def quick_start(self) -> bool:
+        """DG_QUICK_START."""
+        return self.value("DG_QUICK_START")
+
+    @property
+    def tiered(self) -> bool:
+        """DG_TIERED."""
+        return self.value("DG_TIERED")
+
+    @property
+    def log_compiles(self) -> bool:
+        """DG_LOG_COMPILES."""
+        return self.value("DG_LOG_COMPILES")
+
+    @property
+    def traceback_filtering(self) -> bool:
+        """DG_TRACEBACK_FILTERING."""
+        return self.value("DG_TRACEBACK_FILTERING")
+
+    @property
+    def verify_passes(self) -> bool:
+        """DG_VERIFY_PASSES."""
+        return self.value("DG_VERIFY_PASSES")
+
+    @property
+    def num_threads(self) -> int | None:
+        """DG_NUM_THREADS (None: unset; runtime/threads.py then counts the CPUs)."""
+        return self.value("DG_NUM_THREADS")
+
+    @property
+    def blas(self) -> tuple:
+        """DG_BLAS: the BLAS families allowed, most preferred first (empty: none)."""
+        return self.value("DG_BLAS")
+
+    @property
+    def keep_memory(self) -> bool:
+        """DG_KEEP_MEMORY."""
+        return self.value("DG_KEEP_MEMORY")
+
+    @property
+    def cublas(self) -> bool:
+        """DG_CUBLAS."""
+        return self.value("DG_CUBLAS")
+
+    @property
+    def libdevice(self) -> str | None:
+        """DG_LIBDEVICE (None: unset)."""
+        return self.value("DG_LIBDEVICE")
+
+    @property
+    def dist(self) -> bool:
+        """DG_DIST."""
+        return self.value("DG_DIST")
+
+
+config = Config()
