@@ -148,7 +148,7 @@ def test_a_world_of_one_without_mpiexec():
         dg.dist.allreduce(x, "min")
     with pytest.raises(dg.DgError, match="root 3 is not a rank"):
         dg.dist.broadcast(x, root=3)
-    with pytest.raises(dg.DgError, match=r"test_collectives.py:\d+:1: error: collectives take .* not ndarray of uint8"):
+    with pytest.raises(dg.DgError, match=r"test_collectives.py:\d+:9: error: collectives take .* not ndarray of uint8"):
         dg.dist.allreduce({"a": np.ones(2, np.uint8)})
     for mode in ("interp", "compiled"):
         p = dg.loads(EDGES, mode=mode, filename="edges.dg")
