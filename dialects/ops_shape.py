@@ -851,7 +851,7 @@ def _vjp_getitem(g, op, d):
         if dx is None:
             _no_tensor_index(op, "indexing")
         return [dx, None]
-    return [g.dg_op("setitem", [g.zeros_like(x), d] + dyn, {"spec": spec})] + [None] * len(dyn)
+    return [g.part(x, d, spec, dyn)] + [None] * len(dyn)
 
 
 register(OpDef(
@@ -898,20 +898,21 @@ def _unit_steps(spec, xt) -> bool:
     return True
 
 
-def _store_scalar(b, x, xt, v, vt, plan):
-    """x with the region that `plan` (_index_plan's) selects set to the scalar v: one element
-    stored (tensor.insert) when every axis is indexed, else a region filled and inserted
-    (tensor.insert_slice). Bufferization does either in place where x has no later use, so that
-    `y[i] = s` in a loop costs one element, not a pass over y. An axis indexed where x has size
+def _store_region(b, x, xt, plan, part):
+    """x with the region that `plan` (_index_plan's) selects set to `part(bb, region_type, sizes)`
+    (None when every axis is indexed: then `part(bb, None, [])` gives the one element's scalar):
+    one element stored (tensor.insert), else the region made and inserted (tensor.insert_slice).
+    Bufferization does either in place where x has no later use, so that `y[i] = s` or
+    `h[t] = row` in a loop costs the region, not a pass over y. An axis indexed where x has size
     0 (its index check failed) leaves x as it is: nothing is written out of bounds."""
-    s = b.extract(v, vt)
     region = [p[3] for p in plan if p[0] == "s"]
 
     def store(bb):
         if not region:
+            s = part(bb, None, [])
             return bb.assign(f"tensor.insert {s} into {x}[{', '.join(p[1] for p in plan)}] : {xt.mlir()}", "set")
         rt = TensorType(xt.dtype, tuple(Sym() for _ in region))
-        filled = bb.fill(rt, region, s)
+        filled = part(bb, rt, region)
         offsets = ", ".join(p[1] for p in plan)
         sizes = ", ".join("1" if p[0] == "i" else p[3] for p in plan)
         steps = ", ".join("1" if p[0] == "i" else p[2] for p in plan)
@@ -924,6 +925,41 @@ def _store_scalar(b, x, xt, v, vt, plan):
     return store(b) if empty is None else if_else(b, empty, xt.mlir(), lambda bb: x, store)
 
 
+def _store_scalar(b, x, xt, v, vt, plan):
+    """x with the region `plan` selects set to the scalar v (_store_region)."""
+    s = b.extract(v, vt)
+    return _store_region(b, x, xt, plan, lambda bb, rt, sizes: s if rt is None else bb.fill(rt, sizes, s))
+
+
+def _store_array(b, x, xt, v, vt, plan, target):
+    """x with the region `plan` selects set to v broadcast onto it (_store_region): the region
+    made from v (a pass over the region, not over x) and inserted. `target`: the region's axes
+    as _lower_setitem lists them (new axes of size 1 among x's sliced ones); v's sizes were
+    checked to be 1 or the region's."""
+    sliced = [k for k, p in enumerate(plan) if p[0] == "s"]
+    tr = len(target)
+    v, vt = readable(b, v, vt, range(vt.rank))
+    vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
+    one = b.const(1, "index")
+
+    def part(bb, rt, sizes):
+        def body(b2, args):
+            zero = b2.const(0, "index")
+            vidx = []
+            for j in range(vt.rank):
+                ax = target[tr - vt.rank + j]
+                t = zero if ax[0] == "n" else b2.assign(f"linalg.index {sliced.index(ax[1])} : index", "li")
+                vidx.append(b2.select(b2.cmp("eq", vdims[j], one, "index"), zero, t, "index"))
+            return b2.assign(f"tensor.extract {v}[{', '.join(vidx)}] : {vt.mlir()}", "x")
+
+        if rt is None:  # every axis indexed: v has one element
+            return body(bb, [])
+        omap = ", ".join(f"d{i}" for i in range(rt.rank))
+        return bb.generic(rt, bb.empty(rt, sizes), [], [], omap, ["parallel"] * rt.rank, body)
+
+    return _store_region(b, x, xt, plan, part)
+
+
 def _lower_setitem(b, op):
     x, xt = op.operands[0], op.types[0]
     v, vt = op.operands[1], op.types[1]
@@ -934,9 +970,6 @@ def _lower_setitem(b, op):
     target = [("n",) if ax[0] == "n" else ("x", ax[1]) for ax in out_axes]
     tr = len(target)
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]
-    sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
-    e = b.empty(xt, sizes)
-    ety = xt.element
     zero, one = b.const(0, "index"), b.const(1, "index")
     # v's sizes must each be 1 or the region's (the slice's length; 1 for a new axis), as in NumPy.
     # (The reads below stay in bounds either way.)
@@ -945,6 +978,11 @@ def _lower_setitem(b, op):
         fail_if(b, neither(b, vd, n), f"cannot assign a {vt} value to the indexed region: size {{0}} of "
                                       f"its axis {j} is neither 1 nor the region's {{1}} at run time",
                 ((vd, "index"), (n, "index")))
+    if b.target == "cpu" and _unit_steps(op.attrs["spec"], xt):
+        return _store_array(b, x, xt, v, vt, plan, target)
+    sizes = [b.dim(x, xt, k) for k in range(xt.rank)]
+    e = b.empty(xt, sizes)
+    ety = xt.element
     # v is read (clamped to its sizes) at every element of x: an empty v is not read.
     v, vt = readable(b, v, vt, range(vt.rank))
     vdims = [b.dim(v, vt, j) for j in range(vt.rank)]

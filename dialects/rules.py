@@ -57,7 +57,10 @@ class RuleBuilder(Writer):
 
     def __init__(self, counter=None, indent: int = 4):
         super().__init__(counter, indent)
-        self.rows: dict = {}  # one_row's adjoints: (row index, row), for the pass's accumulation
+        # Adjoints that are zero but for a part (a row of a tape, the part of an array a subscript
+        # read): value -> add(g, acc), which adds that part into another adjoint, acc, of the same
+        # type, in place of a whole array of zeros added (lowering/ad/sweep.py's `accumulate`).
+        self.parts: dict = {}
 
     def dg_op(self, opname: str, operands: list, attrs: dict | None = None, result_types: list | None = None):
         """A dg op; its result types from the registry's rule unless given. One result -> a Value."""
@@ -66,12 +69,23 @@ class RuleBuilder(Writer):
 
     def one_row(self, tape: Value, k: Value, row: Value) -> Value:
         """An adjoint shaped as `tape` that is zero but for row k (an index), which is `row`.
-        Added to an adjoint the tape already has, only that row is added (lowering/ad/sweep.py's
-        `accumulate`): a tape read in a loop's body would else add a whole tape of zeros per
-        iteration."""
+        Added to an adjoint the tape already has, only that row is added: a tape read in a loop's
+        body would else add a whole tape of zeros per iteration."""
         d = self.dg_op("tape_push", [self.zeros_like(tape), k, row])
-        self.rows[d] = (k, row)
+        self.parts[d] = lambda g, acc: g.dg_op("tape_push", [acc, k, g.add(g.dg_op("tape_read", [acc, k]), row)])
         return d
+
+    def part(self, x: Value, d: Value, spec: tuple, dyn: list) -> Value:
+        """The adjoint of a read `x[spec]` (basic indexing; `dyn`: the values of spec's `$`s): zero
+        but for the part read, which is d. Added to an adjoint x already has, only that part is
+        added (a row read in a loop costs its row, not a pass over x)."""
+        def add(g, acc):
+            old = g.dg_op("getitem", [acc] + dyn, {"spec": spec})
+            return g.dg_op("setitem", [acc, g.add(old, d)] + dyn, {"spec": spec})
+
+        dx = self.dg_op("setitem", [self.zeros_like(x), d] + dyn, {"spec": spec})
+        self.parts[dx] = add
+        return dx
 
     def const(self, value, like: Value | TensorType) -> Value:
         t = like.tt if isinstance(like, Value) else like

@@ -87,10 +87,9 @@ def accumulate(w: RuleBuilder, adj: dict, v: Value, d: Value, like: Value) -> No
         d = w.sum_to(d, v.tt)
         if d.tt.mlir() != v.tt.mlir():
             d = w.dg_op("sum_to", [d, like])
-    row = w.rows.get(d)
-    if v in adj and row is not None and d.type == adj[v].type:  # (the zeros and the push made for d go unused)
-        k, r = row
-        adj[v] = w.dg_op("tape_push", [adj[v], k, w.add(w.dg_op("tape_read", [adj[v], k]), r)])
+    add_part = w.parts.get(d)
+    if v in adj and add_part is not None and d.type == adj[v].type:  # (the zeros made for d go unused)
+        adj[v] = add_part(w, adj[v])
         return
     adj[v] = w.add(adj[v], d) if v in adj else d
 
