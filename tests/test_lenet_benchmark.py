@@ -3,6 +3,8 @@ peers agree with dg on the loss and the updated weights."""
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -13,6 +15,7 @@ def _lenet():
     return mod
 
 
+@pytest.mark.slow
 def test_lenet_benchmark_quick_run(tmp_path):
     out = tmp_path / "lenet.json"
     r = _lenet().main(["--quick", "--json", str(out)])

@@ -204,6 +204,7 @@ print(json.dumps({"report": report.total_bytes * 1000, "measured": after - befor
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the peak is read off Linux's /proc")
 @pytest.mark.parametrize("fn", ["taped_for", "taped_while"])
 def test_the_report_of_a_taped_loop_is_what_compiled_code_holds_at_its_peak(fn, tmp_path):
@@ -240,6 +241,7 @@ def g(a: f64[3]) -> f64:
 """
 
 
+@pytest.mark.slow
 def test_a_gradient_of_a_checkpointed_loops_gradient(mode):
     """The checkpointed loop's segments carry an i1 flag (stop once the loop ended); the second
     gradient tapes it as a bool (a tape of a raw i1 failed in both modes' lowering)."""

@@ -180,6 +180,7 @@ print(out)
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run_mode", ["interp", "compiled"])
 def test_dozens_of_nested_loops_compile_in_seconds(run_mode):
     """The emitter probed each loop body two or three times, and each probe probed the loops

@@ -70,6 +70,7 @@ def chain(n: int) -> str:
         f"def f{n}(x: f32) -> f32:\n    return x * x\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 def test_a_chain_of_hundreds_of_calls_compiles_and_differentiates(mode):
     # Each call nests the emitter's walk (and the interpreter's run) a dozen Python frames deeper.

@@ -49,6 +49,7 @@ def test_check_ok(capsys):
     assert "ok" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ir_output_parses_back_with_opt(tmp_path):
     ir = subprocess.run([sys.executable, "-m", "dg", "ir", str(SAMPLES / "tree.dg"), "--fn", "tree"],
                         capture_output=True, text=True, check=True).stdout

@@ -49,13 +49,18 @@ def worker():
     w.close()
 
 
-@pytest.mark.parametrize("seed", SEEDS + FEATURE_SEEDS)
+QUICK_SEEDS = [2, 3, 6, 7, 96, 104, 109]  # the README's test command's share (the rest: the slow tier)
+
+
+@pytest.mark.parametrize("seed", [s if s in QUICK_SEEDS else pytest.param(s, marks=pytest.mark.slow)
+                                  for s in SEEDS + FEATURE_SEEDS])
 def test_generated_program_agrees_across_modes(worker, seed):
     o = worker.run(seed, lines=LINES, api_grads=False, timeout=60)
     assert not o.failed, f"seed {seed}: {o.kind} [{o.where}]\n{o.detail}\n\n{gen.generate(seed, lines=LINES).src}"
     assert o.calls == 2 and o.grads >= 1, o
 
 
+@pytest.mark.slow
 def test_generator_is_deterministic_and_writes_dg():
     features_seen = set()
     for seed in range(200):
@@ -103,6 +108,7 @@ def test_feature_seeds_exercise_the_newer_parts():
     assert all(seen.values()), f"no seed of FEATURE_SEEDS exercises {[f for f, s in seen.items() if not s]}"
 
 
+@pytest.mark.slow
 def test_round_trip_through_python_ast_keeps_the_program():
     for seed in range(8):
         p = gen.generate(seed, lines=LINES)
@@ -110,6 +116,7 @@ def test_round_trip_through_python_ast_keeps_the_program():
         assert check.check(p, modes=("interp",)).kind == check.check(p, src, modes=("interp",)).kind
 
 
+@pytest.mark.slow
 def test_minimizer_shrinks_a_planted_failure():
     """A fake checker 'fails' every program that still calls logsumexp and that the
     interpreter runs without error: the minimizer must keep both."""
@@ -169,6 +176,7 @@ def test_worker_contains_crashes_and_hangs():
     assert o.kind == "hang", o
 
 
+@pytest.mark.slow
 def test_run_checks_until_the_deadline_and_counts():
     said = []
     results = run.fuzz(iter([2, 3]), 1, time.time() + 0.5, 60, gen.FEATURES, said.append)  # 2: a quick one
@@ -221,6 +229,7 @@ def test_checker_takes_structures_and_compares_jvp_with_gradients(monkeypatch):
     assert bad.kind == "jvp-mismatch" and "gradients" in bad.detail and bad.where == "jvp loss", bad
 
 
+@pytest.mark.slow
 def test_minimizer_edits_stay_python():
     p = gen.generate(5)
     tree = minimize.parse(p.src)

@@ -74,6 +74,7 @@ def test_compiled_code_calls_blas_when_found(m):
         assert blas.locate().int_type in ("i32", "i64")
 
 
+@pytest.mark.slow
 def test_without_blas_matmul_is_loops():
     code = ("import numpy as np, dg\n"
             "m = dg.loads('def mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:\\n    return a @ b\\n', mode='compiled')\n"

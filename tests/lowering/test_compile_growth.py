@@ -30,6 +30,7 @@ def _sizes(programs, family: str, n: int, llvm: bool = True):
     return grad_ops, (len(fn.ir("llvm", args=args).splitlines()) if llvm else None)
 
 
+@pytest.mark.slow
 def test_a_straight_line_body_compiles_to_sizes_in_proportion(programs):
     (g1, l1), (g2, l2), (g4, l4) = (_sizes(programs, "straight", m) for m in (30, 60, 120))
     for small, big in ((g1, g2), (g2, g4)):
@@ -48,6 +49,7 @@ def test_gradients_of_a_call_chain_grow_by_the_same_amount_per_function(programs
     assert max(steps) == min(steps), g
 
 
+@pytest.mark.slow
 def test_shared_large_functions_keep_their_calls(monkeypatch, programs):
     """With the limit low, the chain's forward functions (called from a function and from its
     reverse) stay functions: the LLVM module then grows by a constant per level."""
@@ -56,6 +58,7 @@ def test_shared_large_functions_keep_their_calls(monkeypatch, programs):
     assert abs((sizes[2] - sizes[1]) - (sizes[1] - sizes[0])) <= 0.1 * (sizes[1] - sizes[0]), sizes
 
 
+@pytest.mark.slow
 def test_a_call_chain_gradient_compiles_to_a_module_in_proportion(programs):
     """With the default limits, what each doubling of the chain adds to the LLVM module about
     doubles: inlining stays within its budget and nests loops no deeper than bufferization

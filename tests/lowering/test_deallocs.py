@@ -46,6 +46,7 @@ def _counts(m) -> tuple[int, int]:
     return names.count("memref.alloc"), names.count("memref.extract_aligned_pointer_as_index")
 
 
+@pytest.mark.slow
 def test_buffers_no_call_returns_are_freed_without_comparisons(tree):
     modules, args = tree
     allocs, compared = _counts(_bufferized(modules["compiled"].tree_grad, args))

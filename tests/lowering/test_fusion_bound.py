@@ -3,6 +3,7 @@ stays linear in the chain's length), and the values are the interpreter's."""
 import re
 
 import numpy as np
+import pytest
 
 import dg
 from dg.lowering import fusion_bound
@@ -26,6 +27,7 @@ def _bodies(text: str) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_no_fused_body_passes_the_bound(monkeypatch):
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)

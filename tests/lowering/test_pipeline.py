@@ -88,6 +88,7 @@ def g(x: f32[N], w: f32[?, ?], a: f32, n: i64):
 """
 
 
+@pytest.mark.slow
 def test_a_function_slp_vectorized_for_minutes_compiles(tmp_path):
     """Run in a process of its own, under a time limit 25 times what it takes, so that a return of
     the slow compile fails the test instead of stalling the suite."""

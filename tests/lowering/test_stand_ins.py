@@ -100,6 +100,7 @@ for name, calls in cases.items():
 """
 
 
+@pytest.mark.slow
 def test_mismatched_sizes_raise_in_either_order():
     """A small operand against a large one and the other way round: a located error each time,
     never a read past an end (in a subprocess, so that a crash cannot take the run down)."""

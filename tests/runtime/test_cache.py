@@ -45,6 +45,7 @@ def _entries(tmp_path) -> set:
     return {p.stem for p in (tmp_path / "cache").glob("*.o")}
 
 
+@pytest.mark.slow
 def test_second_process_reuses_the_cache(tmp_path):
     cold = _run(tmp_path)
     entries = sorted(p.suffix or p.name for p in (tmp_path / "cache").iterdir())
@@ -55,6 +56,7 @@ def test_second_process_reuses_the_cache(tmp_path):
     print(f"first call: cold compile {cold['seconds']:.3f} s, from the cache {warm['seconds']:.3f} s")
 
 
+@pytest.mark.slow
 def test_damaged_entry_is_compiled_again(tmp_path):
     good = _run(tmp_path)
     obj = next((tmp_path / "cache").glob("*.o"))
@@ -87,6 +89,7 @@ def _copy(two_entries, tmp_path):
     return tmp_path / "cache", k_a, k_b, va, vb
 
 
+@pytest.mark.slow
 def test_an_entry_moved_under_another_key_is_refused(two_entries, tmp_path):
     """Entries swapped between two programs: each program computes its own result again."""
     c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
@@ -100,6 +103,7 @@ def test_an_entry_moved_under_another_key_is_refused(two_entries, tmp_path):
     assert (b["value"], b["from_cache"]) == (vb, False)
 
 
+@pytest.mark.slow
 def test_object_code_replaced_under_a_fitting_checksum_is_refused(two_entries, tmp_path):
     """The other program's object code put in place, and the metadata's checksum made to fit it:
     the seal, made with a secret only this user reads, does not fit."""
@@ -115,6 +119,7 @@ def test_object_code_replaced_under_a_fitting_checksum_is_refused(two_entries, t
     assert (a["value"], a["from_cache"]) == (va, False)
 
 
+@pytest.mark.slow
 def test_a_fifo_in_place_of_an_entry_is_not_waited_on(two_entries, tmp_path):
     c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
     (c / f"{k_a}.o").unlink()
@@ -127,6 +132,7 @@ def test_a_fifo_in_place_of_an_entry_is_not_waited_on(two_entries, tmp_path):
     assert (b["value"], b["from_cache"]) == (vb, False)
 
 
+@pytest.mark.slow
 def test_a_secret_others_may_read_is_not_trusted(two_entries, tmp_path):
     c, k_a, k_b, va, vb = _copy(two_entries, tmp_path)
     (c / "secret").chmod(0o644)

@@ -31,6 +31,7 @@ print(repr((errors, [round(out.get(i, -1.0), 1) for i in range(8)])))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", ["off", "cold", "warm"])
 def test_first_calls_from_eight_threads(tmp_path, cache):
     env = {"DG_CACHE": "0"} if cache == "off" else {"DG_CACHE_DIR": str(tmp_path)}

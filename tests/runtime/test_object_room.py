@@ -156,6 +156,7 @@ def main(x0: f64[3], x1: f32[N, N]) -> f64:
 '''
 
 
+@pytest.mark.slow
 def test_the_fuzzed_gradient_that_aborted_loads_and_runs(tmp_path):
     """In a process of its own, with a cache of its own: the gradient compiles, loads and agrees
     with the interpreter's."""

@@ -315,6 +315,7 @@ print(len(inner), inner[0][0][0] == 100_000.0, outer[0][0] == n * (n - 1) / 2 * 
 """
 
 
+@pytest.mark.slow
 def test_a_quick_call_made_before_the_last_one_is_finished_changes_nothing_of_it():
     """A signal handler runs right after the quick call returned a call for the general path to
     finish, and calls again: each call gets its own results (they shared one results struct, and
