@@ -161,96 +161,22 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
 
 
 class Config:
-    """The value in effect of each `DG_*` variable, read at each access (see the module's doc)."""
+    """The value in effect of each `DG_*` variable, read at each access (see the module's doc):
+    an attribute per variable, named as the variable less `DG_` in lower case (`config.mode`,
+    `config.cache_dir`, `config.num_threads`; None where an unset variable's default is worked
+    out elsewhere: the cache folder, the thread count, libdevice)."""
 
     @staticmethod
     def value(name: str) -> Any:
         return VARIABLES[name].read()
 
-    @property
-    def mode(self) -> str:
-        """DG_MODE: interp, compiled or shadow."""
-        return self.value("DG_MODE")
 
-    @property
-    def device(self) -> str:
-        """DG_DEVICE: cpu or cuda."""
-        return self.value("DG_DEVICE")
+def _attribute(name: str) -> property:
+    return property(lambda self: VARIABLES[name].read(), doc=f"{name}: {VARIABLES[name].meaning}")
 
-    @property
-    def check_numerics(self) -> bool:
-        """DG_CHECK_NUMERICS."""
-        return self.value("DG_CHECK_NUMERICS")
 
-    @property
-    def path(self) -> tuple:
-        """DG_PATH: the folders (Path), in order."""
-        return self.value("DG_PATH")
-
-    @property
-    def cache(self) -> bool:
-        """DG_CACHE: whether the disk cache is on."""
-        return self.value("DG_CACHE")
-
-    @property
-    def cache_dir(self) -> Path | None:
-        """DG_CACHE_DIR (None: unset; runtime/cache.py then takes the default folder)."""
-        return self.value("DG_CACHE_DIR")
-
-    @property
-    def quick_start(self) -> bool:
-        """DG_QUICK_START."""
-        return self.value("DG_QUICK_START")
-
-    @property
-    def tiered(self) -> bool:
-        """DG_TIERED."""
-        return self.value("DG_TIERED")
-
-    @property
-    def log_compiles(self) -> bool:
-        """DG_LOG_COMPILES."""
-        return self.value("DG_LOG_COMPILES")
-
-    @property
-    def traceback_filtering(self) -> bool:
-        """DG_TRACEBACK_FILTERING."""
-        return self.value("DG_TRACEBACK_FILTERING")
-
-    @property
-    def verify_passes(self) -> bool:
-        """DG_VERIFY_PASSES."""
-        return self.value("DG_VERIFY_PASSES")
-
-    @property
-    def num_threads(self) -> int | None:
-        """DG_NUM_THREADS (None: unset; runtime/threads.py then counts the CPUs)."""
-        return self.value("DG_NUM_THREADS")
-
-    @property
-    def blas(self) -> tuple:
-        """DG_BLAS: the BLAS families allowed, most preferred first (empty: none)."""
-        return self.value("DG_BLAS")
-
-    @property
-    def keep_memory(self) -> bool:
-        """DG_KEEP_MEMORY."""
-        return self.value("DG_KEEP_MEMORY")
-
-    @property
-    def cublas(self) -> bool:
-        """DG_CUBLAS."""
-        return self.value("DG_CUBLAS")
-
-    @property
-    def libdevice(self) -> str | None:
-        """DG_LIBDEVICE (None: unset)."""
-        return self.value("DG_LIBDEVICE")
-
-    @property
-    def dist(self) -> bool:
-        """DG_DIST."""
-        return self.value("DG_DIST")
+for _name in VARIABLES:
+    setattr(Config, _name[len("DG_"):].lower(), _attribute(_name))
 
 
 config = Config()

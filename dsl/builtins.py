@@ -81,6 +81,13 @@ class _Args:
         return a.loc if a is not None else self.loc
 
 
+def one_tensor(em, call, name, param):
+    """The one argument of a built-in of one parameter, as a tensor; None (an error said) if it is
+    missing, poison or not a tensor."""
+    t = _Args(em, call, name, [param], {}).tensors(param)
+    return None if t is None else t[0]
+
+
 def tensor(em, v, loc, what="argument"):
     v = em.as_value(v, loc)
     if isinstance(v, TypedValue):
@@ -229,11 +236,8 @@ def _apply_unary(em, opname, x, loc):
 def _unary(opname):
     """A unary op of the registry as a built-in of one argument."""
     def h(em, call, name):
-        a = _Args(em, call, name, ["x"], {})
-        t = a.tensors("x")
-        if t is None:
-            return POISON
-        return _apply_unary(em, opname, t[0], call.loc)
+        x = one_tensor(em, call, name, "x")
+        return POISON if x is None else _apply_unary(em, opname, x, call.loc)
 
     return h
 
@@ -761,11 +765,9 @@ def _dropout(em, call, name):
 
 def _cast_to(dt):
     def h(em, call, name):
-        a = _Args(em, call, name, ["x"], {})
-        t = a.tensors("x")
-        if t is None:
+        x = one_tensor(em, call, name, "x")
+        if x is None:
             return POISON
-        x, = t
         if x.name is None:
             if dt in ("f32", "f64", "f16", "bf16", "i32", "i64", "bool") and x.rank == 0:
                 return em.materialize(TypedValue(None, scalar(dt), const=py_cast(x.const, dt)), dt, call.loc)
@@ -775,11 +777,9 @@ def _cast_to(dt):
 
 
 def _key(em, call, name):
-    a = _Args(em, call, name, ["seed"], {})
-    t = a.tensors("seed")
-    if t is None:
+    s = one_tensor(em, call, name, "seed")
+    if s is None:
         return POISON
-    s, = t
     if not is_int(s.dtype) or s.rank:
         em.error(f"key() takes an integer seed, got {s.type}", call.loc)
         return POISON
@@ -787,11 +787,9 @@ def _key(em, call, name):
 
 
 def _split(em, call, name):
-    a = _Args(em, call, name, ["key"], {})
-    t = a.tensors("key")
-    if t is None:
+    k = one_tensor(em, call, name, "key")
+    if k is None:
         return POISON
-    k, = t
     r = em.op("split", [k], loc=call.loc)
     return tuple(r) if isinstance(r, list) else POISON
 
@@ -858,11 +856,9 @@ def _breakpoint(em, call, name):
 
 
 def _stop_gradient(em, call, name):
-    a = _Args(em, call, name, ["x"], {})
-    t = a.tensors("x")
-    if t is None:
+    x = one_tensor(em, call, name, "x")
+    if x is None:
         return POISON
-    x, = t
     return em.op("stop_gradient", [em.materialize(x, loc=call.loc)], loc=call.loc)
 
 

@@ -298,18 +298,15 @@ class Translation:
         bargs = list(body.arguments)
         iv = self._name(bargs[0])
         carried = [self._name(a) for a in bargs[1:]]
-        if carried:
-            self._emit(indent, f"{', '.join(carried)} = {', '.join(inits)}")
-
-        def term(t, ind):
-            vals = [self._name(v) for v in t.operands]
-            if carried:
-                self._emit(ind, f"{', '.join(carried)} = {', '.join(vals)}")
-
+        self._assign(indent, carried, inits)
         self._emit(indent, f"for {iv} in range({lb}, {ub}, {step}):", loc)
-        self._block(body, indent + 1, term)
-        if res:
-            self._emit(indent, f"{', '.join(res)} = {', '.join(carried)}")
+        self._block(body, indent + 1, lambda t, ind: self._assign(ind, carried, [self._name(v) for v in t.operands]))
+        self._assign(indent, res, carried)
+
+    def _assign(self, indent, names: list, values: list) -> None:
+        """`a, b = x, y` (nothing when there are no names)."""
+        if names:
+            self._emit(indent, f"{', '.join(names)} = {', '.join(values)}")
 
     def _scf_while(self, op, res, indent, loc):
         inits = [self._name(v) for v in op.operands]
@@ -317,31 +314,18 @@ class Translation:
         after = op.regions[1].blocks[0]
         bargs = [self._name(a) for a in before.arguments]
         aargs = [self._name(a) for a in after.arguments]
-
-        def tup(xs):
-            return ", ".join(xs)
-
-        if bargs:
-            self._emit(indent, f"{tup(bargs)} = {tup(inits)}")
+        self._assign(indent, bargs, inits)
         self._emit(indent, "while True:", loc)
 
         def cond_term(t, ind):
-            c = self._name(t.operands[0])
             vals = [self._name(v) for v in list(t.operands)[1:]]
-            self._emit(ind, f"if not {c}:")
-            if res:
-                self._emit(ind + 1, f"{tup(res)} = {tup(vals)}")
+            self._emit(ind, f"if not {self._name(t.operands[0])}:")
+            self._assign(ind + 1, res, vals)
             self._emit(ind + 1, "break")
-            if aargs:
-                self._emit(ind, f"{tup(aargs)} = {tup(vals)}")
-
-        def yield_term(t, ind):
-            vals = [self._name(v) for v in t.operands]
-            if bargs:
-                self._emit(ind, f"{tup(bargs)} = {tup(vals)}")
+            self._assign(ind, aargs, vals)
 
         self._block(before, indent + 1, cond_term)
-        self._block(after, indent + 1, yield_term)
+        self._block(after, indent + 1, lambda t, ind: self._assign(ind, bargs, [self._name(v) for v in t.operands]))
 
     # ---------------------------------------------------------------- errors
     def location_of(self, tb, of_function: bool = False) -> Loc | None:

@@ -24,15 +24,10 @@ import numpy as np
 import dg
 
 try:
-    from dg.samples.digits import load_data, save_plot  # the same split as samples/digits.py
+    from dg.samples.digits import load_data, save_plot, tqdm  # the same split as samples/digits.py
 except ImportError:  # run from a checkout whose samples are not importable
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from digits import load_data, save_plot
-
-try:
-    from tqdm import tqdm
-except ImportError:  # the progress bar is optional
-    tqdm = None
+    from digits import load_data, save_plot, tqdm  # (tqdm: None where the progress bar is not installed)
 
 SHAPES = {"k1": (16, 1, 3, 3), "c1": (16,), "k2": (32, 16, 3, 3), "c2": (32,), "w": (128, 10), "b": (10,)}
 

@@ -11,15 +11,10 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from dg.samples.digits import save_plot
+    from dg.samples.digits import save_plot, tqdm
 except ImportError:  # run from a checkout whose samples are not importable
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from digits import save_plot
-
-try:
-    from tqdm import tqdm
-except ImportError:  # the progress bar is optional
-    tqdm = None
+    from digits import save_plot, tqdm  # (tqdm: None where the progress bar is not installed)
 
 TEXT = Path(__file__).resolve().parent / "data" / "tiny.txt"
 

@@ -287,6 +287,24 @@ def reuse_taped(s: Sweep, w: RuleBuilder, op: Op, body: Block, y: list, tapes: l
             env[v] = outer[op.results[i]]
 
 
+def read_rows(s: Sweep, w: RuleBuilder, op: Op, args: list, tapes: list, k: Value, env: dict, inner_env: dict):
+    """A loop's carried values `args` in its iteration k: row k of their tapes (an untaped
+    slot: what `untaped_value` says)."""
+    for i, (a, t) in enumerate(zip(args, tapes)):
+        inner_env[a] = read_tape(w, t, k, a) if t is not None else s.mod.untaped_value(op, i, env)
+
+
+def seed_next(s: Sweep, w: RuleBuilder, op: Op, body: Block, tapes: list, k: Value, env: dict, inner_env: dict,
+              inner: dict, carried: list, d_in: list) -> None:
+    """In iteration k of a loop's reverse: what `body` yields read back from row k + 1 of the
+    tapes (`reuse_taped`), and the adjoints of the next iteration's carried values (`d_in`, at
+    the slots `carried`) added to theirs."""
+    y = body.ops[-1].operands
+    reuse_taped(s, w, op, body, y, tapes, arith(w, "addi", k, index(w, 1)), inner_env, env)
+    for i, d in zip(carried, d_in):
+        accumulate(w, inner, y[i], d, inner_env[y[i]])
+
+
 def for_step(s: Sweep, op: Op, env: dict, tapes: list, base: Value | None, carried: list):
     """One iteration of a `for` loop's reverse, as `countdown` writes it: the carried values
     read from row k of `tapes` (None at an untaped slot), the body recomputed and reversed.
@@ -298,13 +316,9 @@ def for_step(s: Sweep, op: Op, env: dict, tapes: list, base: Value | None, carri
         inner_env = dict(env)
         g = k if base is None else arith(w2, "addi", base, k)
         inner_env[body.args[0]] = arith(w2, "addi", lb, arith(w2, "muli", g, st))
-        for i, (a, t) in enumerate(zip(body.args[1:], tapes)):
-            inner_env[a] = read_tape(w2, t, k, a) if t is not None else s.mod.untaped_value(op, i, env)
+        read_rows(s, w2, op, body.args[1:], tapes, k, env, inner_env)
         info2 = forward_sweep(s, body, inner_env, w2, effects=False)
-        y = body.ops[-1].operands
-        reuse_taped(s, w2, op, body, y, tapes, arith(w2, "addi", k, index(w2, 1)), inner_env, env)
-        for i, d in zip(carried, d_in):
-            accumulate(w2, inner, y[i], d, inner_env[y[i]])
+        seed_next(s, w2, op, body, tapes, k, env, inner_env, inner, carried, d_in)
         reverse_sweep(s, body, inner_env, inner, w2, info2)
         return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
                 for i, d in zip(carried, d_in)]
@@ -336,16 +350,12 @@ def while_step(s: Sweep, op: Op, env: dict, tapes: list, carried_b: list, carrie
 
     def step(w2, k, d_in, inner2):
         inner_env = dict(env)
-        for i, (a, t) in enumerate(zip(before.args, tapes)):
-            inner_env[a] = read_tape(w2, t, k, a) if t is not None else s.mod.untaped_value(op, i, env)
+        read_rows(s, w2, op, before.args, tapes, k, env, inner_env)
         info_b2 = forward_sweep(s, before, inner_env, w2, effects=False)
         for a, c in zip(after.args, cond):
             inner_env[a] = inner_env[c]
         info_a2 = forward_sweep(s, after, inner_env, w2, effects=False)
-        y = after.ops[-1].operands
-        reuse_taped(s, w2, op, after, y, tapes, arith(w2, "addi", k, index(w2, 1)), inner_env, env)
-        for i, d in zip(carried_b, d_in):
-            accumulate(w2, inner2, y[i], d, inner_env[y[i]])
+        seed_next(s, w2, op, after, tapes, k, env, inner_env, inner2, carried_b, d_in)
         reverse_sweep(s, after, inner_env, inner2, w2, info_a2)
         for i in carried_a:
             if after.args[i] in inner2:
