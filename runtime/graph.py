@@ -151,7 +151,7 @@ def _draw(ir_text: str, name: str, params: list, grad) -> Graph:
     text, sym = gradient_module(funcs, entry.sym, mask)
     funcs = read_module(parse(text))
     vjp = next(f for f in funcs if f.sym == sym)
-    seeds = vjp.body.args[len(params):]
+    seeds = vjp.body.args[len(params):len(vjp.body.args) - len(mask)]  # (the cotangents, not the shadows)
     names = params + ["∂ result" if len(seeds) == 1 else f"∂ result {i}" for i in range(len(seeds))]
     title = f"gradient of {name} with respect to {', '.join(params[i] for i in mask)}"
     outputs = [None] * len(entry.result_types) + [f"∂ {params[i]}" for i in mask]

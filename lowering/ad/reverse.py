@@ -2,8 +2,13 @@
 
 Expects: a `Derivatives` module (lowering/ad/module.py) holding the function.
 Guarantees: `vjp_function(mod, f, mask)` writes `f__vjp_<mask>(args,
-cotangents) -> (results, gradients)` (with `_ck<c>` when its loops keep c
-snapshots) and the VJP functions of what it calls, and returns its name.
+cotangents, shadows) -> (results, shadows)` (with `_ck<c>` when its loops
+keep c snapshots) and the VJP functions of what it calls, and returns its
+name. A shadow is the gradient of an argument in the mask accumulated so far
+(as Enzyme's duplicated arguments): the function adds its share into it and
+gives it back, so that a gradient passed down through calls and recursion
+is made once by the outermost caller, and a row that a callee reads adds
+its row, not a fresh full-size gradient per call added up the recursion.
 
 How (a forward sweep, then a reverse sweep, over one `Sweep`):
 - The forward sweep copies f's body. Each `scf.for` at the level being swept
@@ -68,18 +73,18 @@ def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0) -> str
     ret = f.body.ops[-1]
     float_results = [i for i, o in enumerate(ret.operands) if is_float(o)]
     cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
+    shadows = [w.value(f.args[i].type, "shadow") for i in mask]
     s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}), slots)
     info = forward_sweep(s, f.body, env, w, effects=True)
     results = [env[o] for o in ret.operands]
-    adj: dict = {}
+    adj: dict = {f.args[i]: sh for i, sh in zip(mask, shadows)}
     for i, ct in zip(float_results, cts):
         if ret.operands[i] in s.active:
             accumulate(w, adj, ret.operands[i], ct, env[ret.operands[i]])
     reverse_sweep(s, f.body, env, adj, w, info)
     w.loc = f.loc
-    grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
-    w.op("func.return", results + grads, [])
-    mod.write(name, args + cts, f.result_types + [f.args[i].type for i in mask], f.loc, w)
+    w.op("func.return", results + [adj[f.args[i]] for i in mask], [])
+    mod.write(name, args + cts + shadows, f.result_types + [f.args[i].type for i in mask], f.loc, w)
     return name
 
 
@@ -232,10 +237,22 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
     fl = [r for r in op.results if is_float(r)]
     cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
     w.loc = backward_loc(op.loc)
-    outs = w.op("func.call", [env[o] for o in op.operands] + cts,
+    handed = []  # the operands whose adjoint goes in as a shadow (an operand passed twice: once)
+    shadows = []
+    for i in mask:
+        o = op.operands[i]
+        shadows.append(adj[o] if o in adj and o not in handed else w.zeros_like(env[o]))
+        handed.append(o)
+    outs = w.op("func.call", [env[o] for o in op.operands] + cts + shadows,
                 [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
+    taken = set()
     for i, g in zip(mask, outs[len(op.results):]):
-        accumulate(w, adj, op.operands[i], g, env[op.operands[i]])
+        o = op.operands[i]
+        if o in taken:
+            accumulate(w, adj, o, g, env[o])
+        else:  # the shadow given back holds what adj[o] held
+            adj[o] = g
+            taken.add(o)
 
 
 def reverse_if(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
