@@ -267,6 +267,18 @@ def lower_elementwise(scalar_fn, out_dtype_from=None):
     return lower
 
 
+def marked_generic(b, marker: str, *args) -> str:
+    """`b.generic(*args)`, the generic carrying the discardable attribute `marker` (IR text,
+    `name = value`) too: how a lowering pass of a target recognizes an op's plain form, to write
+    it in that target's own way (as mpi-collectives recognizes a collective's marked copy)."""
+    start = len(b.lines)
+    r = b.generic(*args)
+    head = f"{r} = linalg.generic {{"
+    at = next(i for i in range(start, len(b.lines)) if b.lines[i].lstrip().startswith(head))
+    b.lines[at] = b.lines[at].replace(head, f"{head}{marker}, ", 1)
+    return r
+
+
 def copy_generic(b, op, x, xt, out_t, sizes, in_map):
     """A copy of x into a new tensor of type out_t (`sizes`: its dynamic sizes), read through `in_map`."""
     e = b.empty(out_t, sizes)

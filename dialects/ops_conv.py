@@ -11,14 +11,15 @@ Guarantees: both modes compute the same thing, as PyTorch's `conv2d`. Sizes the 
 are checked at run time (a located DgRuntimeError in both modes).
 
 The NumPy implementations are vectorized: windows through `sliding_window_view`, contractions
-through `einsum`; the input gradient scatters with one strided slice per kernel position. On the
-CPU, the three ops with groups = 1 are an im2col copy and one `linalg.matmul` each (a BLAS gemm
-after the blas-matmuls pass; the section "conv2d as gemms" below). Otherwise (groups > 1, and on
-CUDA) the lowerings pad into a filled tensor (`tensor.insert_slice`), view the channels as
-(groups, channels per group) (`tensor.expand_shape`) and contract with one `linalg.generic`
-whose affine maps carry stride and dilation; the input gradient is a stride-1 convolution of
-the output gradient spread out by the stride (a strided `insert_slice` into zeros) with the
-kernel flipped.
+through `einsum`; the input gradient scatters with one strided slice per kernel position. The
+lowerings write each op's plain form, for every target: pad into a filled tensor
+(`tensor.insert_slice`), view the channels as (groups, channels per group)
+(`tensor.expand_shape`) and contract with one `linalg.generic` whose affine maps carry stride
+and dilation; the input gradient is a stride-1 convolution of the output gradient spread out by
+the stride (a strided `insert_slice` into zeros) with the kernel flipped. The generic is marked
+`dg.convolution` (its op, stride, dilation and groups): on the CPU, the convolutions-as-matmuls
+pass (lowering/convolutions.py) makes those with groups = 1 an im2col copy and one
+`linalg.matmul` each (a BLAS gemm after the blas-matmuls pass); elsewhere the marker is ignored.
 """
 from __future__ import annotations
 
@@ -27,13 +28,16 @@ import numpy as np
 from dg.core.types import ShapeError, Sym, TensorType
 
 from .builder import cast, fail_if, stand_in_if
-from .helpers import (PAR, RED, check_image, check_positive, grown, ix, iop, like_rule, normal_like, out_dim, out_hw,
-                      out_len, pad_hw, padded_hw, scatter_windows, size_product, sizes_of, sizes_text, window_index,
+from .helpers import (PAR, RED, check_image, check_positive, grown, ix, iop, like_rule, marked_generic, normal_like,
+                      out_dim, out_hw, out_len, pad_hw, padded_hw, scatter_windows, sizes_of, sizes_text, window_index,
                       windows)
 from .jvp_rules import bilinear
 from .registry import OpDef, register
 
 CONV_ATTRS = {"stride": "ints", "padding": "ints", "dilation": "ints", "groups": "int"}
+# The marker on the generic of a convolution's plain form: {op = "conv2d" (or one of its gradients),
+# stride = array<i64: ...>, dilation = array<i64: ...>, groups = N : i64}.
+CONVOLUTION = "dg.convolution"
 _CONV_IR = 'stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64'
 _CONV_SAMPLE = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
 
@@ -114,6 +118,13 @@ def _join(b, v, vt, axis: int, want: TensorType):
     return cast(b, r, t, want)
 
 
+def _marker(op) -> str:
+    """The `dg.convolution` attribute of op's plain form (IR text)."""
+    stride, _, dil, groups = _conv_attrs(op)
+    return (f'{CONVOLUTION} = {{op = "{op.name}", stride = array<i64: {stride[0]}, {stride[1]}>, '
+            f'dilation = array<i64: {dil[0]}, {dil[1]}>, groups = {groups} : i64}}')
+
+
 def _mac(ety):
     def body(bb, a):
         return bb.binary("arith.addf", bb.binary("arith.mulf", a[0], a[1], ety), a[2], ety)
@@ -125,66 +136,6 @@ def _conv_inputs(rng):
     x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
     w = rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
     return x, w
-
-
-# ---------------------------------------------------------------- conv2d as gemms (CPU)
-# With groups = 1 the CPU lowers the three convolution ops to one matrix product each, which the
-# blas-matmuls pass makes a BLAS gemm (about 10x the generics; `benchmarks/lenet.py`):
-#   col[c, i, j, n, y, x] = xp[n, c, y*s + i*d, x*s + j*d]      (im2col, a [C*KH*KW, N*OH*OW] copy)
-#   y        = W [O, C*KH*KW] @ col, then [O, N, ...] -> [N, O, ...]
-#   dw       = dy' [O, N*OH*OW] @ col^T                          (dy' = dy as [O, N, OH, OW])
-#   dx       = col2im(W^T @ dy'): each kernel position (i, j) of the product added into a
-#              strided slice of the padded input's gradient (KH * KW vectorizable adds)
-# The transposes are the matmul's indexing maps (a BLAS transpose flag, no copy).
-def _reshape(b, v, vt, t: TensorType, sizes: list) -> str:
-    """v (contiguous) read as type t, `sizes` the index names of t's axes. A `tensor.reshape`, not
-    an expand/collapse_shape: MLIR's elementwise fusion would fold those into a neighbouring
-    matmul and make it a generic, which no BLAS call replaces."""
-    shape = b.assign(f"tensor.from_elements {', '.join(sizes)} : tensor<{len(sizes)}xindex>", "shape")
-    return b.assign(f"tensor.reshape {v}({shape}) : ({vt.mlir()}, tensor<{len(sizes)}xindex>) -> {t.mlir()}", "rs")
-
-
-def _flat(b, v, vt, sizes: list, lead: int):
-    """v as a matrix: its first `lead` axes as the rows, the others as the columns: (value, type)."""
-    def prod(ss):
-        return ss[0] if len(ss) == 1 else iop(b, "muli", ss[0], prod(ss[1:]))
-
-    t = TensorType(vt.dtype, (size_product(vt.shape[:lead]), size_product(vt.shape[lead:])))
-    return _reshape(b, v, vt, t, [prod(sizes[:lead]), prod(sizes[lead:])]), t
-
-
-def _matmul(b, a, at, c, ct, out_t, sizes, trans=(False, False)) -> str:
-    """A @ C (A^T, C^T where `trans` says) into zeros of type out_t."""
-    init = b.fill(out_t, sizes, b.const(0.0, out_t.element))
-    maps = ""
-    if any(trans):
-        a_map = "(d2, d0)" if trans[0] else "(d0, d2)"
-        c_map = "(d1, d2)" if trans[1] else "(d2, d1)"
-        maps = "indexing_maps = [" + ", ".join(f"affine_map<(d0, d1, d2) -> {m}>" for m in (a_map, c_map, "(d0, d1)")) + "] "
-    return b.assign(f"linalg.matmul {maps}ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) "
-                    f"-> {out_t.mlir()}", "mm")
-
-
-def _im2col(b, xp, pt, ps, k, stride, dil, out_hw, out_sizes):
-    """col [C*KH*KW, N*OH*OW] of the padded input: (value, type)."""
-    t = TensorType(pt.dtype, (pt.shape[1], k[0], k[1], pt.shape[0]) + tuple(out_hw))
-    init = b.empty(t, [ps[1], None, None, ps[0]] + list(out_sizes))
-    x_map = f"d3, d0, {window_index('d4', stride[0], 'd1', dil[0])}, {window_index('d5', stride[1], 'd2', dil[1])}"
-    col = b.generic(t, init, [(xp, pt)], [x_map], "d0, d1, d2, d3, d4, d5", [PAR] * 6, lambda bb, a: a[0])
-    return _flat(b, col, t, [ps[1], ix(b, k[0]), ix(b, k[1]), ps[0]] + list(out_sizes), 3)
-
-
-def _swap01(b, v, vt, sizes):
-    """v [A, B, H, W] as [B, A, H, W] (a copy): (value, type)."""
-    t = TensorType(vt.dtype, (vt.shape[1], vt.shape[0]) + vt.shape[2:])
-    init = b.empty(t, [sizes[1], sizes[0]] + sizes[2:])
-    return b.generic(t, init, [(v, vt)], ["d1, d0, d2, d3"], "d0, d1, d2, d3", [PAR] * 4, lambda bb, a: a[0]), t
-
-
-def _channels_first(b, d, dt, ds):
-    """dy [N, O, OH, OW] as dy' [O, N*OH*OW]: (value, type)."""
-    v, t = _swap01(b, d, dt, ds)
-    return _flat(b, v, t, [ds[1], ds[0]] + ds[2:], 1)
 
 
 # ---------------------------------------------------------------- conv2d
@@ -237,34 +188,9 @@ def _lower_conv2d(b, op):
     y5t = TensorType(out_t.dtype, (xt.shape[0], groups, w5t.shape[1], out_t.shape[2], out_t.shape[3]))
     init = b.fill(y5t, [ps[0], ws[0], ws[1], oh, ow], b.const(0.0, out_t.element))
     x_map = f"d0, d1, d5, {window_index('d3', stride[0], 'd6', dil[0])}, {window_index('d4', stride[1], 'd7', dil[1])}"
-    y5 = b.generic(y5t, init, [(x5, x5t), (w5, w5t)], [x_map, "d1, d2, d5, d6, d7"], "d0, d1, d2, d3, d4",
-                   [PAR] * 5 + [RED] * 3, _mac(out_t.element))
+    y5 = marked_generic(b, _marker(op), y5t, init, [(x5, x5t), (w5, w5t)], [x_map, "d1, d2, d5, d6, d7"],
+                        "d0, d1, d2, d3, d4", [PAR] * 5 + [RED] * 3, _mac(out_t.element))
     return _join(b, y5, y5t, 1, out_t)
-
-
-def _lower_conv2d_gemm(b, op):
-    """y = W @ im2col(x), as [O, N, OH, OW] turned to [N, O, OH, OW]. With one input channel the
-    gemm's depth is only KH * KW and the copy KH * KW times the input: the generic is faster
-    (LeNet's first layer: 0.7 ms against 1.1 ms)."""
-    (x, xt), (w, wt) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    stride, padding, dil, groups = _conv_attrs(op)
-    if groups != 1 or wt.shape[1] == 1:
-        return _lower_conv2d(b, op)
-    x, w = _conv_operands(b, x, xt, w, wt, groups)
-    k = wt.shape[2:]
-    xp, pt, ps = padded_hw(b, x, xt, padding, 0.0)
-    oh = out_len(b, out_t.shape[2], ps[2], k[0], stride[0], dil[0])
-    ow = out_len(b, out_t.shape[3], ps[3], k[1], stride[1], dil[1])
-    col, colt = _im2col(b, xp, pt, ps, k, stride, dil, out_t.shape[2:], [oh, ow])
-    w2, w2t = _flat(b, w, wt, sizes_of(b, w, wt), 1)
-    o = b.dim(w, wt, 0)
-    y2t = TensorType(out_t.dtype, (wt.shape[0], colt.shape[1]))
-    y2 = _matmul(b, w2, w2t, col, colt, y2t, [o, b.dim(col, colt, 1)])
-    y4t = TensorType(out_t.dtype, (wt.shape[0], xt.shape[0]) + out_t.shape[2:])
-    y4 = _reshape(b, y2, y2t, y4t, [o, ps[0], oh, ow])
-    y, yt = _swap01(b, y4, y4t, [o, ps[0], oh, ow])
-    return cast(b, y, yt, out_t)
 
 
 def _vjp_conv2d(g, op, d):
@@ -279,7 +205,7 @@ def _sample_conv(rng):
 
 register(OpDef(
     name="conv2d", impl=_conv2d, nargs=2, attrs=CONV_ATTRS, infer=_conv_rule,
-    lower=_lower_conv2d_gemm, lower_for={"cuda": _lower_conv2d},
+    lower=_lower_conv2d,
     vjp=_vjp_conv2d, jvp=bilinear(0, 1), sample=_sample_conv,
     doc=f"""The 2-D convolution (cross-correlation, as PyTorch's) of x [N, C, H, W] with w [O, C/groups, KH, KW].
 
@@ -326,54 +252,15 @@ def _lower_conv2d_input_grad(b, op):
     g5t = TensorType(out_t.dtype, (xt.shape[0], groups, w5t.shape[2], grown(xt.shape[2], 2 * ph), grown(xt.shape[3], 2 * pw)))
     init = b.fill(g5t, [xs[0], ws[0], ws[2], hp, wp], b.const(0.0, out_t.element))
     flip = [f"d{3 + a} - d{6 + a}{f' * {dil[a]}' if dil[a] != 1 else ''} + {reach[a]}" for a in (0, 1)]
-    g5 = b.generic(g5t, init, [(u5, u5t), (w5, w5t)], [f"d0, d1, d5, {flip[0]}, {flip[1]}", "d1, d5, d2, d6, d7"],
-                   "d0, d1, d2, d3, d4", [PAR] * 5 + [RED] * 3, _mac(out_t.element))
+    g5 = marked_generic(b, _marker(op), g5t, init, [(u5, u5t), (w5, w5t)],
+                        [f"d0, d1, d5, {flip[0]}, {flip[1]}", "d1, d5, d2, d6, d7"], "d0, d1, d2, d3, d4",
+                        [PAR] * 5 + [RED] * 3, _mac(out_t.element))
     joined_t = TensorType(out_t.dtype, (xt.shape[0], Sym()) + g5t.shape[3:])
     gp = _join(b, g5, g5t, 1, joined_t)
     crop_t = TensorType(out_t.dtype, (xt.shape[0], Sym()) + xt.shape[2:])
     c = b.dim(gp, joined_t, 1)
     r = b.assign(f"tensor.extract_slice {gp}[0, 0, {ph}, {pw}] [{sizes_text(crop_t, [xs[0], c, xs[2], xs[3]])}] "
                  f"[1, 1, 1, 1] : {joined_t.mlir()} to {crop_t.mlir()}", "crop")
-    return cast(b, r, crop_t, out_t)
-
-
-def _lower_conv2d_input_grad_gemm(b, op):
-    """dcol = W^T @ dy' [C*KH*KW, N*OH*OW]; dx = the sum over (i, j) of dcol[:, i, j] added into the
-    padded gradient at rows i*d + y*s, columns j*d + x*s, the padding then cut off."""
-    (d, dt), (w, wt), (x, xt) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    stride, padding, dil, groups = _conv_attrs(op)
-    if groups != 1:
-        return _lower_conv2d_input_grad(b, op)
-    x, w = _conv_operands(b, x, xt, w, wt, groups)
-    kh, kw = wt.shape[2:]
-    xs, ds, ws = sizes_of(b, x, xt), sizes_of(b, d, dt), sizes_of(b, w, wt)
-    dp, dpt = _channels_first(b, d, dt, ds)
-    w2, w2t = _flat(b, w, wt, ws, 1)
-    ckk = iop(b, "muli", ws[1], ix(b, kh * kw))
-    dct = TensorType(out_t.dtype, (w2t.shape[1], dpt.shape[1]))
-    dc = _matmul(b, w2, w2t, dp, dpt, dct, [ckk, b.dim(dp, dpt, 1)], trans=(True, False))
-    d6t = TensorType(out_t.dtype, (wt.shape[1], kh, kw, dt.shape[0]) + dt.shape[2:])
-    d6 = _reshape(b, dc, dct, d6t, [ws[1], ix(b, kh), ix(b, kw)] + [ds[0]] + ds[2:])
-    ph, pw = padding
-    acc_t = TensorType(out_t.dtype, (xt.shape[0], wt.shape[1], grown(xt.shape[2], 2 * ph), grown(xt.shape[3], 2 * pw)))
-    acc_s = [xs[0], ws[1], iop(b, "addi", xs[2], ix(b, 2 * ph)), iop(b, "addi", xs[3], ix(b, 2 * pw))]
-    acc = b.fill(acc_t, acc_s, b.const(0.0, out_t.element))
-    part_t = TensorType(out_t.dtype, (xt.shape[0], wt.shape[1]) + dt.shape[2:])
-    part_s = sizes_text(part_t, [xs[0], ws[1], ds[2], ds[3]])
-    ety = out_t.element
-    for i in range(kh):
-        for j in range(kw):
-            at = f"[0, 0, {i * dil[0]}, {j * dil[1]}] [{part_s}] [1, 1, {stride[0]}, {stride[1]}]"
-            part = b.assign(f"tensor.extract_slice {acc}{at} : {acc_t.mlir()} to {part_t.mlir()}", "part")
-            added = b.generic(part_t, part, [(d6, d6t)], [f"d1, {i}, {j}, d0, d2, d3"], "d0, d1, d2, d3", [PAR] * 4,
-                              lambda bb, a: bb.binary("arith.addf", a[1], a[0], ety))
-            acc = b.assign(f"tensor.insert_slice {added} into {acc}{at} : {part_t.mlir()} into {acc_t.mlir()}", "acc")
-    if ph == 0 and pw == 0:
-        return cast(b, acc, acc_t, out_t)
-    crop_t = TensorType(out_t.dtype, (xt.shape[0], wt.shape[1]) + xt.shape[2:])
-    r = b.assign(f"tensor.extract_slice {acc}[0, 0, {ph}, {pw}] [{sizes_text(crop_t, [xs[0], ws[1], xs[2], xs[3]])}] "
-                 f"[1, 1, 1, 1] : {acc_t.mlir()} to {crop_t.mlir()}", "crop")
     return cast(b, r, crop_t, out_t)
 
 
@@ -391,7 +278,7 @@ def _sample_input_grad(rng):
 
 register(OpDef(
     name="conv2d_input_grad", impl=_conv2d_input_grad, nargs=3, attrs=CONV_ATTRS, infer=like_rule(2, "conv2d_input_grad"),
-    lower=_lower_conv2d_input_grad_gemm, lower_for={"cuda": _lower_conv2d_input_grad},
+    lower=_lower_conv2d_input_grad,
     vjp=_vjp_conv2d_input_grad, jvp=bilinear(0, 1), sample=_sample_input_grad,
     doc=f"""The gradient of conv2d with respect to its input, from the output's gradient dy, the weight
     and the input (for its shape only).
@@ -423,27 +310,9 @@ def _lower_conv2d_weight_grad(b, op):
     g5t = TensorType(out_t.dtype, (groups, d5t.shape[2], x5t.shape[2]) + wt.shape[2:])
     init = b.fill(g5t, [ix(b, groups), og, ws[1], ws[2], ws[3]], b.const(0.0, out_t.element))
     x_map = f"d5, d0, d2, {window_index('d6', stride[0], 'd3', dil[0])}, {window_index('d7', stride[1], 'd4', dil[1])}"
-    g5 = b.generic(g5t, init, [(x5, x5t), (d5, d5t)], [x_map, "d5, d0, d1, d6, d7"], "d0, d1, d2, d3, d4",
-                   [PAR] * 5 + [RED] * 3, _mac(out_t.element))
+    g5 = marked_generic(b, _marker(op), g5t, init, [(x5, x5t), (d5, d5t)], [x_map, "d5, d0, d1, d6, d7"],
+                        "d0, d1, d2, d3, d4", [PAR] * 5 + [RED] * 3, _mac(out_t.element))
     return _join(b, g5, g5t, 0, out_t)
-
-
-def _lower_conv2d_weight_grad_gemm(b, op):
-    """dw = dy' @ im2col(x)^T, as [O, C, KH, KW]."""
-    (x, xt), (d, dt), (w, wt) = zip(op.operands, op.types)
-    out_t = op.result_types[0]
-    stride, padding, dil, groups = _conv_attrs(op)
-    if groups != 1:
-        return _lower_conv2d_weight_grad(b, op)
-    x, w = _conv_operands(b, x, xt, w, wt, groups)
-    xp, pt, ps = padded_hw(b, x, xt, padding, 0.0)
-    ds = sizes_of(b, d, dt)
-    col, colt = _im2col(b, xp, pt, ps, wt.shape[2:], stride, dil, dt.shape[2:], ds[2:])
-    dp, dpt = _channels_first(b, d, dt, ds)
-    ws = sizes_of(b, w, wt)
-    g2t = TensorType(out_t.dtype, (wt.shape[0], size_product(wt.shape[1:])))
-    g2 = _matmul(b, dp, dpt, col, colt, g2t, [ws[0], b.dim(col, colt, 0)], trans=(False, True))
-    return cast(b, _reshape(b, g2, g2t, wt, ws), wt, out_t)
 
 
 def _vjp_conv2d_weight_grad(g, op, u):
@@ -460,7 +329,7 @@ def _sample_weight_grad(rng):
 register(OpDef(
     name="conv2d_weight_grad", impl=_conv2d_weight_grad, nargs=3, attrs=CONV_ATTRS,
     infer=like_rule(2, "conv2d_weight_grad"),
-    lower=_lower_conv2d_weight_grad_gemm, lower_for={"cuda": _lower_conv2d_weight_grad},
+    lower=_lower_conv2d_weight_grad,
     vjp=_vjp_conv2d_weight_grad, jvp=bilinear(0, 1), sample=_sample_weight_grad,
     doc=f"""The gradient of conv2d with respect to its weight, from the input, the output's gradient dy
     and the weight (for its shape only).

@@ -13,9 +13,11 @@ types leave open are checked at run time (a located DgRuntimeError in both modes
 
 The NumPy implementations are vectorized: windows through `sliding_window_view`; gradients
 scatter with one strided slice per kernel position. The pools lower to one generic each that
-reduces over the window; their gradients gather over each pixel's windows inside a generic, but
-for max_pool2d_grad with windows that tile the input (stride = kernel, no padding): one
-element-wise generic over the windows' cells, writing dx in place (`_lower_max_pool2d_grad_tiled`).
+reduces over the window; their gradients gather over each pixel's windows inside a generic
+(max_pool2d_grad's first finds the index of each window's largest element). max_pool2d_grad's
+gather is marked `dg.max_pool2d_grad` (kernel, stride, padding): where the windows tile the
+input (stride = kernel, no padding) the tiled-max-pool-grads pass (lowering/pool_grads.py)
+replaces it by one element-wise generic over the windows' cells that writes dx in place.
 """
 from __future__ import annotations
 
@@ -23,14 +25,16 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType
 
-from .builder import cast, if_else
-from .helpers import (PAR, RED, check_image, check_positive, ix, iop, like_rule, map_generic, normal_like, out_dim,
-                      out_hw, out_len, pad_hw, padded_hw, scatter_windows, size_product, sizes_of, sizes_text,
+from .builder import if_else
+from .helpers import (PAR, RED, check_image, check_positive, ix, iop, like_rule, map_generic, marked_generic,
+                      normal_like, out_dim, out_hw, out_len, pad_hw, padded_hw, scatter_windows, sizes_of,
                       window_index, windows)
 from .jvp_rules import linear
 from .registry import OpDef, register
 
 POOL_ATTRS = {"kernel": "ints", "stride": "ints", "padding": "ints"}
+# The marker on the gather of max_pool2d_grad's plain form: {kernel, stride, padding} (array<i64: h, w>).
+MAX_POOL_GRAD = "dg.max_pool2d_grad"
 _POOL_IR = 'kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>'
 _POOL_SAMPLE = {"kernel": (3, 2), "stride": (2, 1), "padding": (1, 1)}
 
@@ -84,10 +88,10 @@ def _pool_generic(b, op, fill: float, combine):
                      [PAR] * 4 + [RED] * 2, lambda bb, a: combine(bb, a[0], a[2], ety)), (xp, pt, oh, ow)
 
 
-def _gather_grad(b, op, x, xt, d, dt, contribution):
+def _gather_grad(b, op, x, xt, d, dt, contribution, marker=None):
     """dx[n, c, h, w] = sum over the windows (i, j) that hold pixel (h, w), i.e. (h + p - i) =
     y * s with 0 <= y < OH (likewise w), of contribution(b, n, c, y, x, i, j): a gather, one
-    pixel at a time."""
+    pixel at a time (its generic marked with `marker`, IR text, where given)."""
     kernel, stride, padding = _pool_attrs(op)
     out_t = op.result_types[0]
     ety = out_t.element
@@ -111,7 +115,8 @@ def _gather_grad(b, op, x, xt, d, dt, contribution):
                       lambda b2: b2.const(0.0, ety))
         return bb.binary("arith.addf", a[1], add, ety)
 
-    return b.generic(out_t, init, [(win, wint)], ["d4, d5"], "d0, d1, d2, d3", [PAR] * 4 + [RED] * 2, body)
+    args = (out_t, init, [(win, wint)], ["d4, d5"], "d0, d1, d2, d3", [PAR] * 4 + [RED] * 2, body)
+    return marked_generic(b, marker, *args) if marker else b.generic(*args)
 
 
 def _padded_in_dg(g, v, padding, fill: float):
@@ -239,8 +244,6 @@ def _argmax_windows(b, op, xp, pt, oh, ow):
 def _lower_max_pool2d_grad(b, op):
     (x, xt), (d, dt) = zip(op.operands, op.types)
     kernel, stride, padding = _pool_attrs(op)
-    if stride == kernel and padding == (0, 0) and kernel[0] * kernel[1] <= _TILED_MAX_AREA:
-        return _lower_max_pool2d_grad_tiled(b, op)
     fill = float("-inf")
     xp, pt, ps = padded_hw(b, x, xt, padding, fill)
     oh, ow = b.dim(d, dt, 2), b.dim(d, dt, 3)
@@ -254,118 +257,9 @@ def _lower_max_pool2d_grad(b, op):
         v = bb.assign(f"tensor.extract {d}[{n}, {c}, {y}, {x_}] : {dt.mlir()}", "x")
         return bb.select(hit, v, bb.const(0.0, ety), ety)
 
-    return _gather_grad(b, op, x, xt, d, dt, contribution)
-
-
-# Windows that tile the input (stride = kernel, no padding), up to this many cells each: one
-# element-wise generic instead of the gather above.
-_TILED_MAX_AREA = 64
-
-
-def _first_max_flags(b, cells, ety) -> list:
-    """Per cell (row-major), an i1 that says it is the window's first largest, as np.argmax: the
-    first NaN where there is one, else the first cell equal to the largest (ties, -0 and +0
-    included, go to the first). The largest is a chain of (v > top ? v : top), which LLVM makes
-    a `maxss` (a NaN in it matters not: where there is one, only NaNs match)."""
-    true = b.const(True, "i1")
-    top, nan = cells[0], None
-    for v in cells[1:]:
-        top = b.select(b.cmp("ogt", v, top, ety), v, top, ety)
-    for p in range(0, len(cells), 2):  # `uno a, b`: either is NaN
-        u = b.cmp("uno", cells[p], cells[min(p + 1, len(cells) - 1)], ety)
-        nan = u if nan is None else b.binary("arith.ori", nan, u, "i1")
-    no_nan = b.binary("arith.xori", nan, true, "i1")
-    flags, seen = [], None
-    for p, v in enumerate(cells):
-        if seen is not None and p == len(cells) - 1:  # some cell matches: the last where none before did
-            flags.append(b.binary("arith.xori", seen, true, "i1"))
-            break
-        match = b.binary("arith.ori", b.binary("arith.andi", b.cmp("oeq", v, top, ety), no_nan, "i1"),
-                         b.cmp("uno", v, v, ety), "i1")
-        if seen is None:
-            flags.append(match)
-            seen = match
-        else:
-            flags.append(b.binary("arith.andi", match, b.binary("arith.xori", seen, true, "i1"), "i1"))
-            seen = b.binary("arith.ori", seen, match, "i1")
-    return flags
-
-
-_BITS = {"f16": "i16", "bf16": "i16", "f32": "i32", "f64": "i64"}
-
-
-def _keep_if(b, flag, v, ety) -> str:
-    """v where `flag`, else +0: the bits of v and'ed with the flag widened (no select, which LLVM
-    may make a branch, mispredicted half the time on a pool's data)."""
-    ity = _BITS.get(ety)
-    if ity is None:
-        return b.select(flag, v, b.const(0.0, ety), ety)
-    mask = b.assign(f"arith.extsi {flag} : i1 to {ity}", "m")
-    bits = b.assign(f"arith.bitcast {v} : {ety} to {ity}", "m")
-    return b.assign(f"arith.bitcast {b.binary('arith.andi', bits, mask, ity)} : {ity} to {ety}", "m")
-
-
-def _lower_max_pool2d_grad_tiled(b, op):
-    """max_pool2d_grad where the windows tile the input (stride = kernel, no padding). The part
-    of x and of dx the windows cover, [N, C, OH*KH, OW*KW], is viewed as [N, C, OH, KH, OW, KW]
-    (an expand_shape, no copy) and one element-wise generic over that shape writes dx in
-    place: each cell reads its window's KH * KW cells (through maps with constant offsets) and
-    the window's dy, and takes 0 + dy (the interpreter's sum, -0 becoming +0) where it is the
-    window's first largest (`_first_max_flags`), else 0. No gather, no reduction and no branch:
-    LLVM unrolls the window loops (i, j) and computes a window's flags once per row of it. (It
-    does not vectorize the OW loop where OW is a small constant, LeNet's 12 and 4: its cost model
-    declines; still 0.5 ms against the gather's 0.85 to 1.4 on [64, 6, 24, 24].) The rows and
-    columns past OH*KH and OW*KW, which no window holds, stay zero."""
-    (x, xt), (d, dt) = zip(op.operands, op.types)
-    kh, kw = _pool_attrs(op)[0]
-    out_t = op.result_types[0]
-    ety = out_t.element
-    xs = sizes_of(b, x, xt)
-    tiles, idx = [], []
-    for size, ksize, sz in ((xt.shape[2], kh, xs[2]), (xt.shape[3], kw, xs[3])):
-        tiles.append(size // ksize if isinstance(size, int) else Sym())
-        idx.append(ix(b, size // ksize) if isinstance(size, int) else iop(b, "divui", sz, ix(b, ksize)))
-    oh, ow = idx
-    covered = all(isinstance(sz, int) and sz % k == 0 for sz, k in zip(xt.shape[2:], (kh, kw)))
-    cov_t = TensorType(out_t.dtype, xt.shape[:2] + tuple(size_product([t, k]) for t, k in zip(tiles, (kh, kw))))
-    cov_s = xs[:2] + [iop(b, "muli", oh, ix(b, kh)), iop(b, "muli", ow, ix(b, kw))]
-    at = f"[0, 0, 0, 0] [{sizes_text(cov_t, cov_s)}] [1, 1, 1, 1]"
-    if covered:
-        acc, xc = None, x
-    else:
-        acc = b.fill(out_t, xs, b.const(0.0, ety))
-        xc = b.assign(f"tensor.extract_slice {x}{at} : {xt.mlir()} to {cov_t.mlir()}", "cov")
-    t6 = TensorType(out_t.dtype, xt.shape[:2] + (tiles[0], kh, tiles[1], kw))
-    s6 = sizes_text(t6, xs[:2] + [oh, ix(b, kh), ow, ix(b, kw)])
-    reassoc = "[[0], [1], [2, 3], [4, 5]]"
-
-    def expand(v, vt):
-        return b.assign(f"tensor.expand_shape {v} {reassoc} output_shape [{s6}] : {vt.mlir()} into {t6.mlir()}", "win")
-
-    x6 = expand(xc, cov_t)
-    if covered:  # every cell is written
-        init6 = b.empty(t6, xs[:2] + [oh, None, ow, None])
-    else:
-        init6 = expand(b.assign(f"tensor.extract_slice {acc}{at} : {out_t.mlir()} to {cov_t.mlir()}", "cov"), cov_t)
-    offsets = [(i, j) for i in range(kh) for j in range(kw)]
-    maps = [f"d0, d1, d2, {i}, d4, {j}" for i, j in offsets] + ["d0, d1, d2, d4"]
-
-    def body(bb, a):
-        cells, dv = a[:len(offsets)], a[len(offsets)]
-        flags = _first_max_flags(bb, cells, ety)
-        i, j = (bb.assign(f"linalg.index {k} : index", "li") for k in (3, 5))
-        here = iop(bb, "addi", iop(bb, "muli", i, ix(bb, kw)), j)
-        mine = flags[0]
-        for p in range(1, len(flags)):  # this cell's flag (i and j are constants once LLVM unrolls)
-            mine = bb.select(bb.cmp("eq", here, ix(bb, p), "index"), flags[p], mine, "i1")
-        return _keep_if(bb, mine, bb.binary("arith.addf", bb.const(0.0, ety), dv, ety), ety)
-
-    g6 = b.generic(t6, init6, [(x6, t6)] * len(offsets) + [(d, dt)], maps, "d0, d1, d2, d3, d4, d5",
-                   [PAR] * 6, body)
-    dxc = b.assign(f"tensor.collapse_shape {g6} {reassoc} : {t6.mlir()} into {cov_t.mlir()}", "dx")
-    if covered:
-        return cast(b, dxc, cov_t, out_t)
-    return b.assign(f"tensor.insert_slice {dxc} into {acc}{at} : {cov_t.mlir()} into {out_t.mlir()}", "dx")
+    marker = (f"{MAX_POOL_GRAD} = {{kernel = array<i64: {kernel[0]}, {kernel[1]}>, stride = array<i64: {stride[0]}, "
+              f"{stride[1]}>, padding = array<i64: {padding[0]}, {padding[1]}>}}")
+    return _gather_grad(b, op, x, xt, d, dt, contribution, marker)
 
 
 def _vjp_max_pool2d_grad(g, op, u):
