@@ -210,6 +210,43 @@ def create(name: str, results=(), operands=(), regions: int = 0, **attributes):
                                attributes=attributes)
 
 
+def splice_function(before, text: str, values: list) -> list:
+    """The ops of `text`, a function whose arguments stand for `values` (values that dominate the
+    op `before`), moved before `before`, its arguments replaced by those values: the values its
+    `return` gives, now defined there. How a pass writes a piece of new IR as text (with the
+    lowering's builder) where it rewrites a parsed module in place."""
+    helper = ir.Module.parse(text, before.context)  # kept alive while its ops move over
+    block = helper.body.operations[0].operation.regions[0].blocks[0]
+    for arg, v in zip(block.arguments, values):
+        arg.replace_all_uses_with(v)
+    ops = [op.operation for op in block.operations]
+    results = list(ops[-1].operands)
+    for op in ops[:-1]:
+        op.move_before(before)
+    return results
+
+
+def erase_unused(ops, pure=("arith.", "tensor.", "linalg.")) -> None:
+    """Erase those of `ops` that give results no one reads and whose dialects' ops write no
+    memory when they give results (`pure`: prefixes of op names), then likewise the ops that
+    defined their operands."""
+    def unused(op) -> bool:
+        return len(op.results) and op.name.startswith(pure) and not any(next(iter(r.uses), None) for r in op.results)
+
+    work = []
+    for op in ops:
+        if unused(op) and not any(op == w for w in work):
+            work.append(op)
+    while work:
+        op = work.pop()
+        producers = []
+        for p in (defining_op(v) for v in op.operands):
+            if p is not None and not any(p == q for q in producers):
+                producers.append(p)
+        op.erase()
+        work.extend(p for p in producers if unused(p))
+
+
 def get_global(symbol: str, memref) -> "ir.Value":
     """`memref.get_global @symbol` of type `memref` (a type or its text), at the insertion point
     (made directly: `create` takes the op's name as `name`)."""
@@ -227,4 +264,5 @@ def int_constant(n: int, t=None) -> "ir.Value":
 __all__ = ["ir", "passmanager", "irdl", "func", "scf", "arith", "llvm_dialect", "gpu_dialect", "Pure", "ExecutionEngine", "SOURCE", "VERSION", "pass_manager", "run_pipeline", "threaded",
            "append_parsed", "attributes", "symbols", "downcast", "operations_under", "function_bodies",
            "walk_in_scope", "one_use", "defining_op", "constant_value",
-           "row_major", "static_elements", "user", "create", "get_global", "int_constant"]
+           "row_major", "static_elements", "user", "create", "splice_function", "erase_unused", "get_global",
+           "int_constant"]

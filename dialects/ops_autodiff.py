@@ -20,8 +20,8 @@ import numpy as np
 from dg.core.types import ShapeError, Sym, TensorType
 
 from .builder import any_of, cast, fail_if, if_else, stand_in_if
+from .helpers import reduce_generic
 from .jvp_rules import linear
-from .ops_reduce import reduce_generic
 from .registry import OpDef, register
 
 

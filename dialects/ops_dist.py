@@ -16,8 +16,8 @@ from dg.core.mpi import DTYPES, OPS, world
 from dg.core.types import ShapeError, TensorType, is_float
 
 from .builder import fail_if
+from .helpers import map_generic
 from .jvp_rules import linear
-from .ops_elementwise import map_generic
 from .registry import OpDef, register
 
 COLLECTIVE = "dg.collective"  # the marker on a collective's copy: "allreduce:<op code>:<type code>" or "bcast:<root>:<type code>"

@@ -2,8 +2,9 @@
 
 Operands of a binary op share one element type (the emitter casts), shapes
 broadcast as in NumPy. Comparisons and logical ops give `bool`. Each op's
-lowering is a `linalg.generic` whose body computes one element (`map_generic`);
-the pieces of broadcasting that other ops' lowerings share come first.
+lowering is a `linalg.generic` whose body computes one element (`map_generic`,
+`lower_elementwise`: with the pieces of broadcasting that other families share, in
+dialects/helpers.py).
 """
 from __future__ import annotations
 
@@ -11,193 +12,15 @@ import math
 
 import numpy as np
 
-from dg.core.types import DTYPES, ShapeError, TensorType, broadcast_shapes, is_float
+from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_float
 
-from .builder import fail_if, stand_in_if
+from .builder import fail_if
+from .helpers import broadcast_groups, int_predicate, lower_elementwise
 from .jvp_rules import diagonal
 from .registry import OpDef, example, register
 
-
-# ---------------------------------------------------------------- broadcasting, shared by lowerings
-def broadcast_maps(in_types, out_t):
-    """Indexing maps of inputs broadcast (NumPy rules) to the output shape."""
-    R = out_t.rank
-    maps = []
-    for t in in_types:
-        exprs = []
-        for j, d in enumerate(t.shape):
-            i = R - t.rank + j
-            od = out_t.shape[i]
-            if isinstance(d, int) and d == 1 and not (isinstance(od, int) and od == 1):
-                exprs.append("0")
-            else:
-                exprs.append(f"d{i}")
-        maps.append(", ".join(exprs))
-    return maps
-
-
-def out_sizes(b, operands, in_types, out_t):
-    """Index SSA values for each output dim, taken from an operand that has it."""
-    R = out_t.rank
-    sizes = []
-    for i, od in enumerate(out_t.shape):
-        if isinstance(od, int):
-            sizes.append(None)
-            continue
-        for v, t in zip(operands, in_types):
-            j = i - (R - t.rank)
-            if j >= 0 and not (isinstance(t.shape[j], int) and t.shape[j] == 1):
-                sizes.append(b.dim(v, t, j))
-                break
-    return sizes
-
-
-def map_generic(b, out_t, inputs, scalar_fn):
-    """An elementwise linalg.generic over inputs [(value, type)] broadcast to out_t;
-    `scalar_fn(b, input scalars)` gives the element. On the CPU, a 0-d result is the scalar
-    computed on the operands' elements, in a 0-d tensor: canonicalization then folds a chain of
-    scalar ops into plain arithmetic, which a generic per op (and a buffer per op once bufferized)
-    would not be."""
-    if out_t.rank == 0 and b.target == "cpu":
-        return b.scalar_tensor(scalar_fn(b, [b.extract(v, t) for v, t in inputs]), out_t)
-    vals, types = [v for v, _ in inputs], [t for _, t in inputs]
-    vals, sizes = checked_operands(b, vals, types, out_t)
-    init = b.empty(out_t, sizes)
-    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, init, list(zip(vals, types)), broadcast_maps(types, out_t), omap,
-                     ["parallel"] * out_t.rank, lambda bb, args: scalar_fn(bb, args[:-1]))
-
-
-def _same_size(d, od) -> bool:
-    """True when sizes d and od are known to be equal before run time."""
-    if isinstance(d, int) or isinstance(od, int):
-        return d == od
-    return d is od or (d.name is not None and d.name == od.name)
-
-
-BROADCAST_ONLY_DECLARED = "only sizes declared as 1 broadcast"
-
-
-def broadcast_groups(types, out_t) -> tuple:
-    """The `agree` facet of element-wise ops: per result axis, the operand axes on it that are not
-    declared 1 (a symbolic size stands for one that is not 1, as in dsl.types.broadcast_shapes)."""
-    R = out_t.rank
-    groups = [[(k, i - R + t.rank) for k, t in enumerate(types)
-               if i - R + t.rank >= 0 and t.shape[i - R + t.rank] != 1] for i in range(R)]
-    return groups, f"operands could not be broadcast together: sizes {{0}} and {{1}} differ at run time ({BROADCAST_ONLY_DECLARED})"
-
-
-def checked_operands(b, vals, types, out_t) -> tuple:
-    """(operands, the output's sizes) of an element-wise op, the operands checked at run time
-    where their sizes are not known to agree (agreeing_operands). A size declared 1 broadcasts
-    and is not checked."""
-    vals, sizes = agreeing_operands(b, vals, types, *broadcast_groups(types, out_t))
-    return vals, [s if not isinstance(od, int) else None for s, od in zip(sizes, out_t.shape)]
-
-
-def unknown_groups(groups, types) -> list:
-    """The groups whose members' sizes are not all known to be equal before run time."""
-    return [g for g in groups if len(_distinct(types, g)) > 1]
-
-
-def _distinct(types, members) -> list:
-    """One member for each set of members whose sizes are known to be equal before run time."""
-    reps = []
-    for k, j in members:
-        if not any(_same_size(types[k].shape[j], types[rk].shape[rj]) for rk, rj in reps):
-            reps.append((k, j))
-    return reps
-
-
-def first_member(members: list, types: list) -> tuple:
-    """The member of a group of axes that must agree that the others are compared with: one
-    that declares a static size, else the first."""
-    return next(((k, j) for k, j in members if isinstance(types[k].shape[j], int)), members[0])
-
-
-def agreeing_operands(b, vals, types, groups, message) -> tuple:
-    """(operands, sizes): the operands, checked at run time to agree in size on the axes of each
-    group (a list of members (operand index, axis)), and each group's size (an index SSA value:
-    a static size a member declares, else the first member's; None for an empty group).
-
-    A mismatch is a DgRuntimeError with `message` at this op, which names the group's size `{0}`
-    and the member's `{1}`. Until the error is raised a member
-    that may differ from its group's size is replaced by an uninitialised tensor of that size, so
-    that no loop reads past its end. Members known to be equal (one static size, one symbolic
-    name) are not checked; canonicalization folds the checks between sizes that come from one
-    source, and the replacements with them."""
-    bad = [None] * len(vals)
-    safe = [{} for _ in vals]  # per operand: {axis: size}
-    sizes = []
-    for members in groups:
-        if not members:
-            sizes.append(None)
-            continue
-        first = first_member(members, types)
-        size = b.dim(vals[first[0]], types[first[0]], first[1])
-        for k, j in members:
-            if not _same_size(types[k].shape[j], types[first[0]].shape[first[1]]):
-                d = b.dim(vals[k], types[k], j)
-                ne = b.cmp("ne", d, size, "index")
-                fail_if(b, ne, message, ((size, "index"), (d, "index")))
-                bad[k] = ne if bad[k] is None else b.binary("arith.ori", bad[k], ne, "i1")
-                safe[k][j] = size
-        sizes.append(size)
-    out = []
-    for k, (v, t) in enumerate(zip(vals, types)):
-        if bad[k] is not None:
-            v = stand_in_if(b, bad[k], v, t, safe[k])
-        out.append(v)
-    return out, sizes
-
-
-def contracted_operands(b, vals, types, members, message) -> list:
-    """The operands, checked at run time to agree in size on the axes `members` [(operand index,
-    axis)] of a contraction, which the result does not have. A mismatch is a DgRuntimeError with
-    `message`; until it is raised, every member is sliced (a view, no copy) to the smallest of
-    the sizes. Canonicalization folds the minimum where the sizes come from one source, and
-    slices.fold_full_slices then drops the slices. Where a member declares a static size, the
-    others are checked against it as in agreeing_operands (a slice cannot make one larger)."""
-    if any(isinstance(types[k].shape[j], int) for k, j in members):
-        return agreeing_operands(b, vals, types, [members], message)[0]
-    reps = _distinct(types, members)
-    if len(reps) == 1:
-        return vals
-    dims = [b.dim(vals[k], types[k], j) for k, j in reps]
-    bad, size = None, dims[0]
-    for d in dims[1:]:
-        ne = b.cmp("ne", dims[0], d, "index")
-        fail_if(b, ne, message, ((dims[0], "index"), (d, "index")))
-        bad = ne if bad is None else b.binary("arith.ori", bad, ne, "i1")
-        size = b.binary("arith.minui", size, d, "index")
-    out = list(vals)
-    for k, j in members:
-        out[k] = b.slice(out[k], types[k], [size if i == j else None for i in range(types[k].rank)])
-    return out
-
-
-def lower_elementwise(scalar_fn, out_dtype_from=None):
-    """The `lower` facet of an element-wise op: `scalar_fn(b, kind, element type, input scalars,
-    op)` gives one element (`kind` "f", "i", "b" or "u": of the result's element type, or of
-    operand `out_dtype_from`'s)."""
-    def lower(b, op):
-        out_t = op.result_types[0]
-        src_t = op.types[out_dtype_from] if out_dtype_from is not None else out_t
-        kind, ety = DTYPES[src_t.dtype][2], src_t.element
-        return map_generic(b, out_t, list(zip(op.operands, op.types)),
-                           lambda bb, args: scalar_fn(bb, kind, ety, args, op))
-
-    return lower
-
-
 _CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
-
-
-def int_predicate(pred: str, kind: str) -> str:
-    """A signed integer comparison's predicate for an integer kind: unsigned for bools (True is
-    the i1 1, which a signed comparison reads as -1) and u64."""
-    return "u" + pred[1:] if kind in "bu" and pred[0] == "s" else pred
 
 
 # ---------------------------------------------------------------- unary ops

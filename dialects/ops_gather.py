@@ -16,9 +16,8 @@ import numpy as np
 from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_int
 
 from .builder import fail_if, index_in_range, neither, readable
+from .helpers import BROADCAST_ONLY_DECLARED, agreeing_operands, reshape_like, summed_to
 from .jvp_rules import linear
-from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands
-from .ops_shape import _summed_to, reshape_like
 from .registry import OpDef, register
 
 OUT_OF_BOUNDS = "IndexError: index {0} is out of bounds for axis {axis} with size {1}"
@@ -371,7 +370,7 @@ def _vjp_index_put(g, op, d):
     owner = g.dg_op("index_put", [g.dg_op("cast", [g.zeros_like(x)], {"dtype": "i64"}), pos] + idx, dict(op.attrs))
     won = g.dg_op("eq", [g.dg_op("gather", [owner] + idx, dict(op.attrs)), pos])
     part = g.dg_op("gather", [d] + idx, dict(op.attrs))
-    dv = _summed_to(g, g.where(won, part, g.zeros_like(part)), v)
+    dv = summed_to(g, g.where(won, part, g.zeros_like(part)), v)
     return [dx, dv] + [None] * len(idx)
 
 

@@ -14,9 +14,8 @@ from dg.core.types import ShapeError, Sym, TensorType, broadcast_shapes, is_floa
 
 from .builder import index_in_range, readable
 from .jvp_rules import bilinear, reduction
-from .ops_elementwise import BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, map_generic
-from .ops_reduce import _drop_kept, count_of, lse_keep, max_keep, sum_keep
-from .ops_shape import DYN, _shape_from, _sizes_from, _type_shape, truncate_float
+from .helpers import DYN, BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, count_of, drop_kept, \
+    lse_keep, map_generic, max_keep, shape_from, sizes_from, sum_keep, truncate_float, type_shape
 from .registry import OpDef, register
 
 
@@ -381,12 +380,12 @@ def _lower_cross_entropy(b, op):
         v = bb.assign(f"tensor.extract {xr}[{li}, {k}] : {xrt.mlir()}", "x")
         return bb.binary("arith.subf", a[0], v, ety)
 
-    lse_rows = _drop_kept(b, lse, kt, rows_t, (1,))
+    lse_rows = drop_kept(b, lse, kt, rows_t, (1,))
     losses = map_generic(b, rows_t, [(lse_rows, rows_t), (y, yt)], picked)
     total, tt = sum_keep(b, losses, rows_t, (0,))
     n = count_of(b, losses, rows_t, (0,), ety)
     out_t = op.result_types[0]
-    scalar = _drop_kept(b, total, tt, out_t, (0,))
+    scalar = drop_kept(b, total, tt, out_t, (0,))
     return map_generic(b, out_t, [(scalar, out_t)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
 
 
@@ -497,15 +496,15 @@ def uniform_bits(k, shape):
 def _rand_rule(types, shape=(), dtype=np.float32):
     if types[0].dtype != "u64":
         raise ShapeError(f"expected a key (from key(seed) or split), got {types[0]}")
-    return TensorType(dtype, _type_shape(shape))
+    return TensorType(dtype, type_shape(shape))
 
 
 def _uniform(k, *dims, shape=(), dtype=np.float32):
-    return uniform_bits(k, _shape_from(shape, dims)).astype(np_dtype(dtype))
+    return uniform_bits(k, shape_from(shape, dims)).astype(np_dtype(dtype))
 
 
 def _normal(k, *dims, shape=(), dtype=np.float32):
-    sh = _shape_from(shape, dims)
+    sh = shape_from(shape, dims)
     k1, k2 = _split(k)
     u1 = uniform_bits(k1, sh)
     u2 = uniform_bits(k2, sh)
@@ -527,7 +526,7 @@ def _lower_random(normal):
         ety = out_t.element
         key = b.extract(op.operands[0], op.types[0])
         keys = split_ir(b, key) if normal else (key,)
-        sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+        sizes = sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
         e = b.empty(out_t, sizes)
         strides = []
         for i in range(out_t.rank):

@@ -3,8 +3,8 @@
 The emitter turns `axis=None` into every axis, so an empty `axes` reduces
 nothing. `argmax`/`argmin` reduce over at most one axis (all axes means the
 flattened index) and give `i64`. The lowering of a reduction is a
-`linalg.generic` with reduction iterators (`reduce_generic`); the pieces that
-other ops' lowerings reuse (softmax, cross-entropy) come first.
+`linalg.generic` with reduction iterators (`reduce_generic`, in dialects/helpers.py
+with the keepdims pieces that softmax and cross-entropy use too).
 """
 from __future__ import annotations
 
@@ -15,53 +15,9 @@ from dg.core.types import DTYPES, ShapeError, TensorType, is_float
 from .builder import fail_if
 from .jvp_rules import linear
 from .jvp_rules import reduction as jvp_reduction
-from .ops_elementwise import int_predicate, map_generic, out_sizes
-from .ops_shape import squeeze_generic
+from .helpers import count_of, drop_kept, int_limits, int_predicate, keep_type, lse_keep, map_generic, out_sizes, \
+    reduce_generic, sum_keep
 from .registry import OpDef, example, register
-
-
-# ---------------------------------------------------------------- reductions as generics, shared by lowerings
-def reduce_generic(b, x, xt, axes, keepdims, out_t, init_scalar, combine):
-    """A linalg.generic reducing `axes` of x into out_t (filled with init_scalar first). With no
-    axes (a 0-d x), an elementwise map: a generic that reads its own output under parallel
-    iterators is a reduction in disguise, which elementwise fusion repeated for every element of
-    the consumer it was fused into."""
-    if not axes:
-        return map_generic(b, out_t, [(x, xt)], lambda bb, a: combine(bb, a[0], init_scalar))
-    R = xt.rank
-    sizes = []
-    for i in range(R):
-        if i in axes:
-            continue
-        sizes.append(b.dim(x, xt, i))
-    if keepdims:
-        full, it = [], iter(sizes)
-        for i in range(R):
-            full.append(None if i in axes else next(it))
-        sizes = full
-    init = b.fill(out_t, sizes, init_scalar)
-    in_map = ", ".join(f"d{i}" for i in range(R))
-    if keepdims:
-        out_map = ", ".join("0" if i in axes else f"d{i}" for i in range(R))
-    else:
-        out_map = ", ".join(f"d{i}" for i in range(R) if i not in axes)
-    its = ["reduction" if i in axes else "parallel" for i in range(R)]
-    return b.generic(out_t, init, [(x, xt)], [in_map], out_map, its, lambda bb, a: combine(bb, a[0], a[1]))
-
-
-def count_of(b, x, xt, axes, ety):
-    """The number of reduced elements, as a float scalar of type ety."""
-    n = b.const(1, "index")
-    for i in axes:
-        n = b.binary("arith.muli", n, b.dim(x, xt, i), "index")
-    i64 = b.assign(f"arith.index_cast {n} : index to i64", "x")
-    return b.unary("arith.sitofp", i64, f"i64 to {ety}")
-
-
-def _int_limits(ety: str) -> tuple:
-    """The smallest and largest signed integers of `ety` (i8 ... i64)."""
-    bits = int(ety[1:])
-    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
 def _fail_if_empty(b, x, xt, axes, message: str) -> None:
@@ -74,52 +30,6 @@ def _fail_if_empty(b, x, xt, axes, message: str) -> None:
         n = b.binary("arith.muli", n, b.dim(x, xt, i), "index")
     empty = b.assign(f"arith.cmpi eq, {n}, {b.const(0, 'index')} : index", "x")
     fail_if(b, empty, message)
-
-
-def _keep_type(t, axes):
-    return TensorType(t.dtype, tuple(1 if i in axes else d for i, d in enumerate(t.shape)))
-
-
-def _drop_kept(b, r, kept_t, out_t, axes):
-    """A keepdims result as the op's result type (squeezing the reduced axes when asked)."""
-    if kept_t.rank == out_t.rank:  # keepdims (the result's sizes may be named otherwise)
-        return r
-    return squeeze_generic(b, r, kept_t, out_t, set(axes))
-
-
-def max_keep(b, x, xt, axes):
-    ety = xt.element
-    kt = _keep_type(xt, axes)
-    init = b.const(float("-inf"), ety)
-    return reduce_generic(b, x, xt, axes, True, kt, init,
-                          lambda bb, a, o: bb.binary("arith.maximumf", a, o, ety)), kt
-
-
-def sum_keep(b, x, xt, axes):
-    ety = xt.element
-    kt = _keep_type(xt, axes)
-    return reduce_generic(b, x, xt, axes, True, kt, b.const(0.0, ety),
-                          lambda bb, a, o: bb.binary("arith.addf", a, o, ety)), kt
-
-
-def lse_keep(b, x, xt, axes):
-    """log(sum(exp(x - m))) + m over axes, with keepdims (m the max, finite-guarded)."""
-    ety = xt.element
-    m, kt = max_keep(b, x, xt, axes)
-    zero = b.const(0.0, ety)
-
-    def finite(bb, a):
-        inf = bb.const(float("inf"), ety)
-        isfin = bb.cmp("one", bb.unary("math.absf", a[0], ety), inf, ety)
-        return bb.select(isfin, a[0], zero, ety)
-
-    mf = map_generic(b, kt, [(m, kt)], finite)
-    e = map_generic(b, xt, [(x, xt), (mf, kt)],
-                    lambda bb, a: bb.unary("math.exp", bb.binary("arith.subf", a[0], a[1], ety), ety))
-    s, _ = sum_keep(b, e, xt, axes)
-    return map_generic(b, kt, [(s, kt), (mf, kt)],
-                       lambda bb, a: bb.binary("arith.addf", bb.unary("math.log", a[0], ety), a[1], ety)), kt
-
 
 
 # ---------------------------------------------------------------- sum, mean, prod, max, min
@@ -181,10 +91,10 @@ def _lower_reduce(kind):
             init = b.const(kind == "min", "i1")
             comb = lambda bb, a, o: bb.binary("arith.ori" if kind == "max" else "arith.andi", a, o, "i1")
         elif kind == "max":
-            init = b.const(float("-inf"), ety) if isf else b.const(_int_limits(ety)[0], ety)
+            init = b.const(float("-inf"), ety) if isf else b.const(int_limits(ety)[0], ety)
             comb = lambda bb, a, o: bb.binary("arith.maximumf" if isf else "arith.maxsi", a, o, ety)
         else:
-            init = b.const(float("inf"), ety) if isf else b.const(_int_limits(ety)[1], ety)
+            init = b.const(float("inf"), ety) if isf else b.const(int_limits(ety)[1], ety)
             comb = lambda bb, a, o: bb.binary("arith.minimumf" if isf else "arith.minsi", a, o, ety)
         if xt.dtype == "u64" and kind in ("max", "min"):  # random keys: unsigned
             init = b.const(0 if kind == "max" else -1, ety)
@@ -302,7 +212,7 @@ def _lower_logsumexp(b, op):
     x, xt = op.operands[0], op.types[0]
     axes = tuple(op.attrs.get("axes", ()))
     r, kt = lse_keep(b, x, xt, axes)
-    return _drop_kept(b, r, kt, op.result_types[0], axes)
+    return drop_kept(b, r, kt, op.result_types[0], axes)
 
 
 def _vjp_logsumexp(g, op, d):
@@ -331,7 +241,7 @@ def _lower_var(b, op):
     d2 = map_generic(b, xt, [(x, xt), (mean, kt)], sq)
     ss, _ = sum_keep(b, d2, xt, axes)
     v = map_generic(b, kt, [(ss, kt)], lambda bb, a: bb.binary("arith.divf", a[0], n, ety))
-    return _drop_kept(b, v, kt, op.result_types[0], axes)
+    return drop_kept(b, v, kt, op.result_types[0], axes)
 
 
 def _vjp_var(g, op, d):
@@ -376,14 +286,14 @@ def _lower_arg(is_max):
         isf = ety.startswith("f") or ety == "bf16"
         R = xt.rank
         # Two outputs: the best value so far and its (flat) index.
-        kt = _keep_type(xt, axes)
+        kt = keep_type(xt, axes)
         vt = kt
         it = TensorType("i64", kt.shape)
         sizes = [None if i in axes else b.dim(x, xt, i) for i in range(R)]
         _fail_if_empty(b, x, xt, axes, f"ValueError: attempt to get {'argmax' if is_max else 'argmin'} of an empty sequence")
         worst = float("-inf") if is_max else float("inf")
         if not isf:
-            worst = _int_limits(ety)[0 if is_max else 1]
+            worst = int_limits(ety)[0 if is_max else 1]
         vinit = b.fill(vt, sizes, b.const(worst, ety))
         iinit = b.fill(it, sizes, b.const(-1, "i64"))
         in_map = ", ".join(f"d{i}" for i in range(R))
@@ -422,7 +332,7 @@ def _lower_arg(is_max):
             ni = b.select(take, fi, bi, "i64")
             b.emit(f"linalg.yield {nv}, {ni} : {ety}, i64")
         b.line(f"}} -> ({vt.mlir()}, {it.mlir()}) {b.loc}")
-        return _drop_kept(b, f"{r}#1", it, out_t, axes) if not keep else f"{r}#1"
+        return drop_kept(b, f"{r}#1", it, out_t, axes) if not keep else f"{r}#1"
 
     return lower
 

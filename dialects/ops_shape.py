@@ -13,126 +13,16 @@ from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int,
 
 from .builder import any_of, cast, fail_if, if_else, index_in_range, neither, readable, stand_in_if
 from .jvp_rules import linear
-from .ops_elementwise import agreeing_operands, broadcast_maps, lower_elementwise
+from .helpers import DYN, MAX_ELEMENTS, TOO_LARGE, agreeing_operands, bounded, broadcast_maps, check_count, \
+    copy_generic, lower_elementwise, reshape_like, shape_from, sizes_from, squeeze_generic, summed_to, \
+    truncate_float, type_shape
 from .registry import OpDef, register
-
-DYN = -2
-
-
-NEGATIVE_SIZE = "a size given at run time is negative"
-# More elements than any memory holds: checked before the sizes are multiplied into a byte count
-# that would wrap around in compiled code (and allocate too little).
-MAX_ELEMENTS = 1 << 50
-TOO_LARGE = "the sizes make more than 2**50 elements"
-
-
-def _shape_from(attr_shape, dims):
-    dims = list(dims)
-    out = []
-    for s in attr_shape:
-        out.append(int(dims.pop(0)) if s == DYN else int(s))
-        if s == DYN and out[-1] < 0:  # (NumPy would take a -1 in a reshape for "the rest")
-            raise ValueError(NEGATIVE_SIZE)
-    _check_count(out)
-    return out
-
-
-def _check_count(shape) -> None:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    if n > MAX_ELEMENTS:
-        raise ValueError(TOO_LARGE)
-
-
-def _bounded(b, sizes: list) -> list:
-    """Index sizes given at run time, all 0 (after a located failure) when together they make
-    more than MAX_ELEMENTS elements (counted in f64, which does not wrap around)."""
-    count = b.const(1.0, "f64")
-    for s in sizes:
-        i = b.unary("arith.index_cast", s, "index to i64")
-        count = b.binary("arith.mulf", count, b.unary("arith.sitofp", i, "i64 to f64"), "f64")
-    too = b.cmp("ogt", count, b.const(float(MAX_ELEMENTS), "f64"), "f64")
-    fail_if(b, too, TOO_LARGE)
-    zero = b.const(0, "index")
-    return [b.select(too, zero, s, "index") for s in sizes]
-
-
-def _type_shape(attr_shape):
-    return tuple(Sym() if s == DYN else s for s in attr_shape)
-
-
-# ---------------------------------------------------------------- pieces several lowerings and VJPs share
-
-# ---------------------------------------------------------------- pieces several lowerings and VJPs share
-
-def truncate_float(b, x, src: str, dst: str):
-    """`x` (a float of MLIR type `src`) rounded to the narrower float type `dst`. From f64 to a
-    16-bit type it goes through f32 rounded to odd (the nearest f32 toward zero, its last bit set
-    when inexact), which then rounds to the 16-bit type exactly as a direct rounding would: LLVM's
-    direct f64-to-half conversion is a call to a runtime function the JIT does not have."""
-    if not (src == "f64" and dst in ("f16", "bf16")):
-        return b.unary("arith.truncf", x, f"{src} to {dst}")
-    t = b.unary("arith.truncf", x, "f64 to f32")
-    back = b.unary("arith.extf", t, "f32 to f64")
-    bits = b.unary("arith.bitcast", t, "f32 to i32")
-    over = b.cmp("ogt", b.unary("math.absf", back, "f64"), b.unary("math.absf", x, "f64"), "f64")
-    toward_zero = b.select(over, b.binary("arith.subi", bits, b.const(1, "i32"), "i32"), bits, "i32")
-    odd = b.binary("arith.ori", toward_zero, b.const(1, "i32"), "i32")
-    inexact = b.cmp("one", back, x, "f64")
-    t = b.unary("arith.bitcast", b.select(inexact, odd, bits, "i32"), "i32 to f32")
-    return b.unary("arith.truncf", t, f"f32 to {dst}")
-
-
-def _sizes_from(b, op, attr_shape, dyn_operands):
-    """Index values for a `shape` attribute: static entries, -2 from the next i64 operand (a
-    negative one is a located error, and 0 until it is raised)."""
-    dyn = list(dyn_operands)
-    out = []
-    for s in attr_shape:
-        if s == DYN:
-            v, t = dyn.pop(0)
-            x = b.extract(v, t)
-            zero = b.const(0, "i64")
-            neg = b.cmp("slt", x, zero, "i64")
-            fail_if(b, neg, NEGATIVE_SIZE)
-            i = b.assign(f"arith.index_cast {b.select(neg, zero, x, 'i64')} : i64 to index", "i")
-            out.append(i)
-        else:
-            out.append(b.const(s, "index"))
-    return _bounded(b, out) if DYN in attr_shape else out
-
-
-def _copy_generic(b, op, x, xt, out_t, sizes, in_map):
-    e = b.empty(out_t, sizes)
-    omap = ", ".join(f"d{i}" for i in range(out_t.rank))
-    return b.generic(out_t, e, [(x, xt)], [in_map], omap, ["parallel"] * out_t.rank, lambda bb, a: a[0])
-
-
-def squeeze_generic(b, x, xt, out_t, axes):
-    """x without its size-1 `axes`, as a copy of type out_t."""
-    sizes, in_map, i = [], [], 0
-    for j in range(xt.rank):
-        if j in axes:
-            in_map.append("0")
-        else:
-            sizes.append(b.dim(x, xt, j))
-            in_map.append(f"d{i}")
-            i += 1
-    return _copy_generic(b, None, x, xt, out_t, sizes, ", ".join(in_map))
-
-
-def reshape_like(g, d, x):
-    """d (with x's number of elements) reshaped to x's shape, sizes from x at run time."""
-    shape = tuple(s if isinstance(s, int) else DYN for s in x.tt.shape)
-    sizes = [g.dim(x, i) for i, s in enumerate(x.tt.shape) if not isinstance(s, int)]
-    return g.dg_op("reshape", [d] + sizes, {"shape": shape})
 
 
 # ---------------------------------------------------------------- reshape
 def _reshape_rule(types, shape=()):
     x = types[0]
-    out = list(_type_shape(shape))
+    out = list(type_shape(shape))
     if sum(1 for d in out if d == -1) > 1:
         raise ShapeError("reshape allows at most one -1")
     if any(isinstance(d, int) and d < -1 for d in out):
@@ -153,7 +43,7 @@ def _reshape_rule(types, shape=()):
 
 
 def _reshape(x, *dims, shape=()):
-    return np.reshape(x, _shape_from(shape, dims))
+    return np.reshape(x, shape_from(shape, dims))
 
 
 def _product(b, vals: list) -> str:
@@ -204,9 +94,9 @@ def _lower_reshape(b, op):
             infer_at = k
             sizes.append(None)
         else:
-            sizes.extend(_sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
+            sizes.extend(sizes_from(b, op, [s], [dyn.pop(0)] if s == DYN else []))
     if DYN in shape:  # together too (their product must not wrap around and match x's count)
-        given = iter(_bounded(b, [s for s in sizes if s is not None]))
+        given = iter(bounded(b, [s for s in sizes if s is not None]))
         sizes = [None if s is None else next(given) for s in sizes]
     total = _product(b, [b.dim(x, xt, i) for i in range(xt.rank)])
     if infer_at is not None:
@@ -254,7 +144,7 @@ def _lower_transpose(b, op):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
-    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(f"d{inv[j]}" for j in range(xt.rank)))
+    return copy_generic(b, op, x, xt, out_t, sizes, ", ".join(f"d{inv[j]}" for j in range(xt.rank)))
 
 
 def _vjp_transpose(g, op, d):
@@ -299,7 +189,7 @@ def _lower_expand_dims(b, op):
             sizes.append(b.dim(x, xt, j))
             in_map.append(f"d{i}")
             j += 1
-    return _copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
+    return copy_generic(b, op, x, xt, out_t, sizes, ", ".join(in_map))
 
 
 register(OpDef(
@@ -354,7 +244,7 @@ register(OpDef(
 # ---------------------------------------------------------------- broadcast_to
 def _bto_rule(types, shape=()):
     x = types[0]
-    out = _type_shape(shape)
+    out = type_shape(shape)
     if len(out) < x.rank:
         raise ShapeError(f"cannot broadcast {x} to a rank-{len(out)} shape")
     for d, o in zip(x.shape[::-1], out[::-1]):
@@ -364,7 +254,7 @@ def _bto_rule(types, shape=()):
 
 
 def _bto(x, *dims, shape=()):
-    return np.broadcast_to(x, _shape_from(shape, dims))
+    return np.broadcast_to(x, shape_from(shape, dims))
 
 
 def _lower_broadcast_to(b, op):
@@ -374,11 +264,11 @@ def _lower_broadcast_to(b, op):
     uninitialised tensor of the result's sizes, so that no read leaves it."""
     x, xt = op.operands[0], op.types[0]
     out_t = op.result_types[0]
-    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    sizes = sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
     lead = out_t.rank - xt.rank
     checked = [j for j, d in enumerate(xt.shape) if d != 1 and not (isinstance(d, int) and d == out_t.shape[lead + j])]
     if not checked:
-        return _copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
+        return copy_generic(b, op, x, xt, out_t, sizes, broadcast_maps([xt], out_t)[0])
     one = b.const(1, "index")
     ones = {j: b.cmp("eq", b.dim(x, xt, j), one, "index") for j in checked}
     bads = [neither(b, b.dim(x, xt, j), sizes[lead + j]) for j in checked]
@@ -405,13 +295,6 @@ def _lower_broadcast_to(b, op):
     return b.generic(out_t, b.empty(out_t, sizes), [], [], omap, ["parallel"] * out_t.rank, body)
 
 
-def _summed_to(g, d, x):
-    """The adjoint d of a value broadcast from x, summed to x's shape. Where x has a size that only
-    the run time knows, by dg.sum_to: it may be 1 there and stretched (the autodiff pass itself
-    sums only the axes that broadcasting adds or that x declares 1)."""
-    return d if x.tt.is_static() else g.dg_op("sum_to", [d, x])
-
-
 register(OpDef(
     name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule,
     sample=lambda rng: ([rng.standard_normal((3, 1)).astype(np.float32)], {"shape": (2, 3, 4)}),
@@ -419,7 +302,7 @@ register(OpDef(
 
         %y = "dg.broadcast_to"(%x, %n) {shape = array<i64: -2, 3>} : (tensor<3xf32>, tensor<i64>) -> tensor<?x3xf32>""",
     lower=_lower_broadcast_to,
-    vjp=lambda g, op, d: [_summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1), jvp=linear(0),
+    vjp=lambda g, op, d: [summed_to(g, d, op.operands[0])] + [None] * (len(op.operands) - 1), jvp=linear(0),
 ))
 
 
@@ -1029,7 +912,7 @@ def _vjp_setitem(g, op, d):
     if any(s[0] == "t" for s in spec):
         _no_tensor_index(op, "assignment")
     dx = g.dg_op("setitem", [d, g.const(0.0, d)] + dyn, {"spec": spec})
-    dv = _summed_to(g, g.dg_op("getitem", [d] + dyn, {"spec": spec}), v)
+    dv = summed_to(g, g.dg_op("getitem", [d] + dyn, {"spec": spec}), v)
     return [dx, dv] + [None] * len(dyn)
 
 
@@ -1080,11 +963,11 @@ def _full_rule(types, shape=()):
             raise ShapeError(f"a size must be an integer scalar, got {t}")
     if any(s < 0 and s != DYN for s in shape):
         raise ShapeError(f"negative size in shape {list(shape)}")
-    return TensorType(v.dtype, _type_shape(shape))
+    return TensorType(v.dtype, type_shape(shape))
 
 
 def _full(v, *dims, shape=()):
-    sh = _shape_from(shape, dims)
+    sh = shape_from(shape, dims)
     if any(s < 0 for s in sh):
         raise ValueError(f"negative size in shape {sh}")
     return np.full(sh, v, dtype=v.dtype)
@@ -1093,7 +976,7 @@ def _full(v, *dims, shape=()):
 def _lower_full(b, op):
     t = op.result_types[0]
     v = b.extract(op.operands[0], op.types[0])
-    sizes = _sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
+    sizes = sizes_from(b, op, op.attrs["shape"], zip(op.operands[1:], op.types[1:]))
     return b.fill(t, sizes, v)
 
 
@@ -1119,7 +1002,7 @@ def _arange_rule(types, size=DYN, dtype="i64"):
 def _arange(start, stop, step, size=DYN, dtype="i64"):
     if step == 0:
         raise ValueError("arange: step cannot be zero")
-    _check_count([max(0, -((int(start) - int(stop)) // int(step)))])
+    check_count([max(0, -((int(start) - int(stop)) // int(step)))])
     return np.arange(start, stop, step).astype(np_dtype(dtype))
 
 
@@ -1172,7 +1055,7 @@ def _eye_rule(types, size=DYN, dtype=np.float32):
 
 
 def _eye(n, size=DYN, dtype=np.float32):
-    _check_count([max(0, int(n))] * 2)
+    check_count([max(0, int(n))] * 2)
     return np.eye(int(n), dtype=np_dtype(dtype))
 
 
@@ -1183,7 +1066,7 @@ def _lower_eye(b, op):
     negative = b.cmp("slt", ni, b.const(0, "index"), "index")
     fail_if(b, negative, "ValueError: negative dimensions are not allowed")
     ni = b.binary("arith.maxsi", ni, b.const(0, "index"), "index")
-    ni, _ = _bounded(b, [ni, ni])
+    ni, _ = bounded(b, [ni, ni])
     e = b.empty(out_t, [ni, ni])
     ety = out_t.element
     one, zero = b.const(1.0 if ety[0] in "fb" else 1, ety), b.const(0.0 if ety[0] in "fb" else 0, ety)
@@ -1230,7 +1113,7 @@ register(OpDef(
 
 
 def _undef_rule(types, shape=(), dtype=np.float32):
-    return TensorType(dtype, _type_shape(shape))
+    return TensorType(dtype, type_shape(shape))
 
 
 def _undef(shape=(), dtype=np.float32):

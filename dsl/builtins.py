@@ -11,7 +11,7 @@ import numpy as np
 
 from dg.core.types import DTYPES, ShapeError, is_bool, is_float, is_int, promote, py_cast, scalar
 from dg.dialects import OPS
-from dg.dialects.ops_shape import DYN
+from dg.dialects.helpers import DYN
 
 from . import ast as A
 from .values import (POISON, CheckpointRef, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, describe_structure,

@@ -22,7 +22,7 @@ from dg.core.abi import GUARDED, LONGJMP, SETJMP
 from dg.core.attrs import set_table
 from dg.core.locations import loc_of, loc_row
 from dg.core.mlir import append_parsed, create, defining_op, function_bodies, ir, operations_under, static_elements
-from dg.dialects.ops_shape import MAX_ELEMENTS
+from dg.dialects.helpers import MAX_ELEMENTS
 
 from .parallel import PREFIX as PARALLEL_LOOPS
 

@@ -9,7 +9,7 @@ them (dg runs no cse: see runtime/cpu.py). `fold_full_slices(module)`
 replaces each `tensor.extract_slice` that starts at 0, has unit strides and takes
 on every axis the source's own size (a static size, `tensor.dim` of the source on
 that axis, or the value the source's size was made from) by its source. The run-time size checks of element-wise ops and
-matmul (dialects/ops_elementwise.agreeing_operands) slice operands to the
+matmul (dialects/helpers.agreeing_operands) slice operands to the
 smallest of their sizes; where canonicalization proves the sizes equal, the
 slices take everything, and MLIR does not fold slices with dynamic sizes.
 """

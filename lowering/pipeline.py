@@ -1,10 +1,12 @@
 """The one ordered pipeline: every stage of dg, every pass in the order it runs.
 
     dg ─autodiff─▶ grad ─canonicalize, cse─▶ opt
-                    ├─ CPU: to-linalg ─▶ linalg ─only-entry … bufferize─▶ bufferized
+                    ├─ CPU: to-linalg, convolutions-as-matmuls, tiled-max-pool-grads ─▶ linalg
+                    │                      ─only-entry … bufferize─▶ bufferized
                     │                      ─link-names … to-llvm, guard-allocations─▶ llvm
-                    └─ GPU: to-linalg{target=cuda}, only-entry … bufferize, split-leading-reductions,
-                              cublas-matmuls, gpu-matmuls, to-parallel-loops, flatten-parallel-loops, to-kernels
+                    └─ GPU: to-linalg{target=cuda}, tiled-max-pool-grads, only-entry … bufferize,
+                              split-leading-reductions, cublas-matmuls, gpu-matmuls, to-parallel-loops,
+                              flatten-parallel-loops, to-kernels
                                                    ─▶ gpu ─(NVVM, llvmlite)─▶ ptx
                                                           └─ wait-for-kernels, launches-to-calls …
                                                              to-llvm, cuda-runtime─▶ cuda (host)
@@ -36,6 +38,7 @@ from . import (
     blas,
     call_copies,
     collectives,
+    convolutions,
     copies,
     cpu,
     cuda_host,
@@ -50,6 +53,7 @@ from . import (
     inlining,
     instrument,
     parallel,
+    pool_grads,
     reductions,
     repeats,
     reshapes,
@@ -128,6 +132,10 @@ PASSES = {
     "verify": verify.verify_module,
     "autodiff": ad.run,
     "to-linalg": to_linalg.run,
+    # The strategies of ops whose plain form to-linalg marks (the CPU's; the GPU's stage runs the
+    # second too)
+    "convolutions-as-matmuls": convolutions.convolutions_as_matmuls,
+    "tiled-max-pool-grads": pool_grads.tiled_max_pool_grads,
     "only-entry": cpu.only_entry,
     "inline-and-simplify": inlining.inline_and_simplify,
     "share-argument-dims": _share_argument_dims,
@@ -178,7 +186,7 @@ STAGES = {
     "dg": (None, ["verify"]),
     "grad": ("dg", ["autodiff"]),
     "opt": ("grad", ["canonicalize", "cse"]),
-    "linalg": ("grad", ["to-linalg"]),
+    "linalg": ("grad", ["to-linalg", "convolutions-as-matmuls", "tiled-max-pool-grads"]),
     "bufferized": ("linalg", BUFFERIZED),
     "llvm": ("bufferized", ["stoppable-loops", "mpi-collectives", "link-names", "define-runtime-functions", "blas-matmuls", "fuse-gemm-updates",
                             "reshapes-as-views", "strided-copies-as-loops", "reassociate-reductions", "split-leading-reductions",
@@ -187,7 +195,7 @@ STAGES = {
                             "function-attributes"]),
     # (Reductions along leading axes in parts, one thread's each: a float32 sum of millions of
     # elements would round as one running sum on the host.)
-    "gpu": ("grad", ["to-linalg{target=cuda}", *BUFFERIZED, f"split-leading-reductions{{chunks={gpu.REDUCTION_PARTS}}}",
+    "gpu": ("grad", ["to-linalg{target=cuda}", "tiled-max-pool-grads", *BUFFERIZED, f"split-leading-reductions{{chunks={gpu.REDUCTION_PARTS}}}",
                      "cublas-matmuls", "gpu-matmuls", "to-parallel-loops", "flatten-parallel-loops",
                      "to-kernels"]),
     # The host side of the `gpu` stage for the CUDA executor: launches through the driver, then

@@ -21,8 +21,7 @@ import re
 
 from dg.core.abi import GRAIN
 from dg.core.mlir import downcast, ir, operations_under, static_elements
-from dg.dialects.ops_reduce import _int_limits
-from dg.dialects.ops_shape import MAX_ELEMENTS
+from dg.dialects.helpers import MAX_ELEMENTS, int_limits
 
 from .parallel import outermost
 
@@ -39,7 +38,7 @@ def _identity(op: str, elt: str) -> str | None:
                 "arith.maximumf": _INF[elt][1], "arith.maxnumf": _INF[elt][1],
                 "arith.minimumf": _INF[elt][0], "arith.minnumf": _INF[elt][0]}.get(op)
     if elt in ("i32", "i64"):
-        smallest, largest = _int_limits(elt)
+        smallest, largest = int_limits(elt)
         return {"arith.addi": "0", "arith.muli": "1", "arith.ori": "0", "arith.xori": "0",
                 "arith.maxsi": str(smallest), "arith.minsi": str(largest)}.get(op)
     return None

@@ -24,7 +24,7 @@ from dg.core.errors import DgError, DgRuntimeError, Loc, with_call_stack
 from dg.core.locations import loc_of
 from dg.core.mlir import ir
 from dg.core.types import parse_mlir_type
-from dg.dialects.ops_elementwise import first_member, unknown_groups
+from dg.dialects.helpers import first_member, unknown_groups
 from dg.dialects.ops_misc import _print, failure_message
 from dg.dialects.registry import OPS
 

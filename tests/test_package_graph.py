@@ -105,6 +105,16 @@ def test_the_modules_of_a_folder_form_no_cycle(layer):
     assert done == set(graph)  # every module was reached, none on a cycle
 
 
+def test_op_families_share_only_through_helpers():
+    """An op family (dialects/ops_*.py) imports no other family: what several share is public in
+    dialects/helpers.py."""
+    crossing = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target}"
+                for layer, path, name in _modules() if layer == "dialects" and path.name.startswith("ops_")
+                for node, _, target in _imports(path, name)
+                if target.startswith("dg.dialects.ops_") and target != name]
+    assert not crossing, "\n".join(crossing)
+
+
 def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     """A module of core/ that imports lowering/, and one that imports inside a function, are caught."""
     (tmp_path / "core" / "sub").mkdir(parents=True)

@@ -117,7 +117,7 @@ def test_every_op_has_an_ir_example_that_verifies(name):
 def test_a_targets_own_lowering_is_the_one_its_pipeline_takes(monkeypatch):
     """`lower_for[target]` replaces `lower` in that target's to-linalg, and only there."""
     from dg.dialects.dialect import parse
-    from dg.dialects.ops_elementwise import lower_elementwise
+    from dg.dialects.helpers import lower_elementwise
     from dg.lowering.pipeline import run_passes
 
     on_gpu = lower_elementwise(lambda b, kind, ety, args, op: b.binary("arith.subf", b.const(0.0, ety), args[0], ety))

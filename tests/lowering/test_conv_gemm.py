@@ -1,6 +1,8 @@
-"""Compiled CPU convolutions are gemms: conv2d and its two gradients lower (groups = 1) to an
-im2col copy and one `linalg.matmul` each, which the blas-matmuls pass makes a BLAS call, reading
-the operands its indexing maps transpose as transposed views."""
+"""Compiled CPU convolutions are gemms: the convolutions-as-matmuls pass makes conv2d and its two
+gradients (groups = 1) an im2col copy and one `linalg.matmul` each, which the blas-matmuls pass
+makes a BLAS call, reading the operands its indexing maps transpose as transposed views; and the
+tiled-max-pool-grads pass makes the gradient of a max pool whose windows tile the input one
+element-wise generic."""
 import numpy as np
 import pytest
 
