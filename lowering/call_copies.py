@@ -15,10 +15,17 @@ passed for written: it copies them all. A recursive model's parameters were copi
 call (the Tree-LSTM gradient of benchmarks/compile.py: 14 copies before each of its calls of
 the forward, 172 copies in all). dg finds which arguments each function may write
 (`written_arguments`, through the calls it makes, a function that calls itself included).
+
+A copy is also dropped where the callee writes the buffer but the caller hands it over: the
+buffer copied from is the caller's to write (made by it, an argument of a private function, or
+what a call of such gave back), and nothing reads it, or anything that may be it, once the call
+is made (the call's own results, the buffer as the callee left it, excepted), with no loop
+between its making and the call. A gradient's shadow passed down a recursion (lowering/ad) is
+so written in place at every depth, not copied at each call.
 """
 from __future__ import annotations
 
-from dg.core.mlir import defining_op, downcast, function_bodies, ir, operations_under, user
+from dg.core.mlir import defining_op, downcast, function_bodies, ir, is_function_argument, is_private, operations_under, user
 
 from .deallocs import FRESH, VIEWS, base, returned_arguments
 
@@ -95,11 +102,181 @@ def drop_call_copies(m) -> int:
     written = written_arguments(m, returns)
     dropped = 0
     for body in function_bodies(m):
+        own = is_private(body.owner.operation if hasattr(body.owner, "operation") else body.owner)
         for call in [op for op in operations_under(body) if op.name == "func.call"]:
             callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
             if callee in written:
                 dropped += _drop(call, written[callee], returns.get(callee))
+                dropped += _hand_over(call, written[callee], returns, own)
     return dropped
+
+
+_LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
+
+
+def _copies_before(call) -> dict:
+    """The buffers just allocated and copied into before `call` (nothing that writes memory
+    between): buffer -> its copy."""
+    ops = [op.operation for op in call.block.operations]
+    k = next(i for i, op in enumerate(ops) if op == call) - 1
+    copies: dict = {}
+    while k >= 0 and ops[k].name in _BETWEEN:
+        op = ops[k]
+        if op.name == "memref.copy":
+            into = defining_op(op.operands[1])
+            if into is None or into.name != "memref.alloc":
+                break
+            copies[op.operands[1]] = op
+        k -= 1
+    return copies
+
+
+def _roots(v, returns: dict, own_args: bool) -> list | None:
+    """The buffers `v` may be, each the caller's to write (None if one may not be): made here
+    (memref.alloc), an argument of a private function (`own_args`), given back by a call
+    (fresh, or what it was passed at the positions it may return, in turn), or what either
+    branch of an scf.if yields."""
+    v = base(v)
+    op = defining_op(v)
+    if op is None:
+        return [v] if own_args and is_function_argument(v) else None
+    if op.name == "memref.alloc":
+        return [v]
+    if op.name == "func.call":
+        returned = returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        if returned is None:
+            return None
+        found = [v]
+        for p in (() if returned == FRESH else returned):
+            more = _roots(op.operands[p], returns, own_args)
+            if more is None:
+                return None
+            found += more
+        return found
+    if op.name == "scf.if":  # what either branch yields
+        at = next(i for i, r in enumerate(op.results) if r == v)
+        found = [v]
+        for region in op.regions:
+            block = region.blocks[0]
+            ops = list(block.operations)
+            more = _roots(ops[-1].operands[at], returns, own_args) if ops else None
+            if more is None:
+                return None
+            found += more
+        return found
+    return None
+
+
+def _aliases(roots: list, call, returns: dict) -> list | None:
+    """Every value that may be one of `roots` (views, selects, what calls give back and branches
+    yield), not through `call`'s results; None where one may be carried by a loop."""
+    seen, todo = [], list(roots)
+    while todo:
+        v = todo.pop()
+        if any(v == s for s in seen):
+            continue
+        seen.append(v)
+        for use in v.uses:
+            op, at = user(use), use.operand_number
+            if op == call:
+                continue
+            if op.name in VIEWS or op.name == "arith.select":
+                todo += [r for r in op.results if isinstance(downcast(r.type), ir.MemRefType)]
+            elif op.name == "func.call":
+                returned = returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+                if returned is None or returned != FRESH and at in returned:
+                    todo += [r for r in op.results if isinstance(downcast(r.type), ir.MemRefType)]
+            elif op.name in ("scf.yield", "scf.condition"):
+                parent = op.parent
+                parent = getattr(parent, "operation", parent)
+                if parent.name != "scf.if":
+                    return None
+                if not _on_the_other_branch(op, parent, call):  # (there the call does not run)
+                    todo.append(parent.results[at])
+            elif op.name in _LOOPS:
+                return None
+    return seen
+
+
+def _on_the_other_branch(yield_op, branch, call) -> bool:
+    """Whether `call` is inside the scf.if `branch`, in the other region than `yield_op`."""
+    mine = _chain(call)
+    if not any(x == branch for x in mine):
+        return False
+    inside = next(x for x in reversed(mine) if x == branch)  # (noqa: the if itself)
+    region_of_call = next(x for x in mine if x.parent is not None and getattr(x.parent, "operation", x.parent) == inside)
+    return region_of_call.block != yield_op.block
+
+
+def _chain(op) -> list:
+    """op and the ops it is nested in, innermost first (the function excepted)."""
+    out = []
+    while op is not None and op.name != "func.func":
+        out.append(op)
+        parent = op.parent
+        op = getattr(parent, "operation", parent)
+    return out
+
+
+def _after(u, call) -> bool:
+    """Whether op `u` may run after `call` (no loop holds both: see _hand_over)."""
+    mine = _chain(call)
+    theirs = _chain(u)
+    for x in mine:
+        for y in theirs:
+            if y.block == x.block:
+                if y == x:  # u in another region of x than the call's: another branch of an scf.if
+                    return x.name in _LOOPS or (x != call and x.name != "scf.if")
+                ops = [o.operation for o in x.block.operations]
+                return next(i for i, o in enumerate(ops) if o == y) > next(i for i, o in enumerate(ops) if o == x)
+    return False
+
+
+def _hand_over(call, written: frozenset, returns: dict, own_args: bool) -> int:
+    """Drop the copies made before `call` of buffers that the callee writes (`written`) where the
+    caller hands the buffer over (see the module's doc)."""
+    copies = _copies_before(call)
+    if not copies:
+        return 0
+    dropped = 0
+    for at in sorted(written):
+        v = call.operands[at]
+        copy = copies.get(v)
+        if copy is None:
+            continue
+        src = copy.operands[0]
+        if src.type != v.type or len(list(v.uses)) != 2:
+            continue
+        roots = _roots(src, returns, own_args)
+        if roots is None or any(_in_loop_below(call, r) for r in roots):
+            continue
+        aliases = _aliases(roots, call, returns)
+        if aliases is None:
+            continue
+        others = [o for i, o in enumerate(call.operands) if i != at]
+        if any(any(o == a for a in aliases) or base(o) == base(src) for o in others):
+            continue
+        if any(_after(user(u), call) for a in aliases for u in a.uses if user(u) != copy and user(u) != call):
+            continue
+        alloc = defining_op(v)
+        call.operands[at] = src
+        copy.erase()
+        alloc.erase()
+        dropped += 1
+    return dropped
+
+
+def _in_loop_below(call, root) -> bool:
+    """Whether a loop holds `call` but not the making of `root` (a function's argument: made
+    before everything)."""
+    op = defining_op(root)
+    home = op.block if op is not None else None
+    for x in _chain(call)[1:]:
+        if home is not None and any(o.operation == x for o in home.operations):
+            return False
+        if x.name in _LOOPS:
+            return True
+    return False
 
 
 def _drop(call, written: frozenset, returned) -> int:

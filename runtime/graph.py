@@ -60,7 +60,7 @@ CONSTANTS = ("dg.constant", "arith.constant", "dg.undef")
 LOOKED_THROUGH = ("dg.to_i1", "dg.to_index", "dg.from_index")  # and every arith op: index arithmetic
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "mod": "%",
          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-GRADIENTS = re.compile(r"(.+?)__(grad|value_and_grad|vjp)(?:_\d+|_none)*_*")
+GRADIENTS = re.compile(r"(.+?)__(grad|value_and_grad|vjp)(?:_\d+|_none)*(?:_ck\d+)?(?:_sh)?_*")
 
 FORWARD = {"shape": "box", "style": "rounded,filled", "fillcolor": "#e8f0fe", "color": "#3b6fb6"}
 BACKWARD = {"shape": "box", "style": "rounded,filled", "fillcolor": "#fde8e4", "color": "#c0392b"}
@@ -151,7 +151,7 @@ def _draw(ir_text: str, name: str, params: list, grad) -> Graph:
     text, sym = gradient_module(funcs, entry.sym, mask)
     funcs = read_module(parse(text))
     vjp = next(f for f in funcs if f.sym == sym)
-    seeds = vjp.body.args[len(params):len(vjp.body.args) - len(mask)]  # (the cotangents, not the shadows)
+    seeds = vjp.body.args[len(params):]
     names = params + ["∂ result" if len(seeds) == 1 else f"∂ result {i}" for i in range(len(seeds))]
     title = f"gradient of {name} with respect to {', '.join(params[i] for i in mask)}"
     outputs = [None] * len(entry.result_types) + [f"∂ {params[i]}" for i in mask]

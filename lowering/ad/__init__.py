@@ -121,8 +121,7 @@ def define(mod: Derivatives, sym: str) -> None:
         cts = [w.const(1.0, Value(target.result_types[0]).tt)]
     core = vjp_function(mod, of, tuple(wrt))
     out_types = list(target.result_types) + [target.args[i].type for i in wrt]
-    shadows = [w.zeros_like(args[i]) for i in wrt]
-    outs = w.op("func.call", args[:n] + cts + shadows, out_types, {"callee": f"@{core}"})
+    outs = w.op("func.call", args[:n] + cts, out_types, {"callee": f"@{core}"})
     values, grads = outs[:len(target.result_types)], outs[len(target.result_types):]
     w.op("func.return", grads if kind in ("grad", "vjp") else values + grads, [])
     mod.write(sym, args, f.result_types, f.loc, w)

@@ -2,13 +2,16 @@
 
 Expects: a `Derivatives` module (lowering/ad/module.py) holding the function.
 Guarantees: `vjp_function(mod, f, mask)` writes `f__vjp_<mask>(args,
-cotangents, shadows) -> (results, shadows)` (with `_ck<c>` when its loops
-keep c snapshots) and the VJP functions of what it calls, and returns its
-name. A shadow is the gradient of an argument in the mask accumulated so far
-(as Enzyme's duplicated arguments): the function adds its share into it and
-gives it back, so that a gradient passed down through calls and recursion
-is made once by the outermost caller, and a row that a callee reads adds
-its row, not a fresh full-size gradient per call added up the recursion.
+cotangents) -> (results, gradients)` (with `_ck<c>` when its loops keep c
+snapshots) and the VJP functions of what it calls, and returns its name.
+Those it calls take shadows too: `g__vjp_<mask>_sh(args, cotangents,
+shadows) -> (results, shadows)`. A shadow is the gradient of an argument in
+the mask accumulated so far (as Enzyme's duplicated arguments): the function
+adds its share into it and gives it back, so that a gradient passed down
+through calls and recursion is made once, by the outermost gradient, and a
+row that a callee reads adds its row, not a fresh full-size gradient per
+call added up the recursion. (The outermost function has none: its
+gradients start from its own contributions, not from zeros added to.)
 
 How (a forward sweep, then a reverse sweep, over one `Sweep`):
 - The forward sweep copies f's body. Each `scf.for` at the level being swept
@@ -59,21 +62,23 @@ from .module import Derivatives, copy_block, copy_op, unquoted
 from .sweep import Sweep, accumulate, arith, by_slot, countdown, index, op_view, read_tape, tape_value, trip_count
 
 
-def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0) -> str:
+def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0, shadowed: bool = False) -> str:
     """The name of `sym`'s VJP function with respect to the arguments in `mask`, its loops
-    keeping `slots` snapshots (0: taped in full); written first if it is not yet."""
+    keeping `slots` snapshots (0: taped in full), taking shadows if `shadowed`; written first if
+    it is not yet."""
     ck = mod.checkpointed(sym)
     if ck is not None:  # the function's gradient, its loops checkpointed
-        return vjp_function(mod, ck[0], mask, ck[1] or slots)
-    key = (sym, mask, slots)
+        return vjp_function(mod, ck[0], mask, ck[1] or slots, shadowed)
+    key = (sym, mask, slots, shadowed)
     if key in mod.names:
         return mod.names[key]
-    name, f = mod.derive(key, sym, "vjp", mask, "differentiate with respect to", f"_ck{slots}" if slots else "")
+    suffix = (f"_ck{slots}" if slots else "") + ("_sh" if shadowed else "")
+    name, f = mod.derive(key, sym, "vjp", mask, "differentiate with respect to", suffix)
     w, env, args = mod.start(f)
     ret = f.body.ops[-1]
     float_results = [i for i, o in enumerate(ret.operands) if is_float(o)]
     cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
-    shadows = [w.value(f.args[i].type, "shadow") for i in mask]
+    shadows = [w.value(f.args[i].type, "shadow") for i in mask] if shadowed else []
     s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}), slots)
     info = forward_sweep(s, f.body, env, w, effects=True)
     results = [env[o] for o in ret.operands]
@@ -83,7 +88,8 @@ def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0) -> str
             accumulate(w, adj, ret.operands[i], ct, env[ret.operands[i]])
     reverse_sweep(s, f.body, env, adj, w, info)
     w.loc = f.loc
-    w.op("func.return", results + [adj[f.args[i]] for i in mask], [])
+    grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
+    w.op("func.return", results + grads, [])
     mod.write(name, args + cts + shadows, f.result_types + [f.args[i].type for i in mask], f.loc, w)
     return name
 
@@ -233,7 +239,7 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
     douts = [adj.get(r) for r in op.results if is_float(r)]
     if not mask or all(d is None for d in douts):
         return
-    core = vjp_function(s.mod, unquoted(op.attrs["callee"]).lstrip("@"), mask, s.slots)
+    core = vjp_function(s.mod, unquoted(op.attrs["callee"]).lstrip("@"), mask, s.slots, shadowed=True)
     fl = [r for r in op.results if is_float(r)]
     cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
     w.loc = backward_loc(op.loc)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dg
-from dg.core.mlir import operations_under, user
+from dg.core.mlir import function_bodies, operations_under, user
 from dg.dialects.dialect import parse
 from dg.lowering import call_copies, deallocs, pipeline
 from dg.runtime.modes import grad_text
@@ -182,3 +182,102 @@ func.func private @pick(%a: memref<4xf32>, %b: memref<4xf32>, %c: i1) -> memref<
 """)
     with m.context:
         assert deallocs.returned_arguments(m) == {"pick": frozenset([0, 1])}
+
+
+HANDED = """
+func.func private @bump(%a: memref<4xf32>) -> memref<4xf32> {
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %a[%c0] : memref<4xf32>
+  return %a : memref<4xf32>
+}
+func.func private @hands(%x: memref<4xf32>) -> memref<4xf32> {
+  %a = memref.alloc() : memref<4xf32>
+  memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+  %r = func.call @bump(%a) : (memref<4xf32>) -> memref<4xf32>
+  %b = memref.alloc() : memref<4xf32>
+  memref.copy %r, %b : memref<4xf32> to memref<4xf32>
+  %s = func.call @bump(%b) : (memref<4xf32>) -> memref<4xf32>
+  return %s : memref<4xf32>
+}
+func.func private @keeps(%x: memref<4xf32>) -> (memref<4xf32>, f32) {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc() : memref<4xf32>
+  memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+  %r = func.call @bump(%a) : (memref<4xf32>) -> memref<4xf32>
+  %v = memref.load %x[%c0] : memref<4xf32>
+  return %r, %v : memref<4xf32>, f32
+}
+func.func private @branches(%x: memref<4xf32>, %c: i1) -> memref<4xf32> {
+  %r = scf.if %c -> memref<4xf32> {
+    %a = memref.alloc() : memref<4xf32>
+    memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+    %s = func.call @bump(%a) : (memref<4xf32>) -> memref<4xf32>
+    scf.yield %s : memref<4xf32>
+  } else {
+    scf.yield %x : memref<4xf32>
+  }
+  return %r : memref<4xf32>
+}
+func.func private @looped(%x: memref<4xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %a = memref.alloc() : memref<4xf32>
+    memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+    %r = func.call @bump(%a) : (memref<4xf32>) -> memref<4xf32>
+  }
+  return
+}
+func.func @entry(%x: memref<4xf32>) -> memref<4xf32> {
+  %a = memref.alloc() : memref<4xf32>
+  memref.copy %x, %a : memref<4xf32> to memref<4xf32>
+  %r = func.call @bump(%a) : (memref<4xf32>) -> memref<4xf32>
+  return %r : memref<4xf32>
+}
+"""
+
+
+def test_a_buffer_the_caller_hands_over_is_written_in_place():
+    """A callee that writes its argument gets the caller's own buffer, not a copy, where nothing
+    reads that buffer once the call is made: a private function's argument (@hands, both calls:
+    the second is given what the first gave back), also inside a branch whose other side yields
+    the argument (@branches). Kept: where the caller reads the argument after the call (@keeps),
+    where the call is in a loop (@looped: the next iteration would see the write), and where the
+    buffer is the caller's caller's (@entry, public)."""
+    m = parse(HANDED)
+    with m.context:
+        assert call_copies.drop_call_copies(m) == 3
+    calls = {ir_name: [str(op).split(" : ")[0] for op in operations_under(body) if op.name == "func.call"]
+             for ir_name, body in ((str(b.owner.attributes["sym_name"]).strip('"'), b) for b in function_bodies(m))}
+    assert calls["hands"] == ["%0 = func.call @bump(%arg0)", "%1 = func.call @bump(%0)"], calls["hands"]
+    assert calls["branches"] == ["%1 = func.call @bump(%arg0)"], calls["branches"]
+    assert calls["keeps"] == ["%0 = func.call @bump(%alloc)"], calls["keeps"]
+    assert calls["looped"] == ["%0 = func.call @bump(%alloc)"], calls["looped"]
+    assert calls["entry"] == ["%0 = func.call @bump(%alloc)"], calls["entry"]
+
+
+def test_a_gradients_shadow_goes_down_a_recursion_uncopied():
+    """The gradient of a recursive function with respect to a table it reads rows of: the
+    shadow (lowering/ad) is handed to each recursive call, not copied, and the gradient is the
+    interpreter's."""
+    src = ("def node(E: f32[?, ?], left: i64[?], n: i64) -> f32[?]:\n"
+           "    if left[n] < 0:\n"
+           "        return tanh(E[n])\n"
+           "    return node(E, left, left[n]) * 0.5 + tanh(E[n])\n"
+           "def loss(E: f32[?, ?], left: i64[?]) -> f32:\n"
+           "    return sum(node(E, left, left.shape[0] - 1))\n"
+           "def g(E: f32[?, ?], left: i64[?]) -> f32[?, ?]:\n"
+           "    return grad(loss)(E, left)\n")
+    E = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    left = np.array([-1, 0, 1, 2, 3], np.int64)
+    m = {mode: dg.loads(src, mode=mode, filename="shadow.dg") for mode in ("interp", "compiled")}
+    np.testing.assert_allclose(m["compiled"].g(E, left), m["interp"].g(E, left), rtol=1e-5, atol=1e-6)
+    assert _copies_into_calls(m["compiled"].g, (E, left)) == 0
+    bufferized = pipeline.run_stage(parse(grad_text(m["compiled"].g._last)), "bufferized", start="grad",
+                                    entry=m["compiled"].g._last.symbol)
+    (reverse,) = [b for b in function_bodies(bufferized) if "__vjp_" in str(b.owner.attributes["sym_name"])
+                  and "_sh" in str(b.owner.attributes["sym_name"])]
+    table_sized = [str(op) for op in operations_under(reverse) if op.name == "memref.alloc"
+                   and "?x?" in str(op.result.type)]
+    assert not table_sized, table_sized  # (a fresh gradient of E per call, before)
