@@ -1,5 +1,5 @@
-"""checkpoint(f) and checkpoint(f, slots=c): the same gradients as without, to rounding, in every
-mode, through `for`, `while`, `break`, `continue`, early `return`, calls and recursion; and what
+"""checkpoint(f) and checkpoint(f, slots=c): the same gradients as without, to rounding, and
+those of finite differences of a NumPy re-implementation, in every mode, through `for`, `while`, `break`, `continue`, early `return`, calls and recursion; and what
 the reverse sweep keeps (`dg.saved_residuals`): c snapshots per loop, whatever its trip count."""
 import os
 
@@ -8,7 +8,7 @@ import pytest
 
 import dg
 
-from .util import load_src
+from .util import FRONT_END_MODE, load_src, made_no_code
 
 SRC = """
 def stepped(x: f64[?], w: f64[?], n: i64) -> f64:
@@ -80,17 +80,91 @@ def _module(mode):
     return load_src(SRC + "\n" + "\n".join(extra), mode)
 
 
+def _stepped(x, w, n):
+    y = x
+    for _ in range(n):
+        y = 0.9 * y + 0.1 * np.sin(y * w)
+    return np.sum(y * y)
+
+
+def _skipping(x, w, n):
+    y = x
+    for i in range(n):
+        if i % 3 == 1:
+            continue
+        y = 0.9 * y + 0.1 * np.cos(y + w * float(i))
+        if np.sum(y) > 1000.0:
+            break
+    return np.sum(y * w)
+
+
+def _early(x, w, n):
+    y, k = x, 0
+    while True:
+        y = np.tanh(y * w + 0.1)
+        k += 1
+        if k >= n:
+            return np.sum(y) * 2.0
+        if np.sum(y) > 1000.0:
+            return 0.0
+
+
+def _nested(x, w, n):
+    y = x
+    for i in range(n):
+        for _ in range(i % 4 + 1):
+            y = y + 0.05 * np.sin(y * w)
+    return np.sum(y)
+
+
+def _recursive(x, w, n):
+    if n == 0:
+        return np.sum(x * w)
+    y = x
+    for _ in range(3):
+        y = 0.8 * y + 0.2 * np.tanh(y * w)
+    return _recursive(y, w, n - 1)
+
+
+REFERENCES = {"stepped": _stepped, "skipping": _skipping, "early": _early, "nested": _nested, "recursive": _recursive}
+
+
+def _differences(f, x, w, n, h=1e-4):
+    """(d f / d x, d f / d w) of the NumPy reference, by the five-point stencil in float64: its error
+    h^4 f^(5) / 30 (f^(5) grows with the trip count: 1e-3 was too coarse at 64) and rounding
+    1.5 eps |f| / h, about 1e-11."""
+    out = []
+    for k, a in enumerate((x, w)):
+        g = np.zeros_like(a)
+        for i in range(a.size):
+            def at(t):
+                b = a.copy()
+                b[i] += t
+                return f(*((b, w) if k == 0 else (x, b)), n)
+            g[i] = (-at(2 * h) + 8 * at(h) - 8 * at(-h) + at(-2 * h)) / (12 * h)
+        out.append(g)
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("n", [0, 1, 5, 17, 64])
-def test_checkpointed_gradients_equal_the_taped_ones(mode, name, n):
+def test_checkpointed_gradients_equal_the_taped_ones_and_finite_differences(mode, name, n):
+    """Each program's value is its NumPy re-implementation's; its gradients, taped and checkpointed
+    with every number of slots, are those of finite differences of that re-implementation, and the
+    checkpointed ones are the taped ones to rounding."""
     m = _module(mode)
     rng = np.random.default_rng(n)
     x, w = rng.standard_normal(6) * 0.5, rng.standard_normal(6)
+    np.testing.assert_allclose(getattr(m, name)(x, w, n), REFERENCES[name](x, w, n), rtol=1e-13, atol=1e-15)
+    fd = _differences(REFERENCES[name], x, w, n)
     want = getattr(m, f"{name}_plain")(x, w, n)
+    for g, d in zip(want, fd):
+        np.testing.assert_allclose(g, d, rtol=1e-8, atol=1e-10, err_msg=f"{name} taped n={n}")
     for tag in ("ck", "ck2", "ck4", "ck6"):
         got = getattr(m, f"{name}_{tag}")(x, w, n)
-        for g, h in zip(got, want):
+        for g, h, d in zip(got, want, fd):
             np.testing.assert_allclose(g, h, rtol=1e-13, atol=1e-15, err_msg=f"{name} {tag} n={n}")
+            np.testing.assert_allclose(g, d, rtol=1e-8, atol=1e-10, err_msg=f"{name} {tag} n={n}: finite differences")
 
 
 def test_checkpointed_gradient_matches_differences(mode):
@@ -118,10 +192,11 @@ def test_python_checkpoint_is_usable_wherever_the_function_is(mode):
         dg.checkpoint(m.stepped, slots=1)
 
 
-def test_slots_below_two_are_a_located_error(mode):
+def test_slots_below_two_are_a_located_error():
+    """An error of the front end, before any code is made: one run stands for every mode."""
     src = "def f(x: f32) -> f32:\n    return x * x\ndef g(x: f32) -> f32:\n    return grad(checkpoint(f, slots=1))(x)\n"
-    with pytest.raises(dg.DgError, match=r"ck_bad\.dg:4:\d+: error: checkpoint\(\): slots must be at least 2"):
-        load_src(src, mode, filename="ck_bad.dg").g(np.float32(1.0))
+    with made_no_code(), pytest.raises(dg.DgError, match=r"ck_bad\.dg:4:\d+: error: checkpoint\(\): slots must be at least 2"):
+        load_src(src, FRONT_END_MODE, filename="ck_bad.dg").g(np.float32(1.0))
 
 
 def _kept(r, kind):

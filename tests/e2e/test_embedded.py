@@ -12,7 +12,7 @@ import pytest
 
 import dg
 
-from .util import check, dg_mode, randn
+from .util import FRONT_END_MODE, check, dg_mode, made_no_code, randn
 
 F32, F64, I64 = np.float32, np.float64, np.int64
 
@@ -128,12 +128,12 @@ def test_embedded_assert_location(mode):
     assert "needs positive input" in msg
 
 
-def test_embedded_type_error_location(mode):
-    @dg.function(mode=dg_mode(mode))
+def test_embedded_type_error_location():
+    @dg.function(mode=FRONT_END_MODE)
     def bad(a: dg.f32[3], b: dg.f32[4]):
         return a + b  # TYPE-MARKER
 
-    with pytest.raises(dg.DgTypeError) as ei:
+    with made_no_code(), pytest.raises(dg.DgTypeError) as ei:
         bad(np.zeros(3, F32), np.zeros(4, F32))
     lines = Path(__file__).read_text().splitlines()
     lineno = next(i + 1 for i, l in enumerate(lines) if "# TYPE-MARKER" in l and "return" in l)

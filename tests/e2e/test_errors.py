@@ -1,4 +1,6 @@
-"""Errors a user can cause (LANGUAGE.md section 6): kinds, FILE:LINE:COL, caret line."""
+"""Errors a user can cause (LANGUAGE.md section 6): kinds, FILE:LINE:COL, caret line. Those the
+front end finds (before any mode makes code: `made_no_code`) are checked once, in FRONT_END_MODE;
+run-time errors in every mode."""
 import re
 
 import numpy as np
@@ -6,7 +8,7 @@ import pytest
 
 import dg
 
-from .util import PROGRAMS, check, dg_mode, load_prog
+from .util import FRONT_END_MODE, PROGRAMS, check, load_prog, made_no_code
 
 F32, I64 = np.float32, np.int64
 
@@ -36,10 +38,11 @@ def _check_caret(msg: str, src_line: str, col: int):
     assert caret.index("^") == indent + col - 1, f"caret not under column {col}: {msg}"
 
 
-def _type_error(mode, src: str, name: str, fn: str, args):
-    """Load `src` as file NAME and call FN(*args); return the DgTypeError's message."""
-    with pytest.raises(dg.DgTypeError) as ei:
-        m = dg.loads(src, mode=dg_mode(mode), filename=name)
+def _type_error(src: str, name: str, fn: str, args):
+    """Load `src` as file NAME and call FN(*args); return the DgTypeError's message (raised before
+    any code is made)."""
+    with made_no_code(), pytest.raises(dg.DgTypeError) as ei:
+        m = dg.loads(src, mode=FRONT_END_MODE, filename=name)
         getattr(m, fn)(*args)
     assert isinstance(ei.value, dg.DgError)
     return str(ei.value)
@@ -52,86 +55,86 @@ def _line_col(src, needle, col_of=None):
     raise AssertionError(needle)
 
 
-def test_error_classes(mode):
+def test_error_classes():
     assert issubclass(dg.DgTypeError, dg.DgError)
     assert issubclass(dg.DgRuntimeError, dg.DgError)
     assert issubclass(dg.DgSyntaxError, dg.DgError)
     assert issubclass(dg.DgError, Exception)
 
 
-def test_shape_mismatch_in_add(mode):
+def test_shape_mismatch_in_add():
     src = "def bad(a: f32[3], b: f32[4]):\n    c = a * 2.0\n    return a + b\n"
-    msg = _type_error(mode, src, "bad_add.dg", "bad", (np.zeros(3, F32), np.zeros(4, F32)))
+    msg = _type_error(src, "bad_add.dg", "bad", (np.zeros(3, F32), np.zeros(4, F32)))
     line, _, text = _line_col(src, "return a + b")
     col = _check_diagnostic(msg, "bad_add.dg", line)
     assert col in (text.index("a + b") + 1, text.index("+") + 1), msg
     _check_caret(msg, text, col)
 
 
-def test_matmul_shape_mismatch(mode):
+def test_matmul_shape_mismatch():
     src = "def mm(a: f32[2, 3], b: f32[2, 3]):\n    return a @ b\n"
-    msg = _type_error(mode, src, "bad_mm.dg", "mm", (np.zeros((2, 3), F32), np.zeros((2, 3), F32)))
+    msg = _type_error(src, "bad_mm.dg", "mm", (np.zeros((2, 3), F32), np.zeros((2, 3), F32)))
     line, _, text = _line_col(src, "return a @ b")
     col = _check_diagnostic(msg, "bad_mm.dg", line)
     _check_caret(msg, text, col)
 
 
-def test_undefined_name(mode):
+def test_undefined_name():
     src = "def f(x: f32[3]):\n    y = x + 1.0\n    return y * undefined_thing\n"
-    msg = _type_error(mode, src, "undef.dg", "f", (np.zeros(3, F32),))
+    msg = _type_error(src, "undef.dg", "f", (np.zeros(3, F32),))
     line, col, text = _line_col(src, "undefined_thing")
     _check_diagnostic(msg, "undef.dg", line, col)
     _check_caret(msg, text, col)
     assert "undefined_thing" in msg
 
 
-def test_undefined_function(mode):
+def test_undefined_function():
     src = "def f(x: f32[3]):\n    return no_such_fn(x)\n"
-    msg = _type_error(mode, src, "undef_fn.dg", "f", (np.zeros(3, F32),))
+    msg = _type_error(src, "undef_fn.dg", "f", (np.zeros(3, F32),))
     line, col, text = _line_col(src, "no_such_fn")
     col = _check_diagnostic(msg, "undef_fn.dg", line)
     _check_caret(msg, text, col)
     assert "no_such_fn" in msg
 
 
-def test_wrong_number_of_arguments_in_dg_call(mode):
+def test_wrong_number_of_arguments_in_dg_call():
     src = "def g(x):\n    return x * 2.0\n\ndef f(x: f32[3]):\n    return g(x, x)\n"
-    msg = _type_error(mode, src, "nargs.dg", "f", (np.zeros(3, F32),))
+    msg = _type_error(src, "nargs.dg", "f", (np.zeros(3, F32),))
     line, _, text = _line_col(src, "return g(x, x)")
     col = _check_diagnostic(msg, "nargs.dg", line)
     _check_caret(msg, text, col)
 
 
-def test_missing_argument_in_dg_call(mode):
+def test_missing_argument_in_dg_call():
     src = "def g(x, y):\n    return x * y\n\ndef f(x: f32[3]):\n    return g(x)\n"
-    msg = _type_error(mode, src, "nargs2.dg", "f", (np.zeros(3, F32),))
+    msg = _type_error(src, "nargs2.dg", "f", (np.zeros(3, F32),))
     line, _, text = _line_col(src, "return g(x)")
     col = _check_diagnostic(msg, "nargs2.dg", line)
     _check_caret(msg, text, col)
 
 
-def test_wrong_number_of_arguments_from_python(mode):
-    m = dg.loads("def f(x, y):\n    return x + y\n", mode=dg_mode(mode), filename="py_nargs.dg")
-    with pytest.raises(dg.DgTypeError) as ei:
+def test_wrong_number_of_arguments_from_python():
+    m = dg.loads("def f(x, y):\n    return x + y\n", mode=FRONT_END_MODE, filename="py_nargs.dg")
+    with made_no_code(), pytest.raises(dg.DgTypeError) as ei:
         m.f(np.zeros(3, F32), np.zeros(3, F32), np.zeros(3, F32))
     assert "f" in str(ei.value)
-    with pytest.raises(dg.DgTypeError):
+    with made_no_code(), pytest.raises(dg.DgTypeError):
         m.f(np.zeros(3, F32))
-    with pytest.raises(dg.DgTypeError):
+    with made_no_code(), pytest.raises(dg.DgTypeError):
         m.f(np.zeros(3, F32), z=np.zeros(3, F32))
 
 
-def test_result_annotation_mismatch(mode):
+def test_result_annotation_mismatch():
     src = "def f(x: f32[3]) -> f32[4]:\n    return x * 2.0\n"
-    msg = _type_error(mode, src, "ret.dg", "f", (np.zeros(3, F32),))
+    msg = _type_error(src, "ret.dg", "f", (np.zeros(3, F32),))
     mo = re.match(r"^ret\.dg:(\d+):\d+: error: ", msg)
     assert mo and mo.group(1) in ("1", "2"), msg
 
 
-def test_syntax_error(mode):
+def test_syntax_error():
     src = "def f(x):\n    y = x +\n    return y\n"
-    with pytest.raises(dg.DgSyntaxError) as ei:
-        m = dg.loads(src, mode=dg_mode(mode), filename="syntax.dg")
+    with made_no_code(), pytest.raises(dg.DgSyntaxError) as ei:
+        m = dg.loads(src, mode=FRONT_END_MODE, filename="syntax.dg")
         m.f(np.zeros(3, F32))
     _check_diagnostic(str(ei.value), "syntax.dg", 2)
 

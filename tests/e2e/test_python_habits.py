@@ -5,7 +5,7 @@ import pytest
 
 import dg
 
-from .util import check, dg_mode, load_src
+from .util import FRONT_END_MODE, check, dg_mode, load_src, made_no_code
 
 SRC = """
 def methods(x: f32[2, 3]):
@@ -66,14 +66,14 @@ def test_enumerate_and_zip(m):
     assert int(m.first_above(np.array([1.0], np.float32), np.float32(2.0))) == -1
 
 
-def test_mistakes_are_located(mode):
+def test_mistakes_are_located():
     bad = load_src("def f(x: f32[3, 2]) -> f32:\n    s = 0.0\n    for a, b in x:\n        s = s + a\n    return s\n\n"
-                   "def g(x: f32[3]):\n    return x.foo()\n\ndef h(x: f32[3]):\n    return x.astype(3)\n", mode, "bad_habits.dg")
-    with pytest.raises(dg.DgTypeError, match=r"bad_habits.dg:3:9: error: a for loop variable must be a single name"):
+                   "def g(x: f32[3]):\n    return x.foo()\n\ndef h(x: f32[3]):\n    return x.astype(3)\n", FRONT_END_MODE, "bad_habits.dg")
+    with made_no_code(), pytest.raises(dg.DgTypeError, match=r"bad_habits.dg:3:9: error: a for loop variable must be a single name"):
         bad.f(np.ones((3, 2), np.float32))
-    with pytest.raises(dg.DgTypeError, match="tensors have no attribute 'foo'"):
+    with made_no_code(), pytest.raises(dg.DgTypeError, match="tensors have no attribute 'foo'"):
         bad.g(np.ones(3, np.float32))
-    with pytest.raises(dg.DgTypeError, match="dtype must be one of"):
+    with made_no_code(), pytest.raises(dg.DgTypeError, match="dtype must be one of"):
         bad.h(np.ones(3, np.float32))
 
 
@@ -103,11 +103,11 @@ def test_top_level_constants(mode, tmp_path):
     check(u.h(np.ones(3, np.float32)), np.float32(7e-5 + 1e-5 + 2e-5), rtol=1e-6)
 
 
-def test_constant_mistakes_are_located(mode):
-    cyc = load_src("A = B + 1\nB = A\n\ndef f() -> f32:\n    return f32(A)\n", mode, "cycle.dg")
-    with pytest.raises(dg.DgTypeError, match="cycle.dg:2:5: error: the constant 'A' is defined in terms of itself"):
+def test_constant_mistakes_are_located():
+    cyc = load_src("A = B + 1\nB = A\n\ndef f() -> f32:\n    return f32(A)\n", FRONT_END_MODE, "cycle.dg")
+    with made_no_code(), pytest.raises(dg.DgTypeError, match="cycle.dg:2:5: error: the constant 'A' is defined in terms of itself"):
         cyc.f()
-    with pytest.raises(dg.DgTypeError, match="'f' is defined twice at the top level"):
-        load_src("f = 1.0\n\ndef f() -> f32:\n    return 1.0\n", mode, "twice.dg").f()
-    with pytest.raises(dg.DgSyntaxError, match="only 'def', 'import' and constants"):
-        load_src("print(1)\n\ndef f() -> f32:\n    return 1.0\n", mode, "stmt.dg").f()
+    with made_no_code(), pytest.raises(dg.DgTypeError, match="'f' is defined twice at the top level"):
+        load_src("f = 1.0\n\ndef f() -> f32:\n    return 1.0\n", FRONT_END_MODE, "twice.dg").f()
+    with made_no_code(), pytest.raises(dg.DgSyntaxError, match="only 'def', 'import' and constants"):
+        load_src("print(1)\n\ndef f() -> f32:\n    return 1.0\n", FRONT_END_MODE, "stmt.dg").f()

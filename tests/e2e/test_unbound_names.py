@@ -13,7 +13,7 @@ import pytest
 
 import dg
 
-from .util import check, dg_mode, load_src
+from .util import FRONT_END_MODE, check, load_src, made_no_code
 
 FILE = "unbound.dg"
 SRC = """\
@@ -225,11 +225,9 @@ def test_a_call_that_fails_names_its_caller(m):
     check(m.caller(np.array([0.5, 3.0], F32)), F32(6.0))
 
 
-def test_only_names_read_after_a_loop_are_carried(mode):
+def test_only_names_read_after_a_loop_are_carried():
     """A temporary of the body (not read after the loop) costs nothing: no extra carried value,
-    no flag, no check."""
-    if mode != "interp":
-        pytest.skip("the IR is the same in every mode")
+    no flag, no check (the emitter's IR, the same in every mode: once)."""
     m = load_src("""
 def k(xs: f32[N], n: i64):
     s = 0.0
@@ -240,7 +238,7 @@ def k(xs: f32[N], n: i64):
             s = s + u
         s = s + t
     return s
-""", mode)
+""", "interp")
     ir = m.k.ir("dg")
     assert "dg.check" not in ir and "dg.undef" not in ir, ir
     assert re.search(r"iter_args\(%\w+ = %\w+\) -> \(tensor<f32>\)", ir), ir
@@ -316,13 +314,11 @@ def test_gradient_of_an_unbound_read_fails_at_the_read(mode):
     ("def h(x):\n    return x\n\ndef f(x: f32[3], n: i64):\n    for i in range(n):\n        g = h\n    return g(x)\n",
      (np.zeros(3, F32), 2), "7:12", "'g' is bound inside the loop body to a value that cannot be carried out of the loop"),
 ])
-def test_what_the_checker_rejects_before_running(mode, src, args, where, match):
+def test_what_the_checker_rejects_before_running(src, args, where, match):
     """Always unbound where read, or bound to values of different types on different paths: a
-    located DgTypeError before running."""
-    if mode not in ("interp", "compiled"):
-        pytest.skip("checked before any code is made")
-    m = dg.loads(src, mode=dg_mode(mode), filename="never.dg")
-    with pytest.raises(dg.DgTypeError) as ei:
+    located DgTypeError before running (before any code is made: one run stands for every mode)."""
+    m = dg.loads(src, mode=FRONT_END_MODE, filename="never.dg")
+    with made_no_code(), pytest.raises(dg.DgTypeError) as ei:
         m.f(*args)
     msg = str(ei.value)
     assert f"never.dg:{where}: error:" in msg, msg

@@ -1,7 +1,9 @@
-"""Programs checked by hand in every mode: every user mistake is a located DgError, in every mode.
+"""Programs checked by hand: every user mistake is a located DgError.
 
 Each is compared with a plain Python / NumPy re-implementation, or must fail with a located
-`dg.DgError` (`x.dg:LINE:COL: error: ...`).
+`dg.DgError` (`x.dg:LINE:COL: error: ...`). Mistakes the front end finds (before any mode makes
+code: `made_no_code`) are checked once, in FRONT_END_MODE; those found at run time, and bad
+arguments from Python, in every mode.
 """
 import re
 
@@ -10,27 +12,28 @@ import pytest
 
 import dg
 
-from .util import F, assert_located, assert_same, dg_mode, f32, load
+from .util import F, FRONT_END_MODE, assert_located, assert_same, f32, load, made_no_code
 
 
-def _not_located_errors(mode, cases, *args) -> list:
-    """The programs whose `f(*args)` does not raise a DgError at its line (cases: (source, line)),
-    each with what happened instead."""
+def _not_located_errors(cases, *args) -> list:
+    """The programs whose `f(*args)` does not raise a DgError at its line before any code is made
+    (cases: (source, line)), each with what happened instead."""
     failures = []
     for src, line in cases:
-        m = dg.loads(src, mode=dg_mode(mode), filename=F)
+        m = dg.loads(src, mode=FRONT_END_MODE, filename=F)
         try:
-            m.f(*args)
+            with made_no_code():
+                m.f(*args)
             failures.append((src, "no error"))
         except dg.DgError as e:
             if not str(e).startswith(f"{F}:{line}:"):
                 failures.append((src, str(e)))
-        except Exception as e:  # noqa: BLE001 - the point of the test
+        except Exception as e:  # noqa: BLE001 - the point of the test (an AssertionError: code was made)
             failures.append((src, f"{type(e).__name__}: {e}"))
     return failures
 
 
-def test_errors_in_early_return_branches_are_dg_errors(mode):
+def test_errors_in_early_return_branches_are_dg_errors():
     # a mistake inside a `return` that the flag rewrite moves into an scf.if
     cases = [
         ("def f(x, c):\n    if c > 0:\n        return x + nothere\n    return x\n", 3),
@@ -38,22 +41,22 @@ def test_errors_in_early_return_branches_are_dg_errors(mode):
         ("def f(x, c):\n    for i in range(3):\n        if x[i] > 0:\n            return nothere\n    return x[0]\n", 4),
         ("def f(x, c):\n    if c > 0:\n        return\n    return x\n", 3),
     ]
-    failures = _not_located_errors(mode, cases, f32(1, -2, 3), 1)
+    failures = _not_located_errors(cases, f32(1, -2, 3), 1)
     assert not failures, failures
 
 
-def test_errors_inside_short_circuit_in_loops_are_dg_errors(mode):
+def test_errors_inside_short_circuit_in_loops_are_dg_errors():
     # an error inside `and`/`if-else` expressions leaves a None-named binding behind
     cases = [
         ("def f(x, n):\n    i = 0\n    while i < n and x[i] > nothere:\n        i += 1\n    return i\n", 3),
         ("def f(x, n):\n    s = 0.0\n    for i in range(n):\n        s = s + (x[i] if i > 0 else nothere)\n"
          "    return s\n", 4),
     ]
-    failures = _not_located_errors(mode, cases, f32(1, 2, 3), 2)
+    failures = _not_located_errors(cases, f32(1, 2, 3), 2)
     assert not failures, failures
 
 
-def test_error_messages_do_not_mention_rewrite_internals(mode):
+def test_error_messages_do_not_mention_rewrite_internals():
     m = load("""
     def retdt(x, c):
         if c > 0:
@@ -64,9 +67,9 @@ def test_error_messages_do_not_mention_rewrite_internals(mode):
         if c > 0:
             return x, x
         return x
-    """, mode)
+    """, FRONT_END_MODE)
     for fn in (m.retdt, m.tup_or_t):
-        with pytest.raises(dg.DgTypeError) as e:
+        with made_no_code(), pytest.raises(dg.DgTypeError) as e:
             fn(f32(1, 2, 3), 1)
         assert str(e.value).startswith(f"{F}:"), str(e.value)
         assert "__ret" not in str(e.value), str(e.value)
@@ -137,10 +140,12 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("name,src,line", MALFORMED, ids=[c[0] for c in MALFORMED])
-def test_malformed_program_gives_located_dg_error(mode, name, src, line):
+def test_malformed_program_gives_located_dg_error(name, src, line):
+    """Found by the front end, before any code is made: one run stands for every mode."""
     try:
-        m = dg.loads(src, mode=dg_mode(mode), filename=F)
-        m.f(X23)
+        with made_no_code():
+            m = dg.loads(src, mode=FRONT_END_MODE, filename=F)
+            m.f(X23)
     except dg.DgError as e:
         assert_located(e, line)
         return

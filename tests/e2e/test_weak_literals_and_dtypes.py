@@ -10,7 +10,7 @@ import pytest
 
 import dg
 
-from .util import F, assert_located, assert_same, f32, load
+from .util import F, FRONT_END_MODE, assert_located, assert_same, f32, load, made_no_code
 
 WEAK = """
 def scale(x, k):
@@ -50,7 +50,7 @@ def test_specialization_cache_per_dtype(mode):
     assert_same(results[5], np.int64(2))
 
 
-def test_dtype_rebinding_is_located_type_error(mode):
+def test_dtype_rebinding_is_located_type_error():
     m = load("""
     def branches(x, c):
         if c > 0:
@@ -71,14 +71,14 @@ def test_dtype_rebinding_is_located_type_error(mode):
         else:
             y = x > 1.0
         return y
-    """, mode)
-    with pytest.raises(dg.DgTypeError) as e:
+    """, FRONT_END_MODE)
+    with made_no_code(), pytest.raises(dg.DgTypeError) as e:
         m.branches(np.float32(1.5), 1)
     assert_located(e.value, 2)
-    with pytest.raises(dg.DgTypeError) as e:
+    with made_no_code(), pytest.raises(dg.DgTypeError) as e:
         m.in_loop(np.float32(1.5), 2)
     assert re.match(rf"{F}:(10|11):\d+: error:", str(e.value)), str(e.value)
-    with pytest.raises(dg.DgTypeError) as e:
+    with made_no_code(), pytest.raises(dg.DgTypeError) as e:
         m.bool_branch(f32(1, 2))
     assert_located(e.value, 15)
 

@@ -168,3 +168,32 @@ def time_limit(seconds):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+# ---------------------------------------------------------------- errors of the front end
+# An error that the parser or the emitter's type and shape checks find is raised before any mode
+# makes code (`runtime.modes.prepare`): such a test runs once, in this mode, under
+# `made_no_code()`, which fails it where code was made after all (a run-time check: that one
+# belongs in every mode).
+FRONT_END_MODE = "compiled"
+
+
+@contextmanager
+def made_no_code():
+    """Raises AssertionError where a mode made code (runtime.modes.prepare) inside the block,
+    whether or not the block raised."""
+    from dg.runtime import modes
+
+    made, prepare = [], modes.prepare
+
+    def counted(comp, mode, device, **options):
+        made.append(f"{comp.symbol} ({mode}, {device})")
+        return prepare(comp, mode, device, **options)
+
+    modes.prepare = counted
+    try:
+        yield
+    finally:  # (an error raised in the block as well: an AssertionError in its place)
+        modes.prepare = prepare
+        if made:
+            raise AssertionError(f"code was made for {made}: not an error of the front end alone")

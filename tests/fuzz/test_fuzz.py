@@ -161,8 +161,9 @@ class _Dies(check.Worker):
     command = [sys.executable, "-c", "import os, sys; sys.stdin.readline(); sys.stderr.write('boom'); os.abort()"]
 
 
-class _Sleeps(check.Worker):
-    command = [sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(60)"]
+class _Hangs(check.Worker):
+    """Takes the request, then waits for a line that never comes: it never answers."""
+    command = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.stdin.readline()"]
 
 
 def test_worker_contains_crashes_and_hangs():
@@ -170,16 +171,33 @@ def test_worker_contains_crashes_and_hangs():
     o = w.run(0, timeout=30)
     w.close()
     assert o.kind == "crash" and "boom" in o.detail, o
-    w = _Sleeps()
+    w = _Hangs()
     o = w.run(0, timeout=1)
     w.close()
     assert o.kind == "hang", o
 
 
 @pytest.mark.slow
-def test_run_checks_until_the_deadline_and_counts():
+def test_run_checks_until_the_deadline_and_counts(monkeypatch):
+    """run.fuzz starts programs while its clock is before the deadline. Its clock here moves only
+    when a check ends, to the deadline: exactly one program is checked, however long it takes
+    (the worker's own cutoff, GRACE past the deadline, is an hour away in real time)."""
+    now = [time.time()]
+    deadline = now[0] + 3600
+    started = []
+    checks = check.Worker.run
+
+    def check_then_pass_the_deadline(self, seed, **kwargs):
+        started.append((seed, kwargs["cutoff"]))
+        outcome = checks(self, seed, **kwargs)
+        now[0] = deadline
+        return outcome
+
+    monkeypatch.setattr(run, "time", type("Clock", (), {"time": staticmethod(lambda: now[0])}))
+    monkeypatch.setattr(check.Worker, "run", check_then_pass_the_deadline)
     said = []
-    results = run.fuzz(iter([2, 3]), 1, time.time() + 0.5, 60, gen.FEATURES, said.append)  # 2: a quick one
+    results = run.fuzz(iter([2, 3]), 1, deadline, 60, gen.FEATURES, said.append)  # 2: a quick one
+    assert started == [(2, deadline + run.GRACE)]
     assert [s for s, _ in results] == [2]
     c = run.counts(results + [(9, check.Outcome("error", "x")), (10, check.Outcome("hang"))])
     assert c["programs"] == 3 and c["non-DgError"] == 1 and c["hang"] == 1

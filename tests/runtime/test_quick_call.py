@@ -16,7 +16,7 @@ import dg
 from dg.runtime import fastcall
 from dg.runtime.cpu import CpuProgram
 
-from .test_interrupt import at_a_terminal
+from .test_interrupt import HANG, WHEN_INSIDE, at_a_terminal
 
 SRC = """
 def add_one(x: f32[?]) -> f32[?]:
@@ -229,8 +229,9 @@ def test_python_floats_take_their_parameters_dtype_on_every_call(mode, general_c
         fns.pick(x32, 0.5)
 
 
-CTRL_C = """
-import os, signal, threading, time, numpy as np, dg
+CTRL_C = WHEN_INSIDE + """
+import os, numpy as np, dg
+from dg.runtime.cpu import CpuProgram
 m = dg.loads('''
 def rows(x: f64[N, M], n: i64) -> f64:
     s = 0.0
@@ -240,78 +241,103 @@ def rows(x: f64[N, M], n: i64) -> f64:
 ''', mode="compiled", filename="ctrl_c.dg")
 x = np.ones((4, 3))
 print("warm", m.rows(x, np.int64(2)), m.rows(x, np.int64(3)), m.rows._quick is not None, flush=True)
-threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-t = time.perf_counter()
+general = []
+call = CpuProgram.call
+CpuProgram.call = lambda self, *a: general.append(1) or call(self, *a)
+when_inside("compiled", lambda: os.kill(os.getpid(), signal.SIGINT))
 try:
     m.rows(x, np.int64(10 ** 13))
 except KeyboardInterrupt:
-    print("interrupted", time.perf_counter() - t < 20, flush=True)
+    print("interrupted", len(general), flush=True)
 print("again", m.rows(x, np.int64(2)), flush=True)
 """
 
 
 def test_ctrl_c_stops_a_quick_call():
-    """The quick call releases the GIL while compiled code runs (the timer thread sends the
-    signal) and arms Ctrl-C as the general path does."""
-    r = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=120,
+    """The quick call releases the GIL while compiled code runs (a thread of the process sends it
+    SIGINT once the call has armed Ctrl-C) and arms Ctrl-C as the general path does; the
+    interrupted call made no general-path call."""
+    r = subprocess.run([sys.executable, "-c", CTRL_C], capture_output=True, text=True, timeout=HANG,
                        env={**os.environ, "DG_CACHE": "0"}, preexec_fn=at_a_terminal)
-    assert r.stdout.split("\n") == ["warm 12.0 18.0 True", "interrupted True", "again 12.0", ""], (r.stdout, r.stderr)
+    assert r.stdout.split("\n") == ["warm 12.0 18.0 True", "interrupted 0", "again 12.0", ""], (r.stdout, r.stderr)
 
 
 def _run(code: str) -> str:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "DG_CACHE": "0"})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "DG_CACHE": "0"})  # (the timeout: a guard against a hang)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])
     return r.stdout
 
 
-HELD = """
-import gc, threading, time, numpy as np, dg
+HELD = WHEN_INSIDE + """
+import gc, numpy as np, dg
+from dg.runtime.cpu import CpuProgram
 m = dg.loads('''
-def f(xs: (f64[?],), n: i64) -> f64:
-    s = 0.0
-    for k in range(n):
-        s = s + sum(xs[0] * f64(k))
+def f(xs: (f64[?],), stop: f64) -> f64:
+    k = 1.0
+    s = sum(xs[0])
+    while s != stop:  # (until another thread writes into the array)
+        k = k + 1.0
+        s = sum(xs[0] * k) / k
     return s
 ''', mode="compiled", filename="held.dg")
 xs = [np.ones(8_000_000)]  # (64 MB: unmapped when freed)
-m.f(xs, np.int64(1)); m.f(xs, np.int64(1))
+m.f(xs, 8e6); m.f(xs, 8e6)
 assert m.f._quick is not None
+general = []
+call = CpuProgram.call
+CpuProgram.call = lambda self, *a: general.append(1) or call(self, *a)
 gc.collect()
-def drop():
-    time.sleep(0.2)
+
+def drop_then_end():
+    address = xs[0].__array_interface__["data"][0]
     xs[0] = None  # the list held the only other reference
-threading.Thread(target=drop).start()
-n = 100
-print(m.f(xs, np.int64(n)) == 8_000_000 * n * (n - 1) / 2)
+    gc.collect()
+    ctypes.c_double.from_address(address).value = 2.0  # (freed, unmapped memory: a crash) the loop ends
+
+when_inside("compiled", drop_then_end)
+print(m.f(xs, 8e6 + 1), xs[0], len(general))
 """
 
 
 def test_an_array_taken_out_of_its_list_during_a_quick_call_lives_until_the_call_ends():
     """The quick call holds the arrays it found while the GIL is let go (another thread may drop
-    the container's reference; reading freed memory crashed the process)."""
-    assert _run(HELD) == "True\n"
+    the container's reference; reading freed memory crashed the process). Here the other thread
+    drops it once the call is inside compiled code, and then writes into the array, which is what
+    ends the call's loop: a quick call that did not hold it leaves that write to unmapped memory."""
+    assert _run(HELD) == "8000001.0 None 0\n"
 
 
-REENTER = """
-import signal, numpy as np, dg
+REENTER = WHEN_INSIDE + """
+import os, numpy as np, dg
 m = dg.loads('''
-def g(x: f64[?], n: i64) -> (f64[?], f64[?]):
-    s = 0.0
-    for k in range(n):
-        s = s + sum(x * f64(k))
+def g(x: f64[?], stop: f64) -> (f64[?], f64[?]):
+    k = 1.0
+    s = sum(x)
+    while s != stop:  # (until another thread writes into x)
+        k = k + 1.0
+        s = sum(x * k) / k
     y = x * 0.0 + s
     return y, y
 ''', mode="compiled", filename="reenter.dg")
 x = np.ones(100_000)
-m.g(x, np.int64(1)); m.g(x, np.int64(1))
+m.g(x, 1e5); m.g(x, 1e5)
+assert m.g._quick is not None
 inner = []
-signal.signal(signal.SIGALRM, lambda sig, frame: inner.append(m.g(x, np.int64(2))))
-signal.setitimer(signal.ITIMER_REAL, 0.2)
-n = 20000
-outer = m.g(x, np.int64(n))  # (two results on one buffer: the general path finishes it)
-print(len(inner), inner[0][0][0] == 100_000.0, outer[0][0] == n * (n - 1) / 2 * 100_000,
-      np.shares_memory(outer[0], inner[0][0]))
+signal.signal(signal.SIGALRM, lambda sig, frame: inner.append(m.g(x, 1e5 + 1)))
+tripped, wakeup = os.pipe()
+os.set_blocking(wakeup, False)
+signal.set_wakeup_fd(wakeup)  # (CPython's C handler writes the signal's number there)
+address = x.__array_interface__["data"][0]
+
+def alarm_then_end():
+    os.kill(os.getpid(), signal.SIGALRM)
+    os.read(tripped, 1)  # the Python handler is pending: it runs once the call has returned
+    ctypes.c_double.from_address(address).value = 2.0  # the loop ends
+
+when_inside("compiled", alarm_then_end)
+outer = m.g(x, 1e5 + 1)  # (two results on one buffer: the general path finishes it)
+print(len(inner), inner[0][0][0] == 100_001.0, outer[0][0] == 100_001.0, np.shares_memory(outer[0], inner[0][0]))
 """
 
 
@@ -319,7 +345,8 @@ print(len(inner), inner[0][0][0] == 100_000.0, outer[0][0] == n * (n - 1) / 2 * 
 def test_a_quick_call_made_before_the_last_one_is_finished_changes_nothing_of_it():
     """A signal handler runs right after the quick call returned a call for the general path to
     finish, and calls again: each call gets its own results (they shared one results struct, and
-    the second call's buffers were freed twice)."""
+    the second call's buffers were freed twice). The signal is sent while the call is inside
+    compiled code, and the call's loop ends only after CPython has taken it."""
     assert _run(REENTER).split() == ["1", "True", "True", "False"]
 
 
