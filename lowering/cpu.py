@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from dg.core.abi import FAIL, FRAME, INNER_FRAMES, LINKED, MAX_FRAMES, STACK_POINTER, STATE, STATE_DECL, STATE_TYPE
-from dg.core.mlir import append_parsed, ir, is_private, run_pipeline
+from dg.core.mlir import append_parsed, ir, is_private, operations_under, run_pipeline
 
 # bf16 arithmetic is done in f32, rounded to bf16 after each operation, and f32-bf16 conversions
 # are integer operations (arith-expand): LLVM would call runtime functions the JIT does not have.
@@ -29,10 +29,16 @@ from dg.core.mlir import append_parsed, ir, is_private, run_pipeline
 # pass each: the same LLVM dialect, a sixth less time (the 2-layer GPT gradient: 0.27 s against
 # 0.34, medians of 8). Memrefs and math go first on their own: convert-to-llvm would leave
 # `memref.reshape` unconverted, and make libm calls of what convert-math-to-llvm makes intrinsics.
-TO_LLVM = (
+# bf16 arithmetic and math run in f32 (the emulation), rounded to bf16 after each op, as the
+# interpreter rounds: `rounding_each_op` runs between the two pipelines (see it).
+TO_LLVM_FLOATS = (
     "builtin.module("
     "func.func(cse, convert-linalg-to-loops, arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
-    "arith-expand{include-bf16=true}, math-extend-to-supported-types{target-type=f32}, arith-expand{include-bf16=true}),"
+    "math-extend-to-supported-types{target-type=f32}))"
+)
+TO_LLVM = (
+    "builtin.module("
+    "func.func(arith-expand{include-bf16=true}),"
     "convert-math-to-funcs, func.func(convert-scf-to-cf, expand-strided-metadata, lower-affine),"
     "finalize-memref-to-llvm, func.func(convert-math-to-llvm), convert-math-to-libm, convert-to-llvm,"
     "reconcile-unrealized-casts, llvm.func(canonicalize, cse))"
@@ -96,6 +102,23 @@ STACK_POINTER_DEF = (f"func.func private @{STACK_POINTER}() -> i64 {{\n"
                      "  %sp = llvm.intr.stacksave : !llvm.ptr\n"
                      "  %i = llvm.ptrtoint %sp : !llvm.ptr to i64\n"
                      "  return %i : i64\n}\n")
+
+
+def rounding_each_op(m) -> None:
+    """The f32 <-> bf16 conversions that the emulation of bf16 puts around each op, without
+    `fastmath<contract>`: with it, the folding of the passes after (arith-expand's) takes
+    extf(truncf(v)) for v, and a chain of bf16 ops (`x * x + x`) was rounded once, at its end,
+    not after each op as in the interpreter."""
+    for op in operations_under(m.body):
+        if op.name in ("arith.extf", "arith.truncf") and "fastmath" in op.attributes:
+            del op.attributes["fastmath"]
+
+
+def to_llvm(m) -> None:
+    """The `to-llvm` pass: TO_LLVM_FLOATS, rounding_each_op, then TO_LLVM (on MLIR's threads)."""
+    run_pipeline(m, TO_LLVM_FLOATS, True)
+    rounding_each_op(m)
+    run_pipeline(m, TO_LLVM, True)
 
 
 def _functions(m):

@@ -161,7 +161,7 @@ PASSES = {
     "internal-linkage": cpu.internal_linkage,
     "check-allocation-sizes": alloc_guard.check_counts,
     "host-data-layout": cpu.host_data_layout,
-    "to-llvm": _mlir(cpu.TO_LLVM, threads=True),
+    "to-llvm": cpu.to_llvm,
     "mark-loop-functions": parallel.mark_loop_functions,
     "volatile-stop-flag": stoppable.volatile_stop_flag,
     "guard-allocations": alloc_guard.guard,
@@ -217,7 +217,7 @@ def passes_to(stage: str) -> list[str]:
 def identity(target: str = "cpu") -> str:
     """What compiled code depends on besides its IR and dg's sources: the passes and their
     MLIR pipelines, the BLAS found (part of the disk cache's key); for "cuda", the GPU's too."""
-    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", FUSE, BUFFERIZE, BUFFERIZE_DEEP, OWNERSHIP, DEALLOCATE, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
+    common = [SIMPLIFY, f"inline-limit={inlining.INLINE_LIMIT}", FUSE, BUFFERIZE, BUFFERIZE_DEEP, OWNERSHIP, DEALLOCATE, cpu.TO_LLVM_FLOATS, cpu.TO_LLVM, cpu.FUNCTION_ATTRIBUTES]
     if target == "cuda":
         return "\0".join(passes_to("cuda") + common + [gpu.TO_PARALLEL_LOOPS, gpu.TO_KERNELS, gpu.KERNELS_TO_NVVM])
     return "\0".join(passes_to("llvm") + common + [blas.identity()])

@@ -191,16 +191,9 @@ def test_bf16_arithmetic_rounds_after_each_operation(m):
     assert np.sum(at_the_end != want[3]) > 50  # (the inputs tell one rounding from two)
 
 
-def test_bf16_chains_of_arithmetic_round_after_each_operation(m, mode, request):
+def test_bf16_chains_of_arithmetic_round_after_each_operation(m):
     """As above, for + - * of bf16 values feeding one another (which compiled code fuses into one
     loop), and a math function's result multiplied."""
-    if mode in ("compiled", "ptx"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "compiled code rounds a chain of bf16 + - * once, at its end: arith-emulate-unsupported-"
-            "floats marks its extf/truncf pairs fastmath<contract>, and canonicalization folds "
-            "extf(truncf(v)) to v (lowering/cpu.py TO_LLVM)")))
-    elif mode == "cuda":
-        request.applymarker(pytest.mark.xfail(strict=False, reason="not yet seen on a GPU"))
     x, bf = _bf16_inputs()
     r = _rounded(bf)
     x32 = x.astype(np.float32)

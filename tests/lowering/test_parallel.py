@@ -316,7 +316,7 @@ def test_the_pool_entry_passes_descriptors_whole():
     nothing else, marked `noalias`; the pool's entry has the descriptors of these row-major
     memrefs made from their words in the context (a function LLVM inlines) and reads only that
     pointer out of them."""
-    from dg.core.mlir import operations_under, passmanager
+    from dg.core.mlir import operations_under
     from dg.dialects.dialect import shared_context
     from dg.lowering import cpu, parallel
 
@@ -332,7 +332,7 @@ def test_the_pool_entry_passes_descriptors_whole():
             f"return %a : {t}\n}}")
     m, _ = _outlined(text)
     with shared_context():
-        passmanager.PassManager.parse(cpu.TO_LLVM).run(m.operation)
+        cpu.to_llvm(m)
         parallel.mark_loop_functions(m)
     funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in m.body.operations}
     loop = funcs["__dg_par_0_loop"]
@@ -410,13 +410,12 @@ def test_loop_functions_are_inlined_into_the_pools_entry():
     """After the lowering to LLVM the loop function is `alwaysinline` (its one caller is the
     pool's entry) and keeps its `noalias` arguments; the launch is `alwaysinline` too (inlined
     into its callers, whose calls would pass it descriptors)."""
-    from dg.core.mlir import passmanager
     from dg.dialects.dialect import shared_context
     from dg.lowering import cpu, parallel
 
     m, _ = _outlined(NOALIAS_CASES["fresh"][0])
     with shared_context():
-        passmanager.PassManager.parse(cpu.TO_LLVM).run(m.operation)
+        cpu.to_llvm(m)
         parallel.mark_loop_functions(m)
     funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation for op in m.body.operations}
     loop = funcs["__dg_par_0_loop"].attributes
