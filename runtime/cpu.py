@@ -21,10 +21,8 @@ executor resets before a call and reads after it.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
-import itertools
 import os
 import struct
 import threading
@@ -33,19 +31,16 @@ import time
 import numpy as np
 
 from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP, MAX_FRAMES, SETJMP, STATE, STATE_WORDS
-from dg.core.attrs import table
 from dg.core.errors import DgError, DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
-from dg.core.mlir import ir
 from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
-from dg.dialects.dialect import parse, shared_context
 from dg.lowering import blas, pipeline
-from dg.lowering.llvm_ir import llvm_ir
+from dg.lowering.codegen import cache, lower, tiers
+from dg.lowering.codegen.object_room import refuse_unplaceable
+from dg.lowering.codegen.units import Unit
 
-from . import cache, collectives, compile_log, fastcall, interrupt, optimizer, threads
+from . import collectives, compile_log, fastcall, interrupt, threads
 from .interp import _Breakpoints, _Console
-from .machine_code import object_code, quick_object_codes
-from .object_room import refuse_unplaceable
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -282,123 +277,6 @@ class ArgumentTooLarge(MemoryError):
         self.index, self.shape, self.dtype = index, shape, dtype
 
 
-def _signatures(dg_module: "ir.Module") -> dict:
-    """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions (lowering keeps them)."""
-    sigs = {}
-    with dg_module.context:
-        for op in dg_module.body.operations:
-            op = op.operation
-            if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
-                sym = ir.StringAttr(op.attributes["sym_name"]).value
-                ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-                sigs[sym] = ([str(t) for t in ft.inputs], [str(t) for t in ft.results])
-    return sigs
-
-
-# Programs whose LLVM IR has more lines than this are optimized at -O2 instead of -O3. The
-# pipeline inlines a program into one function; on a big one (a transformer's training step:
-# 20,000 lines and more) -O3 takes minutes where -O2 takes seconds, and the code it makes was
-# no faster in our measurements (samples/gpt.dg: loss 34 s at -O3, 6 s at -O2).
-LARGE_PROGRAM_LINES = 8000
-
-
-# A program whose LLVM IR has more lines than this starts on quick code while a worker optimizes
-# it (runtime.optimizer); its calls take the quick call meanwhile (runtime.fastcall). LLVM's -O3
-# has a high floor: medians of 5 (tests/runtime/test_quick_call.py's functions, and
-# benchmarks/compile.py's order=1): 171 lines 52 ms at -O3 against 11 ms quick, 404 lines 120
-# against 17, 650 lines 229 against 27, 662 lines (order=1) 139 against 24. Below this size the
-# quick code gains less than 50 ms, and a worker process would be started for little.
-QUICK_START_LINES = 300
-
-
-@contextlib.contextmanager
-def blas_on_one_thread():
-    """Inside, the BLAS that compiled code calls runs each product on one thread (as it was after,
-    unless changed meanwhile). For while a worker optimizes a program (runtime.optimizer): an
-    OpenBLAS thread that waits for the others gives up its core (sched_yield), and the idle
-    worker then keeps the core until the next clock tick. The MLP training step of
-    benchmarks/cpu.py took 88 ms a call so on 2 cores, 2-3 ms on one thread, and 1.5-2 ms once
-    optimized, on two."""
-    counts = blas.thread_count()
-    before = counts[0]() if counts else 1
-    if before > 1:
-        counts[1](1)
-    try:
-        yield
-    finally:
-        if before > 1 and counts[0]() == 1:
-            counts[1](before)
-
-
-def opt_level(m: "ir.Module") -> int:
-    """LLVM's optimization level for a module in the LLVM dialect: 3, or 2 for a large one."""
-    lines = 0
-    for op in m.body.operations:
-        for region in op.operation.regions:
-            for block in region.blocks:
-                lines += len(block.operations)
-                if lines > LARGE_PROGRAM_LINES:
-                    return 2
-    return 3
-
-
-def _cpu_lowering(module: "ir.Module", entry: str | None) -> tuple["ir.Module", dict]:
-    return pipeline.run_stage(module, "llvm", start="grad", entry=entry), {}
-
-
-def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, str, int]:
-    """(metadata, LLVM IR text, LLVM's optimization level for it) for a module at the `grad`
-    stage: the pipeline down to the LLVM dialect (`lower(module, entry)`: the module there and
-    what it adds to the metadata; the CPU's by default), translated. The level is 3, or 2 for a
-    large program (`opt_level`). With `entry`, only that function is callable and only what it
-    reaches is compiled."""
-    sigs = _signatures(module)
-    if entry is not None:
-        sigs = {entry: sigs[entry]}
-    t0 = time.perf_counter()
-    m, extra = lower(module, entry)
-    meta = {**extra, "signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
-            "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
-    level = opt_level(m)
-    t1 = time.perf_counter()
-    with shared_context():
-        text = llvm_ir(m)
-    pipeline.note_time("LLVM IR", time.perf_counter() - t1)
-    meta["seconds"] = {"passes": time.perf_counter() - t0}
-    return meta, text, level
-
-
-def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, bytes]:
-    """(metadata, object code) for a module at the `grad` stage: `lower_object`, then LLVM
-    (`object_code`) at the level it gives."""
-    meta, text, level = lower_object(module, entry, lower)
-    return finish_object(meta, text, level)
-
-
-def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes | list]:
-    """`lower_object`'s metadata with LLVM's time and level, and the object code of its text: at
-    the quick level, a list of pieces made at once, one per core (machine_code.split_module)."""
-    t0 = time.perf_counter()
-    blob = quick_object_codes(text, _cores()) if level == 0 else object_code(text, level)
-    took = time.perf_counter() - t0
-    pipeline.note_time("LLVM", took)
-    return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
-
-
-def _llvm_ir_key(key: str) -> str:
-    """The disk cache key of the LLVM IR kept beside a program's quick code."""
-    return cache.derived_key(key, "llvm-ir")
-
-
-def _cores() -> int:
-    """The cores this process may run on (at most 4: pieces of a module below a few thousand
-    lines gain nothing)."""
-    try:
-        return min(4, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return min(4, os.cpu_count() or 1)
-
-
 def _log_compile(entry: str | None, meta: dict, t0: float, why: str) -> None:
     took = meta["seconds"]
     compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
@@ -411,20 +289,20 @@ _NEVER_STALE = ctypes.c_int64(0)  # (the stale word of code that nothing replace
 class CpuProgram:
     """A compiled dg module: its functions callable on NumPy arrays."""
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
-
+    def __init__(self, code: tiers.Code):
         _Runtime.install()
-        self.from_cache = from_cache
+        meta = code.meta
+        self.from_cache = code.from_cache
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
         self.checks = [(loc_from_row(place), message, n) for place, message, n in meta["checks"]]
         self.alloc_sites = [loc_from_row(place) for place in meta["alloc_sites"]]
         self.host_calls = meta["host_calls"]
         self.call_sites = [loc_from_row(place) for place in meta["call_sites"]]
-        self.opt_level = meta.get("opt_level", 3)
+        self.opt_level = code.opt_level
         self._retired: list = []  # the JITs of code that optimized code replaced (a call may still hold one)
-        self.optimized = None  # optimizer.Optimizing while a worker optimizes this quick-start code
-        self._load(blob)
+        self._load(code.pieces)
+        self.optimized = code.optimizing  # optimizer.Optimizing while a worker optimizes this quick code
         self._lock = threading.RLock()
         # The id of the thread whose call of this program runs, else 0 (the general path takes
         # it under the lock, the quick call only when free: runtime.fastcall)
@@ -433,14 +311,13 @@ class CpuProgram:
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
         self._interrupted = interrupt.flag()
 
-    def _load(self, blob: bytes | list) -> None:
-        """Link the object code (or its pieces) into a JIT of its own, whose memory manager
+    def _load(self, pieces: list) -> None:
+        """Link the object code (its pieces) into a JIT of its own, whose memory manager
         (llvmlite's) places each object's sections in one reservation, as the small code model
-        of machine_code.object_code needs; a DgError, before anything is linked, for an object
-        the manager could not place (runtime.object_room), where it would abort the process."""
+        of codegen.objects.object_code needs; a DgError, before anything is linked, for an object
+        the manager could not place (codegen.object_room), where it would abort the process."""
         import llvmlite.binding as llvm
 
-        pieces = [blob] if isinstance(blob, bytes) else blob
         for k, piece in enumerate(pieces):
             refuse_unplaceable(piece, first=k == 0)
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
@@ -459,7 +336,7 @@ class CpuProgram:
             if done is not None and done.blob is not None:
                 quick = self._jit
                 try:
-                    self._load(done.blob)
+                    self._load([done.blob])
                 except DgError as e:  # (the quick code goes on running the calls)
                     compile_log.logger.warning("dg: the optimized code is not used: %s", e.raw_message)
                     return
@@ -467,42 +344,30 @@ class CpuProgram:
                 self.opt_level = done.level
 
     @classmethod
-    def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
+    def build(cls, text: str, module=None, entry: str | None = None) -> "CpuProgram":
         """The program for this IR at the `grad` stage (every function callable, or only `entry`):
         from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
-        there; a large one starts on quick code while a worker optimizes it (runtime.optimizer)."""
+        there; a large one starts on quick code while a worker optimizes it (codegen.tiers)."""
         t0 = time.perf_counter()
-        program = cls.cached(text, entry)
-        if program is not None:
-            return program
-        module = module or parse(text)
-        if not cls.QUICK_START or not optimizer.enabled():
-            meta, blob = cls.compile(module, entry)
+        code = tiers.build(cls.cache_key(text, entry), Unit(text, module, entry), cls.lowering(),
+                           quick_start=cls.QUICK_START)
+        program = cls(code)
+        if code.from_cache:
+            why = f": quick code, which a worker optimizes at -O{code.optimizing.level}" if code.optimizing else ""
+            compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s{why}")
+        elif code.optimizing is not None:
+            _log_compile(entry, code.meta, t0, f"a worker process optimizes it at -O{code.optimizing.level}, and its "
+                         "code runs the calls once it is done")
         else:
-            meta, ll, level = lower_object(module, entry)
-            if ll.count("\n") > QUICK_START_LINES:  # (else LLVM optimizes it about as fast as a worker starts)
-                quick, blob = finish_object(meta, ll, 0)
-                program = cls(quick, blob, from_cache=False)
-                key = cls.cache_key(text, entry)
-                # The quick code goes into the disk cache at once, and the LLVM IR beside it, so that
-                # a process that ends before the worker does still spares the next one its compile;
-                # the worker's optimized code replaces both.
-                cache.store(key, {**quick, "pieces": [len(b) for b in blob]}, b"".join(blob))
-                cache.store(_llvm_ir_key(key), {"level": level, "meta": meta}, ll.encode())
-                program.optimized = optimizer.Optimizing(ll, level, key, meta, blas_on_one_thread,
-                                                         drop=_llvm_ir_key(key))
-                _log_compile(entry, quick, t0, f"a worker process optimizes it at -O{level}, and its code runs the "
-                             "calls once it is done")
-                return program
-            meta, blob = finish_object(meta, ll, level)
-        return cls.stored(text, entry, meta, blob, t0)
+            _log_compile(entry, code.meta, t0, "disk cache miss" if cache.folder() is not None else "disk cache off")
+        return program
 
     # Whether a large program starts on unoptimized code while a worker optimizes it (optimizer).
     QUICK_START = True
 
     @staticmethod
-    def compile(module: "ir.Module", entry: str | None) -> tuple[dict, bytes]:
-        return compile_object(module, entry)
+    def lowering():
+        return lower.cpu
 
     @staticmethod
     def cache_key(text: str, entry: str | None) -> str:
@@ -512,30 +377,18 @@ class CpuProgram:
     def cached(cls, text: str, entry: str | None = None) -> "CpuProgram | None":
         """The program for this IR from the disk cache, or None."""
         t0 = time.perf_counter()
-        key = cls.cache_key(text, entry)
-        hit = cache.load(key)
-        if hit is None:
+        code = tiers.cached(cls.cache_key(text, entry), quick_start=cls.QUICK_START)
+        if code is None:
             return None
-        meta, blob = hit
-        if "pieces" in meta:  # (quick code: the pieces one JIT links, stored end to end)
-            ends = list(itertools.accumulate(meta["pieces"]))
-            blob = [blob[end - n:end] for n, end in zip(meta["pieces"], ends)]
-        program = cls(meta, blob, from_cache=True)
-        why = ""
-        if meta.get("opt_level") == 0 and cls.QUICK_START and optimizer.enabled():
-            ir = cache.load(_llvm_ir_key(key))  # (an earlier process ended before its worker did)
-            if ir is not None:
-                program.optimized = optimizer.Optimizing(ir[1].decode(), ir[0]["level"], key, ir[0]["meta"],
-                                                         blas_on_one_thread, drop=_llvm_ir_key(key))
-                why = f": quick code, which a worker optimizes at -O{ir[0]['level']}"
+        program = cls(code)
+        why = f": quick code, which a worker optimizes at -O{code.optimizing.level}" if code.optimizing else ""
         compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s{why}")
         return program
 
     @classmethod
     def stored(cls, text: str, entry: str | None, meta: dict, blob: bytes, t0: float) -> "CpuProgram":
-        """The program for compiled code (compile_object's), kept in the disk cache."""
-        cache.store(cls.cache_key(text, entry), meta, blob)
-        program = cls(meta, blob, from_cache=False)
+        """The program for compiled code (codegen.tiers.make's), kept in the disk cache."""
+        program = cls(tiers.keep(cls.cache_key(text, entry), meta, blob))
         _log_compile(entry, meta, t0, "disk cache miss" if cache.folder() is not None else "disk cache off")
         return program
 

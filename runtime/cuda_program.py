@@ -24,12 +24,12 @@ import threading
 
 import numpy as np
 
-from dg.core.attrs import table
 from dg.core.errors import DgRuntimeError
-from dg.lowering import cuda_host, gpu, pipeline
+from dg.lowering import cuda_host, pipeline
+from dg.lowering.codegen import cache, lower
 
-from . import cache, cuda
-from .cpu import ArgumentTooLarge, CpuProgram, _array, compile_object
+from . import cuda
+from .cpu import ArgumentTooLarge, CpuProgram, _array
 
 _ONE_AT_A_TIME = threading.RLock()
 
@@ -39,25 +39,16 @@ def arch() -> str:
     return "sm_90" if int(cuda.device().arch[3:]) >= 90 else "sm_80"
 
 
-def _lowering(target_arch: str):
-    def lower(module, entry):
-        g = pipeline.run_stage(module, "gpu", start="grad", entry=entry)
-        kernels_ptx = gpu.ptx(g, target_arch)
-        m = pipeline.run_stage(g, "cuda", start="gpu")
-        return m, {"ptx": kernels_ptx, "arch": target_arch, "kernels": table(m, cuda_host.KERNELS),
-                   "globals": table(m, cuda_host.GLOBALS)}
-    return lower
-
-
 class CudaProgram(CpuProgram):
     """A compiled dg module whose functions run on the GPU, called on NumPy arrays."""
 
     QUICK_START = False  # (its host code holds the device's tables: it is compiled once)
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
+    def __init__(self, code):
+        meta = code.meta
         self.device = cuda.device()
         self.device.make_current()  # (programs are made on whichever thread compiles them)
-        super().__init__(meta, blob, from_cache)
+        super().__init__(code)
         pool = self.device.pool
         self.free = pool.release
         self.module = self.device.load(meta["ptx"], meta["kernels"]) if meta["kernels"] else None
@@ -94,8 +85,8 @@ class CudaProgram(CpuProgram):
                 pool.release(p)
 
     @staticmethod
-    def compile(module, entry):
-        return compile_object(module, entry, lower=_lowering(arch()))
+    def lowering():
+        return lower.cuda(arch())
 
     @staticmethod
     def cache_key(text: str, entry: str | None) -> str:

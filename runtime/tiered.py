@@ -27,10 +27,11 @@ import tempfile
 import threading
 import time
 
-from dg.dialects.dialect import parse
+from dg.lowering.codegen import tiers
+from dg.lowering.codegen.units import Unit
 
 from . import compile_log, interp
-from .cpu import CpuProgram, compile_object
+from .cpu import CpuProgram
 
 _WORKERS: set = set()  # the Tiered runners whose worker may still run (stopped at exit)
 
@@ -131,7 +132,7 @@ def _work(folder: str) -> None:
         text = f.read()
     with open(os.path.join(folder, "entry")) as f:
         entry = f.read()
-    meta, blob = compile_object(parse(text), entry)
+    meta, blob = tiers.make(Unit(text, entry=entry))
     with open(os.path.join(folder, "code.o.part"), "wb") as f:
         f.write(blob)
     with open(os.path.join(folder, "meta.json.part"), "w") as f:

@@ -1,4 +1,4 @@
-"""Object code the JIT can place (runtime/machine_code.py, runtime/object_room.py).
+"""Object code the JIT can place (lowering/codegen/objects.py, lowering/codegen/object_room.py).
 
 llvmlite's memory manager reserves one block per object and aborts the process when a section
 does not fit. LLVM's linker leaves out of that reservation the table entry of each stub it makes
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.runtime import machine_code
-from dg.runtime.object_room import refuse_unplaceable
+from dg.lowering.codegen import objects
+from dg.lowering.codegen.object_room import refuse_unplaceable
 
 # Calls of many functions outside the module (each a stub, if called plainly), fills and copies
 # of run-time sizes (the library's memset and memcpy), and a global that takes most of its page.
@@ -41,7 +41,7 @@ MANY_CALLS = "\n".join(
 
 def _stub_calls(blob: bytes) -> int:
     """The calls of undefined symbols that need a stub (x86-64 R_X86_64_PLT32) in an object."""
-    from dg.runtime import object_room as r
+    from dg.lowering.codegen import object_room as r
 
     sections = np.frombuffer(blob, r._SECTION, int.from_bytes(blob[60:62], "little"),
                              int.from_bytes(blob[40:48], "little"))
@@ -62,7 +62,7 @@ x86_64 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reaso
 @x86_64
 @pytest.mark.parametrize("level", [0, 2])
 def test_outside_functions_are_called_through_the_table(level):
-    blob = machine_code.object_code(MANY_CALLS, level)
+    blob = objects.object_code(MANY_CALLS, level)
     assert _stub_calls(blob) == 0
     refuse_unplaceable(blob, first=True)
 
@@ -72,10 +72,10 @@ def test_an_object_whose_stubs_overrun_is_refused(monkeypatch):
     """The object as the code generator made it before: 16 stubs whose table entries do not fit
     the page the memory manager reserves. The loader's check refuses it; linking it as it is
     aborts a process (shown in a child)."""
-    monkeypatch.setattr(machine_code, "_calls_through_got", lambda mod: None)
-    monkeypatch.setattr(machine_code, "_with_rtlib_got", lambda text: text)
-    monkeypatch.setattr(machine_code, "_library_copies", lambda text: text)
-    blob = machine_code.object_code(MANY_CALLS, 0)
+    monkeypatch.setattr(objects, "_calls_through_got", lambda mod: None)
+    monkeypatch.setattr(objects, "_with_library_calls", lambda mod, context: None)
+    monkeypatch.setattr(objects, "_library_copies", lambda text: text)
+    blob = objects.object_code(MANY_CALLS, 0)
     assert _stub_calls(blob) >= 14
     with pytest.raises(dg.DgError, match="cannot be loaded"):
         refuse_unplaceable(blob, first=True)
