@@ -1,7 +1,7 @@
 """The quick call: a compiled function called from Python with no Python between the call and
 the compiled code.
 
-Expects: a CPU program's entry (`runtime.cpu._Entry`) and the arguments of a call that the
+Expects: a CPU program's entry (`runtime.cpu.Entry`) and the arguments of a call that the
 general path has just run (NumPy arrays, in tuples, lists and dicts with string keys as
 `signature.fingerprint` takes them). Guarantees: `Quick(...)` (`CpuProgram.quick`) has an `fn`, a
 built-in function (machine code made here once per process, from LLVM IR, with llvmlite) that
@@ -196,11 +196,12 @@ class Quick:
         self.program, self.entry = program, entry
         address = native()
         nd_type, new, make_scalar, setbase = _Native.numpy
-        self.descs, self.res, self.argv = entry.buffers()
+        layout = entry.layout
+        self.descs, self.res, self.argv = layout.buffers()
         base = ctypes.addressof(self.descs)
         keep = self.keep = []  # what the table points into
         leaf_words = []
-        for (arg, steps, a), offset, dtype in zip(leaves, entry.offsets, entry.dtypes):
+        for (arg, steps, a), offset, dtype in zip(leaves, layout.offsets, layout.dtypes):
             kind = type(a)
             if kind is np.ndarray:
                 shape = _words(list(a.shape))
@@ -227,12 +228,12 @@ class Quick:
                 self.descs[offset // 8 + k] = w
         self.leaf_table = _words(leaf_words)
         result_words = []
-        for (off, rank, dtype), out_dtype in zip(entry.results, results):
+        for (off, rank, dtype), out_dtype in zip(layout.results, results):
             keep.append(out_dtype)
             result_words += [off, rank, id(out_dtype), out_dtype.itemsize]
         self.result_table = _words(result_words)
         self.busy = program.busy
-        state = program._state
+        state = entry.state
         header = [0] * HEADER_WORDS
         header[H_FN] = ctypes.cast(entry.fn, ctypes.c_void_p).value
         header[H_ARGV] = ctypes.addressof(self.argv)
@@ -254,8 +255,8 @@ class Quick:
         header[H_TUPLE] = -1 if single else len(results)
         header[H_NOTRUN], header[H_NONE] = id(NOT_RUN), id(None)
         header[H_MAIN] = threading.current_thread() is threading.main_thread()
-        header[H_RES_WORDS] = entry.out_words
-        header[H_SMALL] = entry.small
+        header[H_RES_WORDS] = layout.out_words
+        header[H_SMALL] = layout.small
         header[H_NDARRAY], header[H_NEW], header[H_SCALAR], header[H_SETBASE] = nd_type, new, make_scalar, setbase
         header[H_TUPLE_TYPE], header[H_LIST_TYPE], header[H_DICT_TYPE] = id(tuple), id(list), id(dict)
         self.has_state = state is not None
@@ -266,7 +267,7 @@ class Quick:
     def finish(self, words: bytes):
         """What `CpuProgram.call` gives (or raises) for the call that returned these `RAN` words."""
         w = memoryview(words).cast("q")
-        n = len(self.entry.offsets)
+        n = len(self.entry.layout.offsets)
         s = w[1:1 + STATE_WORDS]
         failed = (s[0] - 1, s[3], s[4], list(s[5:])) if self.has_state and s[0] else None
         inputs = set(w[1 + STATE_WORDS:1 + STATE_WORDS + n])

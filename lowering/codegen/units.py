@@ -5,12 +5,10 @@ text (what the disk cache's key is made of) and its parsed module (what the pipe
 each made from the other the first time it is asked for, so that a program the disk cache
 holds is never parsed and a module made in this process is printed once. An `LlvmUnit` is what
 lowering it gives (lowering.codegen.lower): the LLVM IR text, the optimization level due to it,
-and the tables the executor needs besides the code. Code generation (lowering.codegen.tiers)
-makes object code of an `LlvmUnit`, or of one read back in a worker process (`from_json`).
+and the tables the executor needs besides the code, which code generation (lowering.codegen.
+tiers, objects, optimizer) makes object code of.
 """
 from __future__ import annotations
-
-import json
 
 from dg.dialects.dialect import asm, parse
 
@@ -56,12 +54,3 @@ class LlvmUnit:
     @property
     def lines(self) -> int:
         return self.text.count("\n")
-
-    def header(self) -> str:
-        """The unit less its text, as one line of JSON (`from_json` reads it back)."""
-        return json.dumps({"level": self.level, "meta": self.meta})
-
-    @classmethod
-    def from_json(cls, header: str, text: str) -> "LlvmUnit":
-        h = json.loads(header)
-        return cls(text, h["level"], h["meta"])

@@ -173,3 +173,26 @@ def test_the_fuzzed_gradient_that_aborted_loads_and_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     compiled, interp = (line.split(" ", 1)[1] for line in out.stdout.splitlines())
     assert compiled == interp
+
+
+def test_the_library_calls_every_module_links_in_parse_and_route_through_the_table():
+    """lowering/codegen/ll/library_calls.ll verifies on its own, and a module it is linked into
+    (objects._with_library_calls) has the RtLibUseGOT flag and the C library's memset and memcpy
+    declared as the quick level's rewrite calls them (objects._library_copies)."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.parse_assembly(objects.LIBRARY_CALLS.read_text()).verify()
+    mod = llvm.parse_assembly("define void @f() {\n  ret void\n}\n")
+    objects._with_library_calls(mod, llvm.get_global_context())
+    mod.verify()
+    text = str(mod)
+    assert '!"RtLibUseGOT", i32 1' in text
+    assert objects._declaration("memset") == "declare void @memset(ptr, i8 zeroext, i64) nonlazybind nobuiltin"
+    copied = objects._library_copies(
+        "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)\n"
+        "define void @g(ptr %p, i64 %n) {\n  call void @llvm.memset.p0.i64(ptr %p, i8 0, i64 %n, i1 false)\n"
+        "  ret void\n}\n")
+    assert "call void @memset(ptr %p, i8 zeroext 0, i64 %n)" in copied
+    llvm.parse_assembly(copied).verify()
