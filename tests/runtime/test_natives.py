@@ -3,7 +3,8 @@ constants its Python side puts in, is LLVM IR that llvmlite parses and verifies;
 of a file and of its module match one for one; and what the quick call reads of NumPy's objects
 is where NumPy keeps it. What each helper does is tested where it is used: the quick call in
 test_quick_call.py, Ctrl-C in test_interrupt.py, the thread pool in
-tests/lowering/test_parallel.py (test_pool_runs_each_iteration_once)."""
+tests/lowering/test_parallel.py (test_pool_runs_each_iteration_once), the collectives in
+tests/dist/test_collectives.py (under mpiexec) and here (a world of one)."""
 import ctypes
 import re
 import threading
@@ -12,13 +13,28 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from dg.core.abi import GRAIN, INTERRUPT, PARALLEL_FOR
-from dg.runtime import fastcall, interrupt, natives
+from dg.core.abi import GRAIN, INTERRUPT, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_SIZE, PARALLEL_FOR
+from dg.core.mpi import DTYPES, OPS, World
+from dg.runtime import collectives, fastcall, interrupt, natives
+
+
+class _FakeMpi(World):
+    """A world of 4 whose MPI handles are `bytes` wide (what collectives_mpi.ll is made for)."""
+
+    rank, size = 2, 4
+
+    def __init__(self, handle_bytes: int):
+        handles = {"comm": 1140850688, "in_place": -1, **{f"op_{o}": 1476395009 + k for k, o in enumerate(OPS)},
+                   **{f"type_{t}": 1275069450 + k for k, t in enumerate(DTYPES)}}
+        self.native = ("libmpi.so", handles, handle_bytes)
+
 
 HELPERS = {
     "quick_call": fastcall._constants,
     "interrupt": interrupt._constants,
     "thread_pool": lambda: {"GRAIN": GRAIN, "PARALLEL_FOR": PARALLEL_FOR},
+    "collectives_one": lambda: collectives._constants(World())[1],
+    "collectives_mpi": lambda: collectives._constants(_FakeMpi(8))[1],
 }
 
 
@@ -37,7 +53,9 @@ def test_each_helper_parses_and_verifies(name):
     defined = {f.name for f in module.functions if not f.is_declaration}
     wanted = {"quick_call": {"dg_quick_call", "dg_quick_claim", "dg_quick_free_capsule"},
               "interrupt": {"dg_on_sigint", "dg_arm"},
-              "thread_pool": {"dg_pool_start", PARALLEL_FOR}}[name]
+              "thread_pool": {"dg_pool_start", PARALLEL_FOR},
+              "collectives_one": {MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST},
+              "collectives_mpi": {MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST}}[name]
     assert wanted <= defined
     if name == "interrupt":
         assert INTERRUPT in {g.name for g in module.global_variables}
@@ -86,3 +104,31 @@ def test_the_claim_takes_a_free_program_only():
     assert not fastcall.claim(busy, me + 1) and busy.value == me
     busy.value = 0
     assert fastcall.claim(busy, 7) and busy.value == 7
+
+
+def test_the_mpi_collectives_are_made_for_either_width_of_handle():
+    for width, handle in ((4, "i32"), (8, "i64")):
+        name, constants = collectives._constants(_FakeMpi(width))
+        assert name == "collectives_mpi" and constants["H"] == handle
+        text = natives.native_ir(name, constants)
+        llvm.parse_assembly(text).verify()
+        assert f"call i32 @MPI_Bcast(ptr %p, i32 %n32, {handle} %t, i32 %root32, {handle} 1140850688)" in text
+
+
+def test_a_world_of_one_s_collectives():
+    """Rank 0 of 1; an allreduce from a source copies it (of the type code's item size), one in
+    place and a broadcast leave the buffer as it is."""
+    engine = natives.compile_native(*collectives._constants(World()))
+    rank = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(MPI_RANK))
+    size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(MPI_SIZE))
+    allreduce = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                 ctypes.c_int32)(engine.get_function_address(MPI_ALLREDUCE))
+    bcast = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                             ctypes.c_int64)(engine.get_function_address(MPI_BCAST))
+    assert (rank(), size()) == (0, 1)
+    src, dst = np.arange(6, dtype=np.float64), np.zeros(6)
+    allreduce(src.ctypes.data, dst.ctypes.data, 5, DTYPES.index("f64"), OPS.index("sum"))
+    assert dst.tolist() == [0, 1, 2, 3, 4, 0]
+    allreduce(0, dst.ctypes.data, 6, DTYPES.index("f64"), OPS.index("max"))
+    bcast(dst.ctypes.data, 6, DTYPES.index("f64"), 0)
+    assert dst.tolist() == [0, 1, 2, 3, 4, 0]
