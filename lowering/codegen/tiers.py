@@ -8,8 +8,9 @@ large one: lower.opt_level) or, with `quick_start` and for a program of more tha
 QUICK_START_LINES lines of LLVM IR, the quick level's code while a worker process optimizes it
 (lowering.codegen.optimizer: `Code.optimizing`; the worker's code replaces the quick code in the
 cache). Quick code found in the cache has its optimization resumed from the LLVM IR kept beside
-it. `cached(key)` is the cache's code or None, and `keep(key, meta, blob)` stores code made
-elsewhere (`make`, in the tiered start's worker: runtime.tiered).
+it. `cached(key)` is the cache's code or None; `make(unit, to)` is (metadata, object code) at
+the level due, with no cache (the tiered start's worker: runtime.tiered), and `keep(key, meta,
+blob)` stores such code.
 """
 from __future__ import annotations
 
