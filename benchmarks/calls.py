@@ -6,8 +6,12 @@ Call overhead: dg compiled functions that do next to nothing, called from a Pyth
   array_and_python_float   f32[4], a Python float -> f32[4] (x * a)
   nine_arrays nine f32[4] -> f32[4] (their sum)
 Each is set against the same work from Python with no compiler between: a NumPy ufunc
-(np.add(x, 1)), PyTorch eager and a JAX jit function when they are installed. Figures are
-medians of --repeats timed batches of --calls calls, in microseconds per call.
+(np.add(x, 1)), PyTorch eager and a JAX jit function when they are installed. Repeated calls
+take the quick call (runtime/fastcall.py); `general_*` are one_array's and nine_arrays' calls on
+the general path (the program's `call`, which packs the descriptors and adopts the results in
+Python: runtime/descriptors.py), as a first call, a call from inside a dg call or a program
+with prints makes them. Figures are medians of --repeats timed batches of --calls calls, in
+microseconds per call.
 
 Batched products: (64, 4, 4, 32) @ (32, 64) and (64, 8, 32) @ (64, 32, 16) compiled against
 NumPy's matmul on the same arrays (median milliseconds, and the ratio).
@@ -89,6 +93,10 @@ def main(argv=None) -> dict:
     r["dg_scalar"] = per_call_us(lambda: m.scalar(x), args.calls, args.repeats)
     r["dg_array_and_python_float"] = per_call_us(lambda: m.scaled(x, 0.5), args.calls, args.repeats)
     r["dg_nine_arrays"] = per_call_us(lambda: m.nine_arrays(*nine), args.calls, args.repeats)
+    for name, arrays in (("one_array", [x]), ("nine_arrays", nine)):
+        comp = getattr(m, name)._last  # (the specialization the calls above made)
+        call, symbol = comp.runner.call, comp.symbol
+        r[f"general_{name}"] = per_call_us(lambda: call(symbol, arrays), args.calls, args.repeats)
     r["numpy_one_array"] = per_call_us(lambda: np.add(x, 1.0), args.calls, args.repeats)
     p = _peers()
     if "torch" in p:

@@ -45,8 +45,8 @@ def grad_taped(x: f32[?], w: f32[?], n: i64) -> f32[?]:
 
 def _timed(fn, repeats: int) -> float:
     fn()  # compiles (or warms up)
-    if "dg.runtime.optimizer" in sys.modules:  # (a large program's first calls run quick code)
-        sys.modules["dg.runtime.optimizer"].wait_all()
+    if "dg.lowering.codegen.optimizer" in sys.modules:  # (a large program's first calls run quick code)
+        sys.modules["dg.lowering.codegen.optimizer"].wait_all()
         fn()
     times = []
     for _ in range(repeats):

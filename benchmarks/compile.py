@@ -12,7 +12,7 @@ Tree-LSTM's gradient (a recursion over a tree given as arrays).
 The process starts with a compile of its own (`process_start`, reported), so that no member is
 charged with the libraries' start. For each: the first call in a fresh module with an empty disk
 cache ("cold"; marked * where a
-large program's first call ran quick code while a worker optimized it, `runtime.optimizer`), split into
+large program's first call ran quick code while a worker optimized it, `lowering.codegen.optimizer`), split into
 emission, autodiff (with the verifier), inlining, the other MLIR passes, the translation to LLVM
 IR text and LLVM (`lowering.pipeline.pass_times`); then the first call of another fresh module that finds the
 disk cache ("cached"); the size of the program (dg ops emitted, and after autodiff); and the
@@ -125,7 +125,7 @@ def _cold(load, name: str, args) -> _Cold:
 
 def measure_dg(load, name: str, args, tiered: bool = False, full: bool = False, repeats: int = 1) -> dict:
     """Cold and cached first calls of `load().name(*args)` (load: a fresh module each time). A
-    large program's first call runs quick code while a worker optimizes it (runtime.optimizer):
+    large program's first call runs quick code while a worker optimizes it (lowering.codegen.optimizer):
     `optimized_after_s` is when the optimized code is there, from the first call's start. With
     `full`, the cold first call with quick start off too (`full_cold_s`: LLVM's full
     optimization before the first call); with `tiered`, the tiered start's (measure_tiered).

@@ -42,7 +42,7 @@ import numpy as np
 
 import dg
 from dg.lowering import blas
-from dg.runtime import optimizer
+from dg.lowering.codegen import optimizer
 
 SRC = """
 def sgemm(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
@@ -111,7 +111,7 @@ def medians(fns: dict, repeats: int, min_time: float = 0.05, start=None, agree=N
     batch = {}
     for name, fn in fns.items():
         fn()
-        optimizer.wait_all()  # (a large program's first calls run quick code: runtime.optimizer)
+        optimizer.wait_all()  # (a large program's first calls run quick code: lowering.codegen.optimizer)
         fn()
         n = 1
         while True:
@@ -356,7 +356,7 @@ def bench_reduce(mods, peers, n, rows, cols, repeats):
 
 
 def bench_compile(batch, repeats: int = 3):
-    """First call of mlp_step: a cold compile (empty cache; the quick code of runtime.optimizer),
+    """First call of mlp_step: a cold compile (empty cache; the quick code of lowering.codegen.optimizer),
     then a new module that finds the cache (the optimized code); the median of `repeats` of each."""
     rng = np.random.default_rng(0)
     params = mlp_params(rng)

@@ -5,7 +5,7 @@ Expects: a module whose ops are all in the LLVM dialect (or NVVM, for kernels). 
 without MLIR's verifier after each pass, core.mlir.pass_manager, and the translation of invalid
 IR crashes rather than fails: here it is an MLIRError), with its float literals rewritten (`portable_floats`)
 where the LLVM inside MLIR's bindings prints them in a form llvmlite's parser does not read. The
-CPU executor optimizes and compiles that text with llvmlite (runtime.cpu.object_code), the GPU
+CPU target optimizes and compiles that text with llvmlite (lowering.codegen.objects), the GPU
 path makes PTX from it.
 """
 from __future__ import annotations

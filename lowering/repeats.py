@@ -5,7 +5,7 @@ Expects: a module after inlining (linalg on tensors), before bufferization. Guar
 (`outs`) of several ops is made again for each of them; and a failed-check branch on a condition
 that an earlier one, which runs whenever it does, already tests is gone.
 
-Why: a gradient's reverse function recomputes its callee's forward (lowering.autodiff), and so
+Why: a gradient's reverse function recomputes its callee's forward (lowering/ad), and so
 does each callee's reverse inside it, so once inlined the same forward ops stand two to four
 times in one body: the reverse of a transformer block had 31 matrix products for 24 different
 ones, and its LLVM IR 12,500 lines instead of 8,100. Merged at this level they are computed

@@ -1,431 +1,107 @@
-"""The CPU executor: compiled dg code called on NumPy arrays.
+"""The CPU target: compiled dg code called on NumPy arrays.
 
-Expects: the dg IR of one specialization at the `grad` stage (what the
-emitter made, with its gradients). Guarantees:
-`CpuProgram.build(text, module).call(symbol, arrays)` runs the compiled
-function on NumPy arrays and returns NumPy arrays. The module goes down the
-pipeline to the LLVM dialect (`lowering.pipeline`, stage `llvm`); LLVM (through
-llvmlite) optimizes and compiles its translation (`object_code`) and its
-object code is kept in the on-disk cache (`runtime.cache`); the object is
-loaded and linked with llvmlite's JIT, so a later process that finds it
-skips the emitter, MLIR and LLVM altogether.
-Arguments travel as memref descriptors (int64 words, all of a call's in
-one buffer) pointing at the arrays' data (no copy); a dense result buffer
-becomes its NumPy array's memory, other results are copied out
-(one-shot bufferization with ownership-based deallocation makes returned
-buffers the caller's). Compiled code reaches Python through process-wide
-runtime symbols (print, breakpoint, MLIR's `memrefCopy`) that dispatch to
-the program being called. A failed check stays in compiled code: it is
-recorded in the program's state global (`core.abi.STATE`), which the
-executor resets before a call and reads after it.
+Expects: the dg IR of one specialization at the `grad` stage (a `Unit`: what the emitter made,
+with its gradients). Guarantees: `CPU.compile(unit)` is its object code (lowering.codegen: from
+the disk cache, else the pipeline to the LLVM dialect, LLVM through llvmlite, and the cache; a
+large program's quick code first while a worker optimizes it), and `CPU.load(code)` the
+`CpuProgram` whose `call(symbol, arrays)` runs a compiled function on NumPy arrays and returns
+NumPy arrays (runtime.targets.build does both). A later process that finds the code in the
+disk cache skips the emitter, MLIR and LLVM altogether.
+Arguments travel as memref descriptors (runtime.descriptors: int64 words, all of a call's in
+one buffer) pointing at the arrays' data (no copy); a dense result buffer becomes its NumPy
+array's memory, other results are copied out (one-shot bufferization with ownership-based
+deallocation makes returned buffers the caller's). Compiled code reaches Python through
+process-wide runtime symbols (runtime.linking: print, breakpoint, MLIR's `memrefCopy`) that
+dispatch to the program being called. A failed check stays in compiled code: it is recorded
+in the program's state global (`core.abi.STATE`), which the executor resets before a call and
+reads after it. Repeated calls of the same shapes take the quick call (runtime.fastcall).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import ctypes.util
-import itertools
-import os
-import struct
 import threading
 import time
 
 import numpy as np
 
-from dg.core.abi import GUARDED, HOST, INNER_FRAMES, INTERRUPT, LINKED, LONGJMP, MAX_FRAMES, SETJMP, STATE, STATE_WORDS
-from dg.core.attrs import table
-from dg.core.config import config
+from dg.core.abi import GUARDED, INNER_FRAMES, LINKED, MAX_FRAMES
 from dg.core.errors import DgError, DgRuntimeError, with_call_stack
 from dg.core.locations import loc_from_row
-from dg.core.mlir import ir
-from dg.core.types import MLIR_TO_DG, np_dtype, parse_mlir_type
-from dg.dialects.dialect import parse, shared_context
-from dg.lowering import blas, pipeline
-from dg.lowering.llvm_ir import llvm_ir
+from dg.core.types import np_dtype, parse_mlir_type
+from dg.lowering import pipeline
+from dg.lowering.codegen import cache, lower, tiers
+from dg.lowering.codegen.units import Unit
 
-from . import cache, collectives, compile_log, fastcall, interrupt, optimizer, threads
+from . import compile_log, fastcall, interrupt
+from .descriptors import ArgumentTooLarge, Layout
 from .interp import _Breakpoints, _Console
-from .machine_code import object_code, quick_object_codes
-from .object_room import refuse_unplaceable
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
-_libc.free.argtypes = [ctypes.c_void_p]
-_libc.free.restype = None
-
-_SIZES_AND_STRIDES: dict = {}
-_SMALL_RESULT = 16 << 10  # bytes: results up to this size are copied out (see _adopter)
-
-# mallopt(3) parameters (glibc's malloc.h).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc's malloc keep the memory a call frees for the next call, rather than hand it
-    back to the kernel and fault it in again: compiled code allocates its temporaries (megabytes
-    for a convolutional network's step) with malloc, and by default blocks of 128 KiB and more
-    are mmap'd and unmapped at every call, which took two thirds of a LeNet step's time. Blocks
-    up to 32 MiB (glibc's largest threshold) come from the heap, and the heap is trimmed only
-    beyond 512 MiB free. Once per process, when the first program is loaded; `DG_KEEP_MEMORY=0`
-    leaves malloc as it was. True if it was set."""
-    if not config.keep_memory or not hasattr(_libc, "mallopt"):
-        return False
-    _libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    _libc.mallopt.restype = ctypes.c_int
-    return bool(_libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(_libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20))
-
-
-def _sizes_and_strides(shape: tuple) -> tuple:
-    """The sizes and (row-major) strides words of a C-contiguous array's memref descriptor."""
-    t = _SIZES_AND_STRIDES.get(shape)
-    if t is None:
-        strides, n = [], 1
-        for d in reversed(shape):
-            strides.append(n)
-            n *= d
-        if len(_SIZES_AND_STRIDES) >= 4096:  # many shapes: start again
-            _SIZES_AND_STRIDES.clear()
-        t = _SIZES_AND_STRIDES[shape] = (*shape, *reversed(strides))
-    return t
-
-
-class _Memory:
-    """A strided block of `dtype` elements at `address` as a NumPy-readable buffer (byte strides,
-    the first element at `address`); with `owned`, the malloc'd block that is freed when the last
-    array on it goes. (Not a ctypes array: each new length of those makes a new ctypes type, which
-    only a garbage collection reclaims. Not `as_strided`: that costs ten times as much.)"""
-
-    __slots__ = ("__array_interface__", "owned", "__weakref__")
-
-    def __init__(self, address: int, shape: tuple, typestr: str, strides=None, owned: int = 0):
-        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": typestr,
-                                    "strides": strides, "version": 3}
-        self.owned = owned
-
-    def __del__(self):
-        if self.owned and _libc is not None:
-            _libc.free(self.owned)
-
-
-def _array(address: int, shape: tuple, dtype: np.dtype, strides=None, owned: int = 0) -> np.ndarray:
-    """An array on memory at `address` (C order unless byte `strides` are given)."""
-    a = np.asarray(_Memory(address, shape, dtype.str, strides, owned))
-    return a if a.dtype == dtype else a.view(dtype)  # bf16's typestr is raw bytes ('<V2')
-
-
-def _adopt(words: tuple, outs: list, inputs: set, free=None) -> list:
-    """NumPy arrays for a call's results (`outs`: word offset, rank, dtype each), copying only when needed.
-
-    A dense result buffer the call allocated becomes the array's memory and is freed when
-    the array goes (with `free` other than the C library's, it is copied and freed by `free`).
-    Results that are views of an argument, a buffer an earlier result already took, strided or
-    0-d results are copied out (and their buffers freed here).
-    (Written for few steps: this runs after the compiled code has pushed Python's data out of
-    the caches.)
-    """
-    free = free or _libc.free
-    own = free is _libc.free  # (else every result is copied out)
-    taken: set = set()
-    out = []
-    for off, rank, dtype in outs:
-        alloc, aligned, offset = words[off:off + 3]
-        shape = words[off + 3:off + 3 + rank]
-        address = aligned + offset * dtype.itemsize
-        if (own and rank and alloc and alloc not in inputs and alloc not in taken and 0 not in shape
-                and words[off + 3:off + 3 + 2 * rank] == _sizes_and_strides(shape)):
-            taken.add(alloc)
-            out.append(_array(address, shape, dtype, owned=alloc))
-        elif not aligned or 0 in shape:
-            out.append(np.zeros(shape, dtype=dtype))
-        elif not rank:  # a scalar: its bytes, read at once (a view and a copy cost ten times as much)
-            out.append(np.frombuffer(ctypes.string_at(address, dtype.itemsize), dtype).reshape(()))
-        else:
-            item = dtype.itemsize
-            strides = tuple(st * item for st in words[off + 3 + rank:off + 3 + 2 * rank])
-            out.append(_array(address, shape, dtype, strides).copy())
-    for off, _, _ in outs:
-        alloc = words[off]
-        if alloc and alloc not in inputs and alloc not in taken:
-            taken.add(alloc)
-            free(alloc)
-    return out
-
-
-class _Unranked(ctypes.Structure):
-    _fields_ = [("rank", ctypes.c_int64), ("descriptor", ctypes.c_void_p)]
-
-
-def _view(u: _Unranked, item: int) -> np.ndarray:
-    """A NumPy view (of raw bytes, `item` wide) on an unranked memref's data."""
-    rank = u.rank
-    raw = (ctypes.c_int64 * (3 + 2 * rank)).from_address(u.descriptor)
-    aligned, offset = raw[1], raw[2]
-    shape, strides = tuple(raw[3:3 + rank]), tuple(raw[3 + rank:3 + 2 * rank])
-    if 0 in shape:
-        return np.zeros(shape, dtype=f"V{item}")
-    return _array(aligned + offset * item, shape, np.dtype(f"V{item}"), tuple(st * item for st in strides))
-
-
-def _memref_copy(item, src, dst):
-    """MLIR's `memrefCopy` runtime function (strided copies that are not one memcpy). A Ctrl-C that
-    Python raises in here must not leave the copy undone (compiled code goes on with the data):
-    the copy is made again, and the KeyboardInterrupt raised after the call."""
-    while True:
-        try:
-            np.copyto(_view(dst.contents, item), _view(src.contents, item))
-            return
-        except KeyboardInterrupt as e:
-            if _Runtime.local.host_error is None:
-                _Runtime.local.host_error = e
-
-
-def _stack_budget() -> int:
-    """Bytes of stack a call's dg functions may use on this thread: half of what the thread has
-    (a new thread gets RLIMIT_STACK from glibc, or what threading.stack_size set). Worked out once
-    per thread: a thread's stack does not change size."""
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
-    limit = soft if 0 < soft < (1 << 40) else 0
-    if threading.current_thread() is threading.main_thread():
-        size = limit or 8 << 20
-    else:
-        size = threading.stack_size() or limit or 2 << 20
-    return min(size, 64 << 20) // 2
-
-
-class _ThreadState(threading.local):
-    """What each thread keeps for its calls: the programs being called (innermost last), the stack
-    budget (worked out once per thread: a thread's stack does not change size) and an exception a
-    callback raised while compiled frames were in the way."""
-
-    host_error = None
-
-    def __init__(self):
-        self.stack: list = []
-        self.budget = _stack_budget()
-
-
-class _Runtime:
-    """The symbols compiled code calls back into; each call goes to the program being run."""
-
-    local = _ThreadState()
-    symbols: dict = {}  # name -> address, complete once set
-    keep: list = []
-    lock = threading.Lock()
-
-    @classmethod
-    def active(cls) -> "CpuProgram":
-        return cls.local.stack[-1]
-
-    @classmethod
-    def install(cls) -> dict:
-        """The symbols, registered with LLVM once per process: the first caller does it under
-        the lock, and every other waits for it rather than compile against a partial set."""
-        if cls.symbols:
-            return cls.symbols
-        with cls.lock:
-            if not cls.symbols:
-                keep_freed_memory()
-                cls.symbols = cls._register()
-        return cls.symbols
-
-    @classmethod
-    def _register(cls) -> dict:
-        import llvmlite.binding as llvm
-
-        symbols = {}
-
-        def add(name, cfunc):
-            cls.keep.append(cfunc)
-            symbols[name] = ctypes.cast(cfunc, ctypes.c_void_p).value
-
-        add("memrefCopy", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked),
-                                           ctypes.POINTER(_Unranked))(_memref_copy))
-        add(f"_mlir_ciface_{HOST}none", ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda hid: cls.active().host(hid)))
-        for elt, dg_dtype in MLIR_TO_DG.items():
-            def cb(hid, u, dt=np_dtype(dg_dtype)):
-                value = _view(u.contents, dt.itemsize).view(dt).copy()
-                cls.active().host(hid, value if value.ndim else value[()])
-
-            add(f"_mlir_ciface_{HOST}{elt}", ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(_Unranked))(cb))
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        lib = blas.locate()
-        for name, addr in lib.addresses if lib else ():
-            symbols[name] = addr
-        symbols.update(threads.symbols())
-        symbols[INTERRUPT] = interrupt.flag_address()
-        symbols.update(collectives.symbols())
-        libc = ctypes.CDLL(None)  # the C library's setjmp and longjmp, for the allocation guards
-        symbols[SETJMP] = ctypes.cast(libc._setjmp, ctypes.c_void_p).value
-        symbols[LONGJMP] = ctypes.cast(libc.longjmp, ctypes.c_void_p).value
-        for name, addr in symbols.items():
-            llvm.add_symbol(name, addr)
-        return symbols
-
-
+from .linking import HOST_STOPPED, THREAD_CALLS, Loaded
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what a Python float argument can be in a quick call
-
-# Each thread's dg calls in progress (`.stack`, innermost last).
-THREAD_CALLS = _Runtime.local
-
-# What a host call writes into the state word when it raised: past every check's id.
-HOST_STOPPED = 1 << 62
-
-
-class ArgumentTooLarge(MemoryError):
-    """Argument `index` is not a C-contiguous array of its dtype, and a copy that is one does not
-    fit in memory (a view with zero strides over 2**40 elements): the caller names the parameter."""
-
-    def __init__(self, index: int, shape: tuple, dtype: np.dtype):
-        super().__init__(index, shape, dtype)
-        self.index, self.shape, self.dtype = index, shape, dtype
-
-
-def _signatures(dg_module: "ir.Module") -> dict:
-    """symbol -> ([argument MLIR types], [result MLIR types]) of the defined functions (lowering keeps them)."""
-    sigs = {}
-    with dg_module.context:
-        for op in dg_module.body.operations:
-            op = op.operation
-            if op.name == "func.func" and len(op.regions[0].blocks):  # not the runtime's declarations
-                sym = ir.StringAttr(op.attributes["sym_name"]).value
-                ft = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-                sigs[sym] = ([str(t) for t in ft.inputs], [str(t) for t in ft.results])
-    return sigs
-
-
-# Programs whose LLVM IR has more lines than this are optimized at -O2 instead of -O3. The
-# pipeline inlines a program into one function; on a big one (a transformer's training step:
-# 20,000 lines and more) -O3 takes minutes where -O2 takes seconds, and the code it makes was
-# no faster in our measurements (samples/gpt.dg: loss 34 s at -O3, 6 s at -O2).
-LARGE_PROGRAM_LINES = 8000
-
-
-# A program whose LLVM IR has more lines than this starts on quick code while a worker optimizes
-# it (runtime.optimizer); its calls take the quick call meanwhile (runtime.fastcall). LLVM's -O3
-# has a high floor: medians of 5 (tests/runtime/test_quick_call.py's functions, and
-# benchmarks/compile.py's order=1): 171 lines 52 ms at -O3 against 11 ms quick, 404 lines 120
-# against 17, 650 lines 229 against 27, 662 lines (order=1) 139 against 24. Below this size the
-# quick code gains less than 50 ms, and a worker process would be started for little.
-QUICK_START_LINES = 300
-
-
-@contextlib.contextmanager
-def blas_on_one_thread():
-    """Inside, the BLAS that compiled code calls runs each product on one thread (as it was after,
-    unless changed meanwhile). For while a worker optimizes a program (runtime.optimizer): an
-    OpenBLAS thread that waits for the others gives up its core (sched_yield), and the idle
-    worker then keeps the core until the next clock tick. The MLP training step of
-    benchmarks/cpu.py took 88 ms a call so on 2 cores, 2-3 ms on one thread, and 1.5-2 ms once
-    optimized, on two."""
-    counts = blas.thread_count()
-    before = counts[0]() if counts else 1
-    if before > 1:
-        counts[1](1)
-    try:
-        yield
-    finally:
-        if before > 1 and counts[0]() == 1:
-            counts[1](before)
-
-
-def opt_level(m: "ir.Module") -> int:
-    """LLVM's optimization level for a module in the LLVM dialect: 3, or 2 for a large one."""
-    lines = 0
-    for op in m.body.operations:
-        for region in op.operation.regions:
-            for block in region.blocks:
-                lines += len(block.operations)
-                if lines > LARGE_PROGRAM_LINES:
-                    return 2
-    return 3
-
-
-def _cpu_lowering(module: "ir.Module", entry: str | None) -> tuple["ir.Module", dict]:
-    return pipeline.run_stage(module, "llvm", start="grad", entry=entry), {}
-
-
-def lower_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, str, int]:
-    """(metadata, LLVM IR text, LLVM's optimization level for it) for a module at the `grad`
-    stage: the pipeline down to the LLVM dialect (`lower(module, entry)`: the module there and
-    what it adds to the metadata; the CPU's by default), translated. The level is 3, or 2 for a
-    large program (`opt_level`). With `entry`, only that function is callable and only what it
-    reaches is compiled."""
-    sigs = _signatures(module)
-    if entry is not None:
-        sigs = {entry: sigs[entry]}
-    t0 = time.perf_counter()
-    m, extra = lower(module, entry)
-    meta = {**extra, "signatures": sigs, "checks": table(m, "dg.checks"), "alloc_sites": table(m, "dg.alloc_sites"),
-            "host_calls": table(m, "dg.host_calls"), "call_sites": table(m, "dg.call_sites")}
-    level = opt_level(m)
-    t1 = time.perf_counter()
-    with shared_context():
-        text = llvm_ir(m)
-    pipeline.note_time("LLVM IR", time.perf_counter() - t1)
-    meta["seconds"] = {"passes": time.perf_counter() - t0}
-    return meta, text, level
-
-
-def compile_object(module: "ir.Module", entry: str | None = None, lower=_cpu_lowering) -> tuple[dict, bytes]:
-    """(metadata, object code) for a module at the `grad` stage: `lower_object`, then LLVM
-    (`object_code`) at the level it gives."""
-    meta, text, level = lower_object(module, entry, lower)
-    return finish_object(meta, text, level)
-
-
-def finish_object(meta: dict, text: str, level: int) -> tuple[dict, bytes | list]:
-    """`lower_object`'s metadata with LLVM's time and level, and the object code of its text: at
-    the quick level, a list of pieces made at once, one per core (machine_code.split_module)."""
-    t0 = time.perf_counter()
-    blob = quick_object_codes(text, _cores()) if level == 0 else object_code(text, level)
-    took = time.perf_counter() - t0
-    pipeline.note_time("LLVM", took)
-    return {**meta, "seconds": {**meta["seconds"], "llvm": took}, "opt_level": level}, blob
-
-
-def _llvm_ir_key(key: str) -> str:
-    """The disk cache key of the LLVM IR kept beside a program's quick code."""
-    return cache.derived_key(key, "llvm-ir")
-
-
-def _cores() -> int:
-    """The cores this process may run on (at most 4: pieces of a module below a few thousand
-    lines gain nothing)."""
-    try:
-        return min(4, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return min(4, os.cpu_count() or 1)
-
-
-def _log_compile(entry: str | None, meta: dict, t0: float, why: str) -> None:
-    took = meta["seconds"]
-    compile_log.log(f"{entry or 'module'}: compiled in {time.perf_counter() - t0:.3g} s: passes "
-                    f"{took['passes']:.3g} s, LLVM -O{meta.get('opt_level', 3)} {took['llvm']:.3g} s ({why})")
-
 
 _NEVER_STALE = ctypes.c_int64(0)  # (the stale word of code that nothing replaces: CpuProgram.stale_word)
 
 
+class CpuTarget:
+    """Compiled code for this CPU (runtime.targets.Target)."""
+
+    name = "cpu"
+
+    def key(self, unit: Unit) -> str:
+        """The unit's disk cache key."""
+        return cache.key(unit.text, pipeline.identity() + f"|entry={unit.entry}")
+
+    def compile(self, unit: Unit) -> tiers.Code:
+        """The unit's object code: from the disk cache, else made and stored there; a large
+        program's quick code first, while a worker optimizes it (codegen.tiers)."""
+        return tiers.build(self.key(unit), unit, lower.cpu, quick_start=True)
+
+    def cached(self, unit: Unit) -> tiers.Code | None:
+        """The unit's object code if the disk cache holds it, else None."""
+        return tiers.cached(self.key(unit), quick_start=True)
+
+    def keep(self, unit: Unit, meta: dict, blob: bytes) -> tiers.Code:
+        """Object code made for the unit elsewhere (codegen.tiers.make's, in runtime.tiered's
+        worker), stored in the disk cache."""
+        return tiers.keep(self.key(unit), meta, blob)
+
+    def load(self, code: tiers.Code) -> "CpuProgram":
+        return CpuProgram(code)
+
+
+CPU = CpuTarget()
+
+
+class Entry:
+    """How to call one compiled function: its C entry point, the program's state words in the
+    code it belongs to, its descriptors' `layout`, and a pool of buffers for them (one per call
+    in flight; a call takes one and gives it back)."""
+
+    __slots__ = ("fn", "state", "layout", "pool")
+
+    def __init__(self, fn, state, layout: Layout):
+        self.fn, self.state, self.layout = fn, state, layout
+        self.pool: list = []
+
+
 class CpuProgram:
-    """A compiled dg module: its functions callable on NumPy arrays."""
+    """A compiled dg module loaded: its functions callable on NumPy arrays. `free` frees the
+    buffers its results come in (None: the C library's free)."""
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
-
-        _Runtime.install()
-        self.from_cache = from_cache
+    def __init__(self, code: tiers.Code, free=None):
+        meta = code.meta
+        self.free = free
+        self.from_cache = code.from_cache
         self.signatures = {sym: ([parse_mlir_type(t) for t in ins], [parse_mlir_type(t) for t in outs])
                            for sym, (ins, outs) in meta["signatures"].items()}
         self.checks = [(loc_from_row(place), message, n) for place, message, n in meta["checks"]]
         self.alloc_sites = [loc_from_row(place) for place in meta["alloc_sites"]]
         self.host_calls = meta["host_calls"]
         self.call_sites = [loc_from_row(place) for place in meta["call_sites"]]
-        self.opt_level = meta.get("opt_level", 3)
-        self._retired: list = []  # the JITs of code that optimized code replaced (a call may still hold one)
-        self.optimized = None  # optimizer.Optimizing while a worker optimizes this quick-start code
-        self._load(blob)
+        self.opt_level = code.opt_level
+        self._retired: list = []  # the code that optimized code replaced (a call may still run it)
+        self._use(Loaded(code.pieces))
+        self.optimized = code.optimizing  # optimizer.Optimizing while a worker optimizes this quick code
         self._lock = threading.RLock()
         # The id of the thread whose call of this program runs, else 0 (the general path takes
         # it under the lock, the quick call only when free: runtime.fastcall)
@@ -434,23 +110,9 @@ class CpuProgram:
         self.on_tap = _untapped  # (tap id, value): where shadow mode's taps go
         self._interrupted = interrupt.flag()
 
-    def _load(self, blob: bytes | list) -> None:
-        """Link the object code (or its pieces) into a JIT of its own, whose memory manager
-        (llvmlite's) places each object's sections in one reservation, as the small code model
-        of machine_code.object_code needs; a DgError, before anything is linked, for an object
-        the manager could not place (runtime.object_room), where it would abort the process."""
-        import llvmlite.binding as llvm
-
-        pieces = [blob] if isinstance(blob, bytes) else blob
-        for k, piece in enumerate(pieces):
-            refuse_unplaceable(piece, first=k == 0)
-        target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
-        self._jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target, use_lmm=True)
-        for piece in pieces:
-            self._jit.add_object_file(llvm.ObjectFileRef.from_data(piece))
-        self._jit.finalize_object()
-        at = self._jit.get_global_value_address(STATE)  # shared with the compiled code
-        self._state = (ctypes.c_int64 * STATE_WORDS).from_address(at) if at else None
+    def _use(self, loaded: Loaded) -> None:
+        """The loaded code runs the calls from now on."""
+        self.loaded, self.state = loaded, loaded.state
         self._entry: dict = {}
 
     def _take_optimized(self) -> None:
@@ -458,87 +120,14 @@ class CpuProgram:
         with self._lock:
             done, self.optimized = self.optimized, None
             if done is not None and done.blob is not None:
-                quick = self._jit
                 try:
-                    self._load(done.blob)
+                    loaded = Loaded([done.blob])
                 except DgError as e:  # (the quick code goes on running the calls)
                     compile_log.logger.warning("dg: the optimized code is not used: %s", e.raw_message)
                     return
-                self._retired.append(quick)
+                self._retired.append(self.loaded)
+                self._use(loaded)
                 self.opt_level = done.level
-
-    @classmethod
-    def build(cls, text: str, module: "ir.Module | None" = None, entry: str | None = None) -> "CpuProgram":
-        """The program for this IR at the `grad` stage (every function callable, or only `entry`):
-        from the disk cache, else compiled (from `module`, the text parsed, if given) and stored
-        there; a large one starts on quick code while a worker optimizes it (runtime.optimizer)."""
-        t0 = time.perf_counter()
-        program = cls.cached(text, entry)
-        if program is not None:
-            return program
-        module = module or parse(text)
-        if not cls.QUICK_START or not optimizer.enabled():
-            meta, blob = cls.compile(module, entry)
-        else:
-            meta, ll, level = lower_object(module, entry)
-            if ll.count("\n") > QUICK_START_LINES:  # (else LLVM optimizes it about as fast as a worker starts)
-                quick, blob = finish_object(meta, ll, 0)
-                program = cls(quick, blob, from_cache=False)
-                key = cls.cache_key(text, entry)
-                # The quick code goes into the disk cache at once, and the LLVM IR beside it, so that
-                # a process that ends before the worker does still spares the next one its compile;
-                # the worker's optimized code replaces both.
-                cache.store(key, {**quick, "pieces": [len(b) for b in blob]}, b"".join(blob))
-                cache.store(_llvm_ir_key(key), {"level": level, "meta": meta}, ll.encode())
-                program.optimized = optimizer.Optimizing(ll, level, key, meta, blas_on_one_thread,
-                                                         drop=_llvm_ir_key(key))
-                _log_compile(entry, quick, t0, f"a worker process optimizes it at -O{level}, and its code runs the "
-                             "calls once it is done")
-                return program
-            meta, blob = finish_object(meta, ll, level)
-        return cls.stored(text, entry, meta, blob, t0)
-
-    # Whether a large program starts on unoptimized code while a worker optimizes it (optimizer).
-    QUICK_START = True
-
-    @staticmethod
-    def compile(module: "ir.Module", entry: str | None) -> tuple[dict, bytes]:
-        return compile_object(module, entry)
-
-    @staticmethod
-    def cache_key(text: str, entry: str | None) -> str:
-        return cache.key(text, pipeline.identity() + f"|entry={entry}")
-
-    @classmethod
-    def cached(cls, text: str, entry: str | None = None) -> "CpuProgram | None":
-        """The program for this IR from the disk cache, or None."""
-        t0 = time.perf_counter()
-        key = cls.cache_key(text, entry)
-        hit = cache.load(key)
-        if hit is None:
-            return None
-        meta, blob = hit
-        if "pieces" in meta:  # (quick code: the pieces one JIT links, stored end to end)
-            ends = list(itertools.accumulate(meta["pieces"]))
-            blob = [blob[end - n:end] for n, end in zip(meta["pieces"], ends)]
-        program = cls(meta, blob, from_cache=True)
-        why = ""
-        if meta.get("opt_level") == 0 and cls.QUICK_START and optimizer.enabled():
-            ir = cache.load(_llvm_ir_key(key))  # (an earlier process ended before its worker did)
-            if ir is not None:
-                program.optimized = optimizer.Optimizing(ir[1].decode(), ir[0]["level"], key, ir[0]["meta"],
-                                                         blas_on_one_thread, drop=_llvm_ir_key(key))
-                why = f": quick code, which a worker optimizes at -O{ir[0]['level']}"
-        compile_log.log(f"{entry or 'module'}: loaded from the disk cache in {time.perf_counter() - t0:.3g} s{why}")
-        return program
-
-    @classmethod
-    def stored(cls, text: str, entry: str | None, meta: dict, blob: bytes, t0: float) -> "CpuProgram":
-        """The program for compiled code (compile_object's), kept in the disk cache."""
-        cache.store(cls.cache_key(text, entry), meta, blob)
-        program = cls(meta, blob, from_cache=False)
-        _log_compile(entry, meta, t0, "disk cache miss" if cache.folder() is not None else "disk cache off")
-        return program
 
     # ------------------------------------------------------------ callbacks from compiled code
     def host(self, hid: int, *value) -> None:
@@ -546,8 +135,8 @@ class CpuProgram:
         failed the call only winds down: its prints and breakpoints no longer happen (the
         interpreter stops at the failure). An exception here (pdb quit, Ctrl-C) cannot pass
         through the compiled frames: it is kept, the call winds down, and `call` raises it."""
-        state = self._state
-        if (state is not None and state[0]) or _Runtime.local.host_error is not None:
+        state = self.state
+        if (state is not None and state[0]) or THREAD_CALLS.host_error is not None:
             return
         kind, *payload = self.host_calls[hid]
         try:
@@ -560,55 +149,40 @@ class CpuProgram:
                 name, last, where = payload
                 _Breakpoints.add(name, last, loc_from_row(where), *value)
         except BaseException as e:  # raised again by `call`, after the compiled frames
-            _Runtime.local.host_error = e
+            THREAD_CALLS.host_error = e
             if state is not None:  # (a program with loops or checks has one: it stops them early)
                 state[0] = HOST_STOPPED
 
     # ------------------------------------------------------------ calls
-    free = None  # what frees the buffers compiled code allocates (None: the C library's free)
-
-    def _function(self, symbol: str) -> "_Entry":
+    def entry(self, symbol: str) -> Entry:
+        """Entry `symbol` of the code that runs the calls now."""
         e = self._entry.get(symbol)
         if e is None:
             ins, outs = self.signatures[symbol]
-            addr = self._jit.get_function_address(GUARDED + LINKED + symbol)
-            fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
-            e = self._entry[symbol] = _Entry(fn, [np.dtype(np_dtype(t.dtype)) for t in ins],
-                                             [t.rank for t in ins], outs, self.free)
-            e.state = self._state
+            fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(self.loaded.function(GUARDED + LINKED + symbol))
+            layout = Layout([np.dtype(np_dtype(t.dtype)) for t in ins], [t.rank for t in ins], outs, self.free)
+            e = self._entry[symbol] = Entry(fn, self.state, layout)
         return e
 
     def call(self, symbol: str, arrays: list):
-        if self.optimized is not None and self.optimized.done and not _Runtime.local.stack:
+        if self.optimized is not None and self.optimized.done and not THREAD_CALLS.stack:
             self._take_optimized()
-        e = self._entry.get(symbol) or self._function(symbol)
+        e = self._entry.get(symbol) or self.entry(symbol)
+        layout = e.layout
         try:  # (another thread may take the last spare between a test and a pop)
             bufs = e.pool.pop()
         except IndexError:
-            bufs = e.buffers()
+            bufs = layout.buffers()
         descs, res, argv = bufs
         keep = arrays
-        inputs = e.pack(arrays, descs)  # arrays that need nothing done: their addresses
+        inputs = layout.pack(arrays, descs)  # arrays that need nothing done: their addresses
         if inputs is None:
-            keep, words, inputs = [], [], set()
-            for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
-                try:  # the buffer protocol accepts only a C-contiguous, writable, non-empty array
-                    p = ctypes.addressof(ctypes.c_char.from_buffer(a))
-                    if a.dtype != dt:
-                        raise TypeError
-                except (TypeError, ValueError, AttributeError):
-                    try:
-                        a = np.asarray(a, dtype=dt, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
-                    except MemoryError:
-                        e.pool.append(bufs)
-                        raise ArgumentTooLarge(i, np.shape(a), dt) from None
-                    p = _address(a)
-                keep.append(a)
-                inputs.add(p)
-                words += (p, p, 0)
-                words += _sizes_and_strides(a.shape)
-            e.in_struct.pack_into(descs, 0, *words)
-        local = _Runtime.local
+            try:
+                keep, inputs = layout.pack_any(arrays, descs)
+            except ArgumentTooLarge:
+                e.pool.append(bufs)
+                raise
+        local = THREAD_CALLS
         stack, budget = local.stack, local.budget
         # One call of a program at a time: its shared state (core.abi.STATE: the first failed
         # check, the stack in use) belongs to that call. A call made from a callback inside it
@@ -639,10 +213,11 @@ class CpuProgram:
             finally:
                 if me and self.busy.value == me:
                     self.busy.value = 0
-        try:
+        try:  # (`keep` holds the copies the descriptors point into until the results are out)
             return self.outcome(e, no_memory, res, inputs, failed, not stack)
         finally:
             e.pool.append(bufs)
+            del keep
 
     def stale_word(self) -> ctypes.c_int64:
         """The word that turns nonzero once this program has newer code than it runs now (the
@@ -653,19 +228,20 @@ class CpuProgram:
     def quick(self, symbol: str, args: tuple, proto) -> "fastcall.Quick | None":
         """The quick call (runtime.fastcall) of entry `symbol` for arguments shaped as `args` (a
         call's, just run) whose results `signature.to_python` arranges as `proto`; None where
-        only the general path can make the call: for a program with prints or breakpoints,
-        results in records or nested tuples, arguments that are not all arrays of the entry's
-        dtypes, or on a thread already inside a dg call. On quick-start code, it runs the calls
-        until the optimized code has arrived (`stale_word`)."""
-        if (self.host_calls or self.free is not None or _Runtime.local.stack
-                or type(self).call is not CpuProgram.call):
+        only the general path can make the call: for a program with prints or breakpoints or
+        results freed by other than the C library (the CUDA target's host code), results in
+        records or nested tuples, arguments that are not all arrays of the entry's dtypes, or
+        on a thread already inside a dg call. On quick-start code, it runs the calls until the
+        optimized code has arrived (`stale_word`)."""
+        if self.host_calls or self.free is not None or THREAD_CALLS.stack:
             return None
-        e = self._entry.get(symbol) or self._function(symbol)
+        e = self._entry.get(symbol) or self.entry(symbol)
+        layout = e.layout
         leaves = fastcall._leaves(args)
-        if leaves is None or len(leaves) != len(e.dtypes) or any(
+        if leaves is None or len(leaves) != len(layout.dtypes) or any(
                 (dt not in _FLOATS or rank) if type(a) is float else
                 (a.dtype != dt or np.dtype(a.dtype.str) != a.dtype or a.ndim != rank)
-                for (_, _, a), dt, rank in zip(leaves, e.dtypes, e.ranks)):
+                for (_, _, a), dt, rank in zip(leaves, layout.dtypes, layout.ranks)):
             return None
         if proto is None:
             protos, single = [], False
@@ -675,16 +251,16 @@ class CpuProgram:
             return None
         else:
             protos, single = [proto], True
-        if len(protos) != len(e.results):
+        if len(protos) != len(layout.results):
             return None
         outs = []
-        for (_, _, dtype), p in zip(e.results, protos):
+        for (_, _, dtype), p in zip(layout.results, protos):
             if getattr(p, "dtype", None) == "u64" and dtype == np.int64:  # (compiled code holds keys as i64)
                 dtype = np.dtype(np.uint64)
             if np.dtype(dtype.str) != dtype:
                 return None
             outs.append(dtype)
-        return fastcall.Quick(self, e, leaves, len(args), outs, single, _Runtime.local.budget)
+        return fastcall.Quick(self, e, leaves, len(args), outs, single, THREAD_CALLS.budget)
 
     def _claim(self, me: int) -> None:
         """The program taken for a call on thread `me` (under the lock): once a quick call on
@@ -698,16 +274,17 @@ class CpuProgram:
         finally:
             self.waiting.value = 0
 
-    def outcome(self, e: "_Entry", no_memory: int, res, inputs, failed, outermost: bool):
+    def outcome(self, e: Entry, no_memory: int, res, inputs, failed, outermost: bool):
         """What a call of entry `e` that ran gives (or raises): its results from the results struct
         `res` (`inputs` the arguments' addresses), `failed` the failed check's (id, values, frames)
         from the state words, or None; `outermost` when no other dg call is in progress on the
         thread (only then does a Ctrl-C raise)."""
         # (after a failed allocation the results were never written; what the call had allocated is lost)
-        out = None if no_memory else e.adopt(e.out_struct.unpack_from(res), inputs)
+        layout = e.layout
+        out = None if no_memory else layout.adopt(layout.out_struct.unpack_from(res), inputs)
         if self._interrupted.value and outermost:  # (the loops ended early: the results are not all there)
             raise KeyboardInterrupt
-        local = _Runtime.local
+        local = THREAD_CALLS
         if no_memory and failed is None:  # (else a check that failed before: its stand-in may be what did not fit)
             raise DgRuntimeError("out of memory: the value computed here does not fit in memory",
                                  self.alloc_sites[no_memory - 1])
@@ -720,7 +297,7 @@ class CpuProgram:
             loc, message, n = self.checks[check]
             error = DgRuntimeError(message.format(a, b) if n else message, loc)
             raise with_call_stack(error, [self.call_sites[k] if k >= 0 else -k for k in _call_stack(frames)])
-        if not e.results:
+        if not layout.results:
             return None
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -738,126 +315,3 @@ def _call_stack(frames: list) -> list:
     ring = MAX_FRAMES - INNER_FRAMES
     outer = [slots[INNER_FRAMES + (k - INNER_FRAMES) % ring] for k in range(n - ring, n)]
     return list(slots[:INNER_FRAMES]) + [-(n - MAX_FRAMES)] + outer
-
-
-def _address(a: np.ndarray) -> int:
-    """The address of a C-contiguous array's data (the buffer protocol is the quick way; read-only
-    and empty arrays take NumPy's)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError):
-        return a.ctypes.data
-
-
-class _Entry:
-    """How to call one compiled function: its C entry point, argument dtypes, result layout, and
-    a pool of word buffers for the argument descriptors and the results struct (one per call in
-    flight; a call takes one and gives it back)."""
-
-    def __init__(self, fn, dtypes: list, ranks: list, outs: list, free=None, small: int = _SMALL_RESULT):
-        self.fn = fn
-        self.state = None  # the program's state words in the code `fn` belongs to (CpuProgram._function)
-        self.dtypes, self.ranks = dtypes, ranks
-        self.offsets, at = [], 0
-        for r in ranks:
-            self.offsets.append(8 * at)
-            at += 3 + 2 * r
-        self.in_words = at
-        self.results, words = [], 0
-        for t in outs:  # the results struct is their descriptors back to back, all 8-byte words
-            self.results.append((words, t.rank, np.dtype(np_dtype(t.dtype))))
-            words += 3 + 2 * t.rank
-        self.out_words = words
-        self.in_struct = struct.Struct(f"<{self.in_words}q")
-        self.out_struct = struct.Struct(f"<{self.out_words}q")
-        self.pool: list = []
-        self.pack = _packer(dtypes, ranks, self.in_struct)
-        self.adopt = _adopter(self.results, free or _libc.free, small)
-        self.small = small
-
-    def buffers(self) -> tuple:
-        """(argument descriptors, results struct, the entry's argument pointers: the results
-        struct's, if any, then each argument descriptor's)."""
-        descs = (ctypes.c_int64 * self.in_words)()
-        res = (ctypes.c_int64 * self.out_words)()
-        base = ctypes.addressof(descs)
-        pointers = ([ctypes.addressof(res)] if self.results else []) + [base + o for o in self.offsets]
-        return descs, res, (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
-
-
-def _dense_strides(sizes: list) -> list:
-    """The row-major strides (in elements) of a shape given as expressions, as expressions: what
-    `_sizes_and_strides` computes, for the code `_packer` and `_adopter` write."""
-    return ["*".join(sizes[k + 1:]) or "1" for k in range(len(sizes))]
-
-
-def _packer(dtypes: list, ranks: list, in_struct: struct.Struct):
-    """`pack(arrays, descs)`: the arguments' memref descriptors written into `descs`, and their
-    data addresses returned, when every array is of its dtype, C-contiguous, writable and not
-    empty (what the buffer protocol gives without a copy); else None, with nothing written, for
-    the general path. Written out for this signature (one line per argument, sizes and strides
-    as expressions of the shape): the cheapest Python a call can make."""
-    if any(r > 8 for r in ranks):
-        return lambda arrays, descs: None
-    names = [f"a{i}" for i in range(len(ranks))]
-    if not names:
-        return lambda arrays, descs: ()
-    lines = ["def pack(arrays, descs):", "    try:", f"        {''.join(n + ', ' for n in names)}= arrays"]
-    lines += [f"        p{i} = addressof(from_buffer({n}))" for i, n in enumerate(names)]
-    lines += [f"        if {n}.dtype is not d{i} and {n}.dtype != d{i}:\n            return None" for i, n in enumerate(names)]
-    lines += ["    except (TypeError, ValueError, AttributeError):", "        return None"]
-    words = []
-    for i, (n, r) in enumerate(zip(names, ranks)):
-        if r:
-            lines.append(f"    s{i} = {n}.shape")
-        sizes = [f"s{i}[{k}]" for k in range(r)]
-        words += [f"p{i}", f"p{i}", "0"] + sizes + _dense_strides(sizes)
-    lines.append(f"    pack_into(descs, 0, {', '.join(words)})")
-    lines.append(f"    return ({''.join(f'p{i}, ' for i in range(len(ranks)))})")
-    scope = {"addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
-             "pack_into": in_struct.pack_into, **{f"d{i}": d for i, d in enumerate(dtypes)}}
-    exec(compile("\n".join(lines), f"<dg argument packing {len(ranks)}>", "exec"), scope)
-    return scope["pack"]
-
-
-def _adopter(outs: list, free, small: int = _SMALL_RESULT):
-    """`adopt(words, inputs)`: `_adopt` for this result layout, written out for the usual case (every
-    result a dense buffer of its own, of rank 1 or more, that the call allocated), the general
-    `_adopt` otherwise. A large buffer becomes its array's memory; a small one (at most `small`
-    bytes, `_SMALL_RESULT` by default) is copied into a NumPy array and freed (by `free`) at once,
-    which costs half as much as an array on foreign memory (made, and later freed, through
-    Python). Buffers that `free` frees, not the C library's, are always copied."""
-    if free is not _libc.free:
-        small = 1 << 62
-    if not outs or any(not rank or rank > 8 for _, rank, _ in outs):
-        return lambda words, inputs: _adopt(words, outs, inputs, free)
-    lines, made, tests, allocs = ["def adopt(words, inputs):"], [], [], []
-    for i, (off, rank, dtype) in enumerate(outs):
-        sizes = [f"n{i}_{k}" for k in range(rank)]
-        strides = [f"t{i}_{k}" for k in range(rank)]
-        lines.append(f"    q{i}, b{i}, o{i}, {', '.join(sizes + strides)} = words[{off}:{off + 3 + 2 * rank}]")
-        tests += [f"q{i}", f"q{i} not in inputs"] + [f"q{i} != {q}" for q in allocs] + sizes
-        tests += [f"{t} == {d}" for t, d in zip(strides, _dense_strides(sizes))]
-        allocs.append(f"q{i}")
-    lines.append(f"    if not ({' and '.join(tests)}):")
-    lines.append("        return general(words, outs, inputs)")
-    for i, (off, rank, dtype) in enumerate(outs):
-        shape = f"({''.join(f'n{i}_{k}, ' for k in range(rank))})"
-        item = dtype.itemsize
-        raw = np.dtype(dtype.str) != dtype  # bf16: NumPy knows it as raw bytes ('<V2'), which is what buffers take
-        lines += [f"    nb{i} = {'*'.join([f'n{i}_{k}' for k in range(rank)] + [str(item)])}",
-                  f"    if nb{i} <= SMALL:",
-                  f"        r{i} = empty({shape}, '{dtype.str}')",
-                  f"        memmove(addressof(from_buffer(r{i})), b{i} + o{i} * {item}, nb{i})",
-                  *([f"        r{i} = r{i}.view(d{i})"] if raw else []),
-                  f"        free(q{i})",
-                  "    else:",
-                  f"        r{i} = array(b{i} + o{i} * {item}, {shape}, d{i}, owned=q{i})"]
-        made.append(f"r{i}")
-    lines.append(f"    return [{', '.join(made)}]")
-    scope = {"array": _array, "general": lambda words, outs, inputs: _adopt(words, outs, inputs, free),
-             "outs": outs, "empty": np.empty,
-             "memmove": ctypes.memmove, "addressof": ctypes.addressof, "from_buffer": ctypes.c_char.from_buffer,
-             "free": free, "SMALL": small, **{f"d{i}": d for i, (_, _, d) in enumerate(outs)}}
-    exec(compile("\n".join(lines), f"<dg result adoption {len(outs)}>", "exec"), scope)
-    return scope["adopt"]

@@ -1,13 +1,15 @@
 """The CUDA executor: compiled dg code whose parallel loops run on an NVIDIA GPU.
 
 Expects: the dg IR of one specialization at the `grad` stage, and a GPU (`runtime.cuda`).
-Guarantees: `CudaProgram.build(text, module, entry).call(symbol, arrays)` runs the function
-with its parallel loops as kernels on the device and returns NumPy arrays, as `CpuProgram`
-does on the CPU:
+Guarantees: `CUDA.load(CUDA.compile(unit)).call(symbol, arrays)` (runtime.targets.build) runs
+the function with its parallel loops as kernels on the device and returns NumPy arrays, as the
+CPU target's programs do on the CPU:
 - the kernels are the PTX of the `gpu` stage, loaded by the driver for the device (made for
   sm_90 on Hopper and later, sm_80 before); the host code is the `cuda` stage (launches
   through the driver, the CPU's lowering for the rest: sequential loops, calls, checks),
-  compiled and kept in the disk cache like CPU code, with the PTX beside it;
+  compiled and kept in the disk cache like CPU code, with the PTX beside it (optimized at
+  once: the host code holds the device's tables), and loaded as a `CpuProgram` whose results'
+  buffers the device pool frees;
 - every buffer is the device pool's managed memory; the arguments are copied into it at the
   call and the results out of it at the return, and in between the data stays where the
   kernels use it. The host code waits for the kernels only where it reads their data;
@@ -24,12 +26,14 @@ import threading
 
 import numpy as np
 
-from dg.core.attrs import table
 from dg.core.errors import DgRuntimeError
-from dg.lowering import cuda_host, gpu, pipeline
+from dg.lowering import cuda_host, pipeline
+from dg.lowering.codegen import cache, lower, tiers
+from dg.lowering.codegen.units import Unit
 
-from . import cache, cuda
-from .cpu import ArgumentTooLarge, CpuProgram, _array, compile_object
+from . import cuda
+from .cpu import CpuProgram
+from .descriptors import ArgumentTooLarge, array
 
 _ONE_AT_A_TIME = threading.RLock()
 
@@ -39,29 +43,44 @@ def arch() -> str:
     return "sm_90" if int(cuda.device().arch[3:]) >= 90 else "sm_80"
 
 
-def _lowering(target_arch: str):
-    def lower(module, entry):
-        g = pipeline.run_stage(module, "gpu", start="grad", entry=entry)
-        kernels_ptx = gpu.ptx(g, target_arch)
-        m = pipeline.run_stage(g, "cuda", start="gpu")
-        return m, {"ptx": kernels_ptx, "arch": target_arch, "kernels": table(m, cuda_host.KERNELS),
-                   "globals": table(m, cuda_host.GLOBALS)}
-    return lower
+class CudaTarget:
+    """Kernels for the process's GPU and host code for this CPU (runtime.targets.Target)."""
+
+    name = "cuda"
+
+    def key(self, unit: Unit) -> str:
+        """The unit's disk cache key (the device's architecture in it)."""
+        return cache.key(unit.text, pipeline.identity("cuda") + f"|entry={unit.entry}|arch={arch()}")
+
+    def compile(self, unit: Unit) -> tiers.Code:
+        """The unit's kernels and host code: from the disk cache, else made and stored there."""
+        return tiers.build(self.key(unit), unit, lower.cuda(arch()))
+
+    def cached(self, unit: Unit) -> tiers.Code | None:
+        return tiers.cached(self.key(unit))
+
+    def load(self, code: tiers.Code) -> "CudaProgram":
+        return CudaProgram(code)
 
 
-class CudaProgram(CpuProgram):
-    """A compiled dg module whose functions run on the GPU, called on NumPy arrays."""
+CUDA = CudaTarget()
 
-    QUICK_START = False  # (its host code holds the device's tables: it is compiled once)
 
-    def __init__(self, meta: dict, blob: bytes, from_cache: bool):
+class CudaProgram:
+    """A compiled dg module whose functions run on the GPU, called on NumPy arrays: its host code
+    (`host`, a CpuProgram) with the device's tables filled in, its kernels and constants loaded."""
+
+    def __init__(self, code: tiers.Code):
+        meta = code.meta
         self.device = cuda.device()
         self.device.make_current()  # (programs are made on whichever thread compiles them)
-        super().__init__(meta, blob, from_cache)
         pool = self.device.pool
-        self.free = pool.release
+        self.host = CpuProgram(code, free=pool.release)
+        self.from_cache = code.from_cache
+        self.checks = self.host.checks
+        loaded = self.host.loaded
         self.module = self.device.load(meta["ptx"], meta["kernels"]) if meta["kernels"] else None
-        at = self._jit.get_global_value_address(cuda_host.TABLE)
+        at = loaded.global_address(cuda_host.TABLE)
         self._table = (ctypes.c_int64 * cuda_host.TABLE_WORDS).from_address(at) if at else None
         if self._table is not None:
             t = self._table
@@ -71,7 +90,7 @@ class CudaProgram(CpuProgram):
         handles = list(self.module.kernels if self.module is not None else [])
         self._constants = []  # the device copies of the program's constants, kept while it lives
         for name, nbytes in meta["globals"]:
-            source = self._jit.get_global_value_address(name)
+            source = loaded.global_address(name)
             p = pool.allocate(nbytes)
             if not p or not source:
                 for q in self._constants:
@@ -82,7 +101,7 @@ class CudaProgram(CpuProgram):
             self._constants.append(p)
             handles.append(p)
         if handles:
-            at = self._jit.get_global_value_address(cuda_host.HANDLES)
+            at = loaded.global_address(cuda_host.HANDLES)
             if not at:
                 raise DgRuntimeError("the compiled program has no table of kernels")
             (ctypes.c_int64 * len(handles)).from_address(at)[:] = handles
@@ -92,14 +111,6 @@ class CudaProgram(CpuProgram):
         for p in getattr(self, "_constants", ()):
             if pool is not None:
                 pool.release(p)
-
-    @staticmethod
-    def compile(module, entry):
-        return compile_object(module, entry, lower=_lowering(arch()))
-
-    @staticmethod
-    def cache_key(text: str, entry: str | None) -> str:
-        return cache.key(text, pipeline.identity("cuda") + f"|entry={entry}|arch={arch()}")
 
     def call(self, symbol: str, arrays: list):
         # One GPU call at a time in the process (a call made from a breakpoint inside one nests):
@@ -112,10 +123,10 @@ class CudaProgram(CpuProgram):
         device = self.device
         device.make_current()
         pool = device.pool
-        e = self._entry.get(symbol) or self._function(symbol)
+        dtypes = self.host.entry(symbol).layout.dtypes
         held, staged = [], []
         try:
-            for i, (a, dt) in enumerate(zip(arrays, e.dtypes)):
+            for i, (a, dt) in enumerate(zip(arrays, dtypes)):
                 try:
                     a = np.asarray(a, dtype=dt)
                 except MemoryError:
@@ -124,7 +135,7 @@ class CudaProgram(CpuProgram):
                 if not p:
                     raise ArgumentTooLarge(i, a.shape, dt)
                 held.append(p)
-                v = _array(p, a.shape, dt)
+                v = array(p, a.shape, dt)
                 if a.size:
                     np.copyto(v, a)
                 staged.append(v)
@@ -133,7 +144,7 @@ class CudaProgram(CpuProgram):
                 t[cuda_host.PENDING] = t[cuda_host.STATUS] = 0
             host_error = None
             try:
-                out = super().call(symbol, staged)
+                out = self.host.call(symbol, staged)
             except DgRuntimeError as e:  # (a failed check or allocation on the host)
                 host_error = e
             finally:  # (the kernels' check flag is read, and so cleared, whatever the host did)

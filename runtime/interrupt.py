@@ -6,7 +6,7 @@ function that can call itself. Guarantees: `arm()`, called before an outermost c
 clears the flag and makes sure SIGINT sets it. The handler is machine code (made here with
 llvmlite: a signal handler may not run Python) that sets the flag and then calls Python's own
 handler (CPython's C handler, whatever Python function it dispatches to), so that Python raises
-`KeyboardInterrupt` as usual once the compiled call has wound down. `arm` is machine code too
+`KeyboardInterrupt` as usual once the compiled call has wound down (runtime/ll/interrupt.ll). `arm` is machine code too
 (it runs before every call): it tests SIGINT's handler and puts ours back in front of Python's
 where something replaced it. Where SIGINT has no Python handler (the default action, or
 ignored), none is installed: dg does not take Ctrl-C from a program that does not handle it.
@@ -19,72 +19,11 @@ import threading
 
 from dg.core.abi import INTERRUPT
 
+from .natives import compile_native
+
 # struct sigaction as the C library lays it out on Linux (x86-64 and AArch64): the handler, a
 # 1024-bit signal mask, the flags (an int, padded), the restorer.
 SIGACTION_BYTES = 8 + 128 + 8 + 8
-
-
-_HANDLER_IR = f"""
-@{INTERRUPT} = global i64 0, align 8
-@dg_python_handler = global ptr null, align 8
-@dg_in_handler = global i64 0, align 8
-
-declare i32 @sigaction(i32, ptr, ptr)
-
-; The flag set, then Python's own handler called (once: a handler that raises SIGINT again
-; inside it does not recurse).
-define void @dg_on_sigint(i32 %sig, ptr %info, ptr %context) {{
-entry:
-  store atomic i64 1, ptr @{INTERRUPT} seq_cst, align 8
-  %was = atomicrmw xchg ptr @dg_in_handler, i64 1 seq_cst
-  %nested = icmp ne i64 %was, 0
-  br i1 %nested, label %done, label %go
-go:
-  %python = load atomic ptr, ptr @dg_python_handler seq_cst, align 8
-  %word = ptrtoint ptr %python to i64
-  %real = icmp ugt i64 %word, 1
-  br i1 %real, label %chain, label %out
-chain:
-  call void %python(i32 %sig, ptr %info, ptr %context)
-  br label %out
-out:
-  store atomic i64 0, ptr @dg_in_handler seq_cst, align 8
-  br label %done
-done:
-  ret void
-}}
-
-; The flag cleared; where SIGINT's handler is Python's, ours put in front of it (the same mask
-; and flags). 1 where the handler is one this does not know (Python's, before it is learnt, or
-; one installed behind Python's back), for Python to decide; else 0.
-define i32 @dg_arm() {{
-entry:
-  %now = alloca [{SIGACTION_BYTES} x i8], align 16
-  store atomic i64 0, ptr @{INTERRUPT} seq_cst, align 8
-  %r = call i32 @sigaction(i32 {int(signal.SIGINT)}, ptr null, ptr %now)
-  %ok = icmp eq i32 %r, 0
-  br i1 %ok, label %check, label %keep
-check:
-  %current = load ptr, ptr %now, align 8
-  %ours = icmp eq ptr %current, @dg_on_sigint
-  %word = ptrtoint ptr %current to i64
-  %none = icmp ule i64 %word, 1
-  %skip = or i1 %ours, %none
-  br i1 %skip, label %keep, label %known
-known:
-  %python = load atomic ptr, ptr @dg_python_handler seq_cst, align 8
-  %is_python = icmp eq ptr %current, %python
-  br i1 %is_python, label %install, label %unknown
-install:
-  store ptr @dg_on_sigint, ptr %now, align 8
-  %r2 = call i32 @sigaction(i32 {int(signal.SIGINT)}, ptr %now, ptr null)
-  br label %keep
-keep:
-  ret i32 0
-unknown:
-  ret i32 1
-}}
-"""
 
 
 class _Handler:
@@ -95,15 +34,14 @@ class _Handler:
     arm = None  # dg_arm, callable
 
 
-def _make() -> None:
-    import llvmlite.binding as llvm
+def _constants() -> dict:
+    """What runtime/ll/interrupt.ll's placeholders stand for."""
+    return {"INTERRUPT": INTERRUPT, "SIGINT": int(signal.SIGINT), "SIGACTION_BYTES": SIGACTION_BYTES}
 
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.add_symbol("sigaction", ctypes.cast(_libc.sigaction, ctypes.c_void_p).value)
-    target = llvm.Target.from_default_triple().create_target_machine()
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_HANDLER_IR), target)
-    engine.finalize_object()
+
+def _make() -> None:
+    engine = compile_native("interrupt", _constants(),
+                            {"sigaction": ctypes.cast(_libc.sigaction, ctypes.c_void_p).value})
     _Handler.flag = ctypes.c_int64.from_address(engine.get_global_value_address(INTERRUPT))
     _Handler.python = ctypes.c_void_p.from_address(engine.get_global_value_address("dg_python_handler"))
     _Handler.arm = ctypes.CFUNCTYPE(ctypes.c_int32)(engine.get_function_address("dg_arm"))

@@ -1,7 +1,8 @@
 """Prepare and run a specialization in a mode, and show it at a stage of the pipeline.
 
-The interpreter runs the `grad` stage, translated to Python (`runtime.interp`); compiled CPU
-code is the pipeline down to `llvm`, then machine code (`runtime.cpu`); on the GPU, kernels
+The interpreter runs the `grad` stage, translated to Python (`runtime.interp`); compiled code
+is that stage as a `Unit` (lowering.codegen.units) built for a target (`runtime.targets`): on
+the CPU, the pipeline down to `llvm`, then machine code (`runtime.cpu`); on the GPU, kernels
 from `gpu` and host code from `cuda` (`runtime.cuda_program`); shadow mode runs both on
 the stage with taps (`runtime.shadow`). With numerics checks, each runs the stage with them
 (`lowering.instrument`). `.ir(stage)` shows any
@@ -14,11 +15,11 @@ from dg.core.errors import DgError
 from dg.dialects.dialect import asm, parse
 from dg.lowering import gpu, instrument, pipeline
 from dg.lowering.ad import needs_autodiff
+from dg.lowering.codegen.units import Unit
 
-from . import interp, tiered
-from .cpu import CpuProgram
+from . import interp, targets, tiered
+from .cpu import CPU, CpuProgram
 from .cuda import require_driver
-from .cuda_program import CudaProgram
 from .shadow import Shadow
 
 
@@ -56,6 +57,14 @@ def instrumented(comp, numerics: bool, taps: bool = False):
     return m
 
 
+def compiled_unit(comp, numerics: bool = False) -> Unit:
+    """What compiled code is made of: the `grad` stage (with numerics checks when asked for), as
+    one object whose text and module are each made when first needed."""
+    if numerics:
+        return Unit(module=instrumented(comp, numerics), entry=comp.symbol)
+    return Unit(grad_text(comp), comp.stages.get("grad"), comp.symbol)
+
+
 def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
     """Make the specialization's runner for the mode and device (with `numerics`: checking that
     every op makes finite floats)."""
@@ -71,16 +80,14 @@ def prepare(comp, mode: str, device: str, numerics: bool = False) -> None:
     if mode == "compiled" and device in ("cpu", "cuda"):
         if device == "cuda":
             require_driver()  # a located reason when there is no GPU, driver or cuda-python
-        m = instrumented(comp, numerics) if numerics else comp.stages.get("grad")
-        text = asm(m) if numerics else grad_text(comp)
-        if device == "cuda":
-            comp.runner = CudaProgram.build(text, m, comp.symbol)
+        unit = compiled_unit(comp, numerics)
+        if device == "cpu" and tiered.enabled():  # the interpreter runs the first calls while a worker compiles
+            program = targets.cached(CPU, unit)
+            if program is None and not unit.parsed():  # (the interpreter's: the stage as the pipeline made it)
+                unit = Unit(unit.text, stage_module(comp, "grad"), unit.entry)
+            comp.runner = program or tiered.Tiered(comp, unit)
             return
-        if tiered.enabled():  # the interpreter runs the first calls while a worker compiles
-            comp.runner = CpuProgram.cached(text, comp.symbol) or \
-                tiered.Tiered(comp, text, comp.symbol, m if m is not None else stage_module(comp, "grad"))
-            return
-        comp.runner = CpuProgram.build(text, m, comp.symbol)
+        comp.runner = targets.build(targets.TARGETS[device], unit)
         return
     raise DgError(f"mode '{mode}' on device '{device}' is not built yet: use mode='interp' (or DG_MODE=interp)")
 

@@ -27,9 +27,10 @@ from dg.dsl.values import ConstRef, FuncRef, ModuleRef
 from dg.lowering.pipeline import SHOWN
 
 from . import compile_log, html, modes, signature
-from .cpu import THREAD_CALLS, ArgumentTooLarge
+from .descriptors import ArgumentTooLarge
 from .fastcall import NOT_RUN, RAN
 from .graph import draw as draw_graph
+from .linking import THREAD_CALLS
 
 
 def default_mode() -> str:

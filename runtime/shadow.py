@@ -17,10 +17,10 @@ import numpy as np
 from dg.core.attrs import table
 from dg.core.errors import DgRuntimeError
 from dg.core.locations import loc_from_row
-from dg.dialects.dialect import asm
+from dg.lowering.codegen.units import Unit
 
-from . import interp
-from .cpu import CpuProgram
+from . import interp, targets
+from .cpu import CPU
 
 # How far apart the two modes' values may be, in units of the element type's epsilon, relative to
 # the value (or to the largest magnitude in the array, for elements near zero): compiled code
@@ -78,7 +78,7 @@ class Shadow:
     def __init__(self, module, symbol: str):
         self.taps = [(loc_from_row(place), name, grad) for place, name, grad in table(module, "dg.taps")]
         self.translation = interp.Translation(module)
-        self.compiled = CpuProgram.build(asm(module), module, symbol)
+        self.compiled = targets.build(CPU, Unit(module=module, entry=symbol))
 
     def run(self, symbol: str, arrays):
         shown: list = []

@@ -2,8 +2,8 @@
 compiles it (`DG_TIERED=1`).
 
 Expects: a specialization whose compiled CPU code is in neither this process nor the disk
-cache, its `grad`-stage text (numerics checks in it when asked for), and its module for the
-interpreter. Guarantees: `Tiered.call` gives what `CpuProgram.call` gives (the two modes agree:
+cache, and its `grad`-stage `Unit` (numerics checks in it when asked for), whose module the
+interpreter runs. Guarantees: `Tiered.call` gives what `CpuProgram.call` gives (the two modes agree:
 the same values, to rounding, and the same located errors), from the interpreter until the
 worker has finished, from compiled code after; the compiled code goes into the disk cache as a
 compile in this process would put it there. A worker that fails (or cannot start) leaves the
@@ -28,10 +28,11 @@ import threading
 import time
 
 from dg.core.config import config
-from dg.dialects.dialect import parse
+from dg.lowering.codegen import tiers
+from dg.lowering.codegen.units import Unit
 
-from . import compile_log, interp
-from .cpu import CpuProgram, compile_object
+from . import compile_log, interp, targets
+from .cpu import CPU, CpuProgram
 
 _WORKERS: set = set()  # the Tiered runners whose worker may still run (stopped at exit)
 
@@ -43,14 +44,14 @@ def enabled() -> bool:
 class Tiered:
     """The runner of a specialization whose compiled code is being made in a worker process."""
 
-    def __init__(self, comp, text: str, entry: str, module):
-        self.comp, self.text, self.entry = comp, text, entry
+    def __init__(self, comp, unit: Unit):
+        self.comp, self.unit, self.entry = comp, unit, unit.entry
         self.started = time.perf_counter()
         self.dir = tempfile.mkdtemp(prefix="dg-tiered-")  # (only this user may read it)
         with open(os.path.join(self.dir, "grad.mlir"), "w") as f:
-            f.write(text)
+            f.write(unit.text)
         with open(os.path.join(self.dir, "entry"), "w") as f:
-            f.write(entry)
+            f.write(unit.entry)
         try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
             with open(os.path.join(self.dir, "stderr"), "wb") as err:
                 self.worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.tiered", self.dir],
@@ -58,11 +59,11 @@ class Tiered:
                                                start_new_session=True)
         except OSError:
             self.worker = None
-        self.interp = interp.Translation(module)
+        self.interp = interp.Translation(unit.module)
         self.program: CpuProgram | None = None
         self.lock = threading.Lock()
         _WORKERS.add(self)
-        compile_log.log(f"{entry}: compiling in a worker process; the interpreter runs the calls until it is done")
+        compile_log.log(f"{self.entry}: compiling in a worker process; the interpreter runs the calls until it is done")
 
     def ready(self) -> bool:
         """Whether compiled code runs the calls from now on (taking the worker's result if it has
@@ -106,10 +107,13 @@ class Tiered:
         if meta is None:  # compiled here, as without a worker: a failure is reported as it always is
             compile_log.log(f"{self.entry}: the worker did not compile it ({why.splitlines()[-1] if why else 'no worker'}); "
                             f"compiling in this process")
-            return CpuProgram.build(self.text, None, self.entry)
+            return targets.build(CPU, self.unit)
         compile_log.log(f"{self.entry}: the worker's compiled code runs the calls from now on "
                         f"({time.perf_counter() - self.started:.3g} s after the first call)")
-        return CpuProgram.stored(self.text, self.entry, meta, blob, self.started)
+        code = CPU.keep(self.unit, meta, blob)
+        program = CPU.load(code)
+        targets.log_built(self.entry, code, self.started)
+        return program
 
     def stop(self) -> None:
         """The worker stopped and its folder removed (at exit, when compiled code is not needed)."""
@@ -132,7 +136,7 @@ def _work(folder: str) -> None:
         text = f.read()
     with open(os.path.join(folder, "entry")) as f:
         entry = f.read()
-    meta, blob = compile_object(parse(text), entry)
+    meta, blob = tiers.make(Unit(text, entry=entry))
     with open(os.path.join(folder, "code.o.part"), "wb") as f:
         f.write(blob)
     with open(os.path.join(folder, "meta.json.part"), "w") as f:

@@ -129,7 +129,8 @@ def test_the_modules_ask_config(clean, tmp_path):
     """The functions that read the variables before core/config.py read them through it now."""
     from dg.core import mlir, tracebacks
     from dg.lowering import blas
-    from dg.runtime import cache, compile_log, optimizer, program, threads, tiered
+    from dg.lowering.codegen import cache, optimizer
+    from dg.runtime import compile_log, program, threads, tiered
 
     clean.setenv("DG_NUM_THREADS", "5")
     assert threads.count() == 5

@@ -65,13 +65,15 @@ COMPILED_OPS = ["add", "mul", "tanh", "matmul", "softmax", "max", "broadcast_to"
 
 @pytest.mark.parametrize("name", COMPILED_OPS)
 def test_jvp_compiled_agrees_with_interpreter(name):
-    from dg.runtime.cpu import CpuProgram
+    from dg.lowering.codegen.units import Unit
+    from dg.runtime import targets
+    from dg.runtime.cpu import CPU
 
     arrays, attrs = _sample(name)
     out, wrt = _pushed(name, arrays, attrs)
     rng = np.random.default_rng(5)
     ts = [rng.standard_normal(arrays[i].shape) for i in wrt]
     want = _as_tuple(interp.run(interp.Translation(parse(out, f"<jvp:{name}:out>")), "f_jvp", arrays + ts))
-    got = _as_tuple(CpuProgram.build(out).call("f_jvp", arrays + ts))
+    got = _as_tuple(targets.build(CPU, Unit(out)).call("f_jvp", arrays + ts))
     for w_, g_ in zip(want, got):
         np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=1e-12, atol=1e-12)

@@ -289,13 +289,13 @@ def _children(pid):
 
 
 def _stop_optimizers(pids):
-    """Stop those of `pids` that are dg's LLVM optimizer processes (runtime/optimizer.py: quick
+    """Stop those of `pids` that are dg's LLVM optimizer processes (lowering/codegen/optimizer.py: quick
     start optimizes a large program in a process of its own, which runs on for minutes, and
     after its parent is gone)."""
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"dg.runtime.optimizer" in f.read():
+                if b"dg.lowering.codegen.optimizer" in f.read():
                     os.kill(pid, signal.SIGKILL)
         except OSError:
             pass

@@ -13,7 +13,7 @@ from dg.core.mlir import ExecutionEngine, ir, passmanager
 from dg.dialects.dialect import shared_context
 from dg.lowering import blas
 from dg.lowering import cpu as lowering_cpu
-from dg.runtime import cpu
+from dg.runtime import linking
 
 SRC = """
 def mm(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:
@@ -122,7 +122,7 @@ def _engine(mod, symbols=()):
     (those in `symbols`, (name, address) pairs, in place of the executor's)."""
     passmanager.PassManager.parse(lowering_cpu.TO_LLVM).run(mod.operation)
     engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
-    for name, addr in {**cpu._Runtime.install(), **dict(symbols)}.items():
+    for name, addr in {**linking.install(), **dict(symbols)}.items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
     return engine
 

@@ -1,4 +1,4 @@
-"""The CPU pipeline's order (runtime/cpu.py): what is lowered for one entry function."""
+"""The CPU pipeline's order (lowering/codegen/lower.py): what is lowered for one entry function."""
 import numpy as np
 import pytest
 
@@ -65,7 +65,7 @@ def test_no_import_is_tried_again_and_again(monkeypatch):
 
 # A loop with a data-dependent bound, nested ifs, a `break` and an early return of a 10-tuple,
 # and no return after the loop: LLVM's SLP vectorizer spent 35 to 200 s on it (on 2 cores), now
-# off (runtime/machine_code.py); the whole call takes about a second.
+# off (lowering/codegen/objects.py); the whole call takes about a second.
 SLOW_TO_VECTORIZE = """
 def g(x: f32[N], w: f32[?, ?], a: f32, n: i64):
     s = a * 0.5
@@ -128,7 +128,8 @@ def test_invalid_ir_is_caught_before_llvm_without_per_pass_verification(monkeypa
     an error there, not a crash in the translation."""
     from dg.dialects.dialect import parse
     from dg.lowering import pipeline
-    from dg.runtime import cpu
+    from dg.lowering.codegen import tiers
+    from dg.lowering.codegen.units import Unit
 
     monkeypatch.delenv("DG_VERIFY_PASSES", raising=False)
     monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path))
@@ -143,4 +144,4 @@ def test_invalid_ir_is_caught_before_llvm_without_per_pass_verification(monkeypa
     monkeypatch.setitem(pipeline.PASSES, "function-attributes", breaks_a_block)
     m = parse("func.func @f(%x: f64) -> f64 {\n  %y = arith.addf %x, %x : f64\n  return %y : f64\n}")
     with pytest.raises(ir.MLIRError, match="terminator|block"):
-        cpu.compile_object(m, "f")
+        tiers.make(Unit(module=m, entry="f"))

@@ -11,8 +11,9 @@ import pytest
 import dg
 from dg.core.mlir import operations_under
 from dg.dialects.dialect import parse
-from dg.runtime import interp
-from dg.runtime.cpu import CpuProgram
+from dg.lowering.codegen.units import Unit
+from dg.runtime import interp, targets
+from dg.runtime.cpu import CPU
 
 OPS = """
 func.func @clear(%d: tensor<?x{row}f64>, %k: tensor<i64>) -> tensor<?x{row}f64> {{
@@ -36,7 +37,7 @@ def test_compiled_agrees_with_the_interpreter(n, k, rows):
     text = OPS.format(row=row)
     rng = np.random.default_rng(0)
     t, v = rng.standard_normal((n, *rows)), rng.standard_normal(rows)
-    program, eager = CpuProgram.build(text), interp.Translation(parse(text))
+    program, eager = targets.build(CPU, Unit(text)), interp.Translation(parse(text))
     cleared, pushed = t.copy(), t.copy()
     cleared[k], pushed[k] = 0, v
     for name, args, want in (("clear", [t, np.int64(k)], cleared), ("push", [t, np.int64(k), v], pushed)):

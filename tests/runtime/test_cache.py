@@ -146,11 +146,29 @@ def test_cache_can_be_turned_off(tmp_path):
 
 
 def test_key_changes_with_the_ir_and_the_pipeline():
-    from dg.runtime import cache
+    from dg.lowering.codegen import cache
 
     a = cache.key("module {}", "p1")
     assert a == cache.key("module {}", "p1")
     assert a != cache.key("module { }", "p1") and a != cache.key("module {}", "p2")
+
+
+def test_get_or_build_builds_once_and_then_finds_the_entry(tmp_path, monkeypatch):
+    from dg.lowering.codegen import cache
+
+    monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
+    built = []
+
+    def build():
+        built.append(1)
+        return {"n": len(built)}, b"object code"
+
+    k = cache.key("module {}", "get_or_build")
+    assert cache.get_or_build(k, build) == ({"n": 1}, b"object code", False)
+    assert cache.get_or_build(k, build) == ({"n": 1}, b"object code", True)
+    assert built == [1]
+    monkeypatch.setenv("DG_CACHE", "0")  # (no cache: built every time)
+    assert cache.get_or_build(k, build) == ({"n": 2}, b"object code", False)
 
 
 def test_only_the_called_function_and_what_it_reaches_are_compiled():
@@ -241,7 +259,7 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_only(tmp_path, monkeypat
     import numpy as np
 
     import dg
-    from dg.runtime import cache
+    from dg.lowering.codegen import cache
 
     folder = tmp_path / "cache"
     monkeypatch.setenv("DG_CACHE_DIR", str(folder))

@@ -1,10 +1,10 @@
-"""The call path into compiled code: the packing and adoption written out per signature, and the
-general path they fall back on, give the same results."""
+"""The call path into compiled code (runtime/descriptors.py): the packing and adoption made per
+signature, and the general path they fall back on, give the same results."""
 import numpy as np
 import pytest
 
 import dg
-from dg.runtime import cpu
+from dg.runtime import descriptors
 
 SRC = """
 def scale(x: f32[?]) -> f32[?]:
@@ -32,7 +32,7 @@ def m():
 
 def _entry(fn):
     comp = fn._last
-    return comp.runner._entry[comp.symbol]
+    return comp.runner.entry(comp.symbol).layout
 
 
 @pytest.mark.parametrize("n", [4, 10_000])  # copied out (16 bytes), and adopted (40 KB)
@@ -41,10 +41,10 @@ def test_small_results_are_copied_and_large_ones_adopted(m, n):
     r = m.scale(x)
     np.testing.assert_array_equal(r, 2 * x)
     assert r.flags.writeable and r.flags.c_contiguous
-    if n * 4 <= cpu._SMALL_RESULT:
+    if n * 4 <= descriptors.SMALL_RESULT:
         assert r.base is None  # NumPy's own memory; the compiled code's buffer was freed
     else:
-        assert isinstance(r.base, cpu._Memory) and r.base.owned  # freed when the array goes
+        assert isinstance(r.base, descriptors.Memory) and r.base.owned  # freed when the array goes
     r[0] = 7  # the result is the caller's
     np.testing.assert_array_equal(m.scale(x), 2 * x)
 
@@ -54,7 +54,7 @@ def test_several_results_of_mixed_sizes(m):
     a, b = m.pair(x, y)
     np.testing.assert_array_equal(a, x + 1)
     np.testing.assert_array_equal(b, y * 3)
-    assert a.base is None and isinstance(b.base, cpu._Memory)
+    assert a.base is None and isinstance(b.base, descriptors.Memory)
 
 
 def test_results_that_alias_an_argument_or_each_other_are_copies(m):
@@ -69,7 +69,7 @@ def test_results_that_alias_an_argument_or_each_other_are_copies(m):
     assert v[0] == 0 and big[0] == 0
 
 
-def test_arguments_the_written_out_packing_declines_take_the_general_path(m):
+def test_arguments_the_signature_s_packing_declines_take_the_general_path(m):
     base = np.arange(8, dtype=np.float32)
     m.scale(base)
     pack = _entry(m.scale).pack
@@ -78,6 +78,7 @@ def test_arguments_the_written_out_packing_declines_take_the_general_path(m):
     assert pack([base[::2]], descs) is None  # not contiguous
     assert pack([base.astype(np.float64)], descs) is None  # another dtype
     assert pack([bytearray(32)], descs) is None  # a writable buffer that is no array
+    assert pack([base, base], descs) is None and pack([], descs) is None  # not one argument
     frozen = base.copy()
     frozen.setflags(write=False)
     assert pack([frozen], descs) is None  # read-only: the buffer protocol asks for writable memory

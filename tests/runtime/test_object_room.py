@@ -1,4 +1,4 @@
-"""Object code the JIT can place (runtime/machine_code.py, runtime/object_room.py).
+"""Object code the JIT can place (lowering/codegen/objects.py, lowering/codegen/object_room.py).
 
 llvmlite's memory manager reserves one block per object and aborts the process when a section
 does not fit. LLVM's linker leaves out of that reservation the table entry of each stub it makes
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import dg
-from dg.runtime import machine_code
-from dg.runtime.object_room import refuse_unplaceable
+from dg.lowering.codegen import objects
+from dg.lowering.codegen.object_room import refuse_unplaceable
 
 # Calls of many functions outside the module (each a stub, if called plainly), fills and copies
 # of run-time sizes (the library's memset and memcpy), and a global that takes most of its page.
@@ -41,7 +41,7 @@ MANY_CALLS = "\n".join(
 
 def _stub_calls(blob: bytes) -> int:
     """The calls of undefined symbols that need a stub (x86-64 R_X86_64_PLT32) in an object."""
-    from dg.runtime import object_room as r
+    from dg.lowering.codegen import object_room as r
 
     sections = np.frombuffer(blob, r._SECTION, int.from_bytes(blob[60:62], "little"),
                              int.from_bytes(blob[40:48], "little"))
@@ -62,7 +62,7 @@ x86_64 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reaso
 @x86_64
 @pytest.mark.parametrize("level", [0, 2])
 def test_outside_functions_are_called_through_the_table(level):
-    blob = machine_code.object_code(MANY_CALLS, level)
+    blob = objects.object_code(MANY_CALLS, level)
     assert _stub_calls(blob) == 0
     refuse_unplaceable(blob, first=True)
 
@@ -72,10 +72,10 @@ def test_an_object_whose_stubs_overrun_is_refused(monkeypatch):
     """The object as the code generator made it before: 16 stubs whose table entries do not fit
     the page the memory manager reserves. The loader's check refuses it; linking it as it is
     aborts a process (shown in a child)."""
-    monkeypatch.setattr(machine_code, "_calls_through_got", lambda mod: None)
-    monkeypatch.setattr(machine_code, "_with_rtlib_got", lambda text: text)
-    monkeypatch.setattr(machine_code, "_library_copies", lambda text: text)
-    blob = machine_code.object_code(MANY_CALLS, 0)
+    monkeypatch.setattr(objects, "_calls_through_got", lambda mod: None)
+    monkeypatch.setattr(objects, "_with_library_calls", lambda mod, context: None)
+    monkeypatch.setattr(objects, "_library_copies", lambda text: text)
+    blob = objects.object_code(MANY_CALLS, 0)
     assert _stub_calls(blob) >= 14
     with pytest.raises(dg.DgError, match="cannot be loaded"):
         refuse_unplaceable(blob, first=True)
@@ -174,3 +174,26 @@ def test_the_fuzzed_gradient_that_aborted_loads_and_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     compiled, interp = (line.split(" ", 1)[1] for line in out.stdout.splitlines())
     assert compiled == interp
+
+
+def test_the_library_calls_every_module_links_in_parse_and_route_through_the_table():
+    """lowering/codegen/ll/library_calls.ll verifies on its own, and a module it is linked into
+    (objects._with_library_calls) has the RtLibUseGOT flag and the C library's memset and memcpy
+    declared as the quick level's rewrite calls them (objects._library_copies)."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.parse_assembly(objects.LIBRARY_CALLS.read_text()).verify()
+    mod = llvm.parse_assembly("define void @f() {\n  ret void\n}\n")
+    objects._with_library_calls(mod, llvm.get_global_context())
+    mod.verify()
+    text = str(mod)
+    assert '!"RtLibUseGOT", i32 1' in text
+    assert objects._declaration("memset") == "declare void @memset(ptr, i8 zeroext, i64) nonlazybind nobuiltin"
+    copied = objects._library_copies(
+        "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)\n"
+        "define void @g(ptr %p, i64 %n) {\n  call void @llvm.memset.p0.i64(ptr %p, i8 0, i64 %n, i1 false)\n"
+        "  ret void\n}\n")
+    assert "call void @memset(ptr %p, i8 zeroext 0, i64 %n)" in copied
+    llvm.parse_assembly(copied).verify()

@@ -1,8 +1,8 @@
-"""Quick start (runtime/optimizer.py): a large program's first calls run code compiled without
+"""Quick start (lowering/codegen/tiers.py, optimizer.py): a large program's first calls run code compiled without
 optimization while a worker process optimizes it; the optimized code takes over between calls
 and is what the disk cache keeps.
 
-Here every program counts as large (cpu.QUICK_START_LINES and LARGE_PROGRAM_LINES set to 0), so
+Here every program counts as large (tiers.QUICK_START_LINES and lower.LARGE_PROGRAM_LINES set to 0), so
 that small programs take the quick path and are optimized at -O2.
 """
 import threading
@@ -12,7 +12,8 @@ import pytest
 
 import dg
 from dg.lowering import blas, parallel
-from dg.runtime import cpu, machine_code, optimizer
+from dg.lowering.codegen import lower, objects, optimizer, tiers
+from dg.runtime import cpu
 
 SRC = """
 def f(x: f32[N], w: f32[N]) -> f32:
@@ -31,8 +32,8 @@ def pick(x: f32[N], i: i64) -> f32:
 
 @pytest.fixture
 def large(monkeypatch, tmp_path):
-    monkeypatch.setattr(cpu, "LARGE_PROGRAM_LINES", 0)
-    monkeypatch.setattr(cpu, "QUICK_START_LINES", 0)
+    monkeypatch.setattr(lower, "LARGE_PROGRAM_LINES", 0)
+    monkeypatch.setattr(tiers, "QUICK_START_LINES", 0)
     monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DG_QUICK_START", raising=False)
     return tmp_path
@@ -73,7 +74,7 @@ def test_the_quick_code_is_cached_at_once_and_a_later_process_optimizes_it(large
     assert m1.g._last.runner.opt_level == 0 and not m1.g._last.runner.from_cache
     monkeypatch.setattr(optimizer, "_submit", submit)
     compiles = []
-    monkeypatch.setattr(cpu, "lower_object", lambda *a: compiles.append(a))
+    monkeypatch.setattr(lower, "to_llvm", lambda *a: compiles.append(a))
     m2 = dg.loads(SRC, mode="compiled", filename="quick.dg")
     np.testing.assert_allclose(m2.g(x, w), want, rtol=1e-4, atol=1e-5)
     program = m2.g._last.runner
@@ -133,7 +134,7 @@ def test_quick_start_off(large, monkeypatch):
 
 
 def test_a_small_program_is_optimized_at_once(monkeypatch, tmp_path):
-    """Below cpu.QUICK_START_LINES of LLVM IR (`pick`), LLVM optimizes before the first call; above
+    """Below tiers.QUICK_START_LINES of LLVM IR (`pick`), LLVM optimizes before the first call; above
     it (`g`, a loop's gradient), the first call runs quick code."""
     monkeypatch.setenv("DG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DG_QUICK_START", raising=False)
@@ -154,7 +155,7 @@ def test_each_level_makes_code_that_loads():
     import llvmlite.binding as llvm
 
     for level in range(4):
-        blob = machine_code.object_code(text, level)
+        blob = objects.object_code(text, level)
         target = llvm.Target.from_default_triple().create_target_machine(opt=3, reloc="pic")
         jit = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target, use_lmm=True)
         jit.add_object_file(llvm.ObjectFileRef.from_data(blob))
@@ -164,8 +165,8 @@ def test_each_level_makes_code_that_loads():
 
 
 def test_code_reaches_functions_and_globals_by_offsets_from_itself():
-    """The small code model (machine_code.object_code): a call of a function the JIT resolves
-    goes through its table entry, read relative to the instruction (no stub: runtime.object_room),
+    """The small code model (objects.object_code): a call of a function the JIT resolves
+    goes through its table entry, read relative to the instruction (no stub: codegen.object_room),
     and a global is addressed relative to the instruction, not through a 64-bit address in a
     register first (the large code model's, on which LLVM's fast instruction selection gives up)."""
     import llvmlite.binding as llvm
@@ -175,35 +176,36 @@ def test_code_reaches_functions_and_globals_by_offsets_from_itself():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     for level in (0, 2):
-        mod = llvm.parse_assembly(machine_code._with_rtlib_got(text))
-        machine_code._calls_through_got(mod)
-        asm = machine_code._target_machine(level).emit_assembly(mod)
+        mod = llvm.parse_assembly(text)
+        objects._with_library_calls(mod, llvm.get_global_context())
+        objects._calls_through_got(mod)
+        asm = objects._target_machine(level).emit_assembly(mod)
         assert "*free@GOTPCREL(%rip)" in asm and "g(%rip)" in asm, asm
         assert "movabs" not in asm and "@PLT" not in asm, asm
 
 
 def test_a_large_module_is_compiled_in_pieces_that_link_into_the_same_program(large, monkeypatch):
     """Quick code of a module with enough lines comes in one piece per core, made at once
-    (machine_code.split_module): every function is defined in exactly one piece, the others
+    (objects.split_module): every function is defined in exactly one piece, the others
     declare what they use of it, and the linked pieces compute what the interpreter does."""
-    monkeypatch.setattr(machine_code, "SPLIT_LINES", 20)
-    monkeypatch.setattr(cpu, "_cores", lambda: 3)
+    monkeypatch.setattr(objects, "SPLIT_LINES", 20)
+    monkeypatch.setattr(tiers, "_cores", lambda: 3)
     x, w = _args()
     want = dg.loads(SRC, mode="interp", filename="quick.dg").g(x, w)
     m = dg.loads(SRC, mode="compiled", filename="quick.dg")
     calls = []
-    split = machine_code.split_module
+    split = objects.split_module
 
     def spy(text, parts):
         calls.append(split(text, parts))
         return calls[-1]
 
-    monkeypatch.setattr(machine_code, "split_module", spy)
+    monkeypatch.setattr(objects, "split_module", spy)
     np.testing.assert_allclose(m.g(x, w), want, rtol=1e-4, atol=1e-5)
     pieces = calls[0]
     assert len(pieces) == 3
     defined = [line for p in pieces for line in p.splitlines() if line.startswith("define ")]
-    names = [machine_code._defined(line) for line in defined]
+    names = [objects._defined(line) for line in defined]
     own = [n for n in names if not parallel.inlined_everywhere(n)]  # (those are in each piece that calls them)
     assert len(own) == len(set(own)) > 3
     globals_ = [[line for line in p.splitlines() if line.startswith("@")] for p in pieces]
@@ -225,16 +227,16 @@ def test_split_module_copies_a_function_always_inlined_into_each_piece_that_call
         "attributes #0 = { alwaysinline }"])
     import llvmlite.binding as llvm
 
-    old, machine_code.SPLIT_LINES = machine_code.SPLIT_LINES, 10
+    old, objects.SPLIT_LINES = objects.SPLIT_LINES, 10
     try:
-        pieces = machine_code.split_module(text, 2)
+        pieces = objects.split_module(text, 2)
     finally:
-        machine_code.SPLIT_LINES = old
+        objects.SPLIT_LINES = old
     assert len(pieces) == 2
     for piece in pieces:
         assert "define internal void @__dg_par_0_launch(ptr %p) #0 {" in piece, piece
         llvm.parse_assembly(piece).verify()
-    defined = [machine_code._defined(line) for p in pieces for line in p.splitlines() if line.startswith("define ")]
+    defined = [objects._defined(line) for p in pieces for line in p.splitlines() if line.startswith("define ")]
     assert sorted(defined) == ["__dg_par_0", "__dg_par_0_launch", "__dg_par_0_launch", "one", "two"]
     assert sum("declare void @__dg_par_0(ptr %p)" in p for p in pieces) == 1  # (in the piece without it)
 
@@ -246,14 +248,14 @@ def test_split_module_keeps_a_loop_function_with_its_entry():
         "define internal void @__dg_par_0(ptr %p) {", "  call void @__dg_par_0_loop(ptr %p)", "  ret void", "}",
         "define void @big(ptr %p) {", *["  store i64 2, ptr %p"] * 40, "  call void @__dg_par_0(ptr @g)", "  ret void", "}",
         "attributes #0 = { alwaysinline }"])
-    machine_code.object_code(text, 0)
+    objects.object_code(text, 0)
     import llvmlite.binding as llvm
 
-    old, machine_code.SPLIT_LINES = machine_code.SPLIT_LINES, 10
+    old, objects.SPLIT_LINES = objects.SPLIT_LINES, 10
     try:
-        first, second = machine_code.split_module(text, 2)
+        first, second = objects.split_module(text, 2)
     finally:
-        machine_code.SPLIT_LINES = old
+        objects.SPLIT_LINES = old
     assert "define void @big" in first and "declare void @__dg_par_0(ptr %p)" in first
     assert "define void @__dg_par_0(ptr %p)" in second and "define internal void @__dg_par_0_loop" in second
     assert "@g = global [2 x i64] zeroinitializer" in first and "@g = external global [2 x i64]" in second
@@ -261,13 +263,13 @@ def test_split_module_keeps_a_loop_function_with_its_entry():
         llvm.parse_assembly(piece).verify()
     assert "__dg_par_0_loop" not in first  # (it is inlined where it is used only)
     # a module with a global line of another form, or a quoted name, stays whole
-    machine_code.SPLIT_LINES = 10
+    objects.SPLIT_LINES = 10
     try:
         for odd in (text.replace("internal global", "internal thread_local global"),
                     text.replace("@big", '@"big one"')):
-            assert machine_code.split_module(odd, 2) == [odd]
+            assert objects.split_module(odd, 2) == [odd]
     finally:
-        machine_code.SPLIT_LINES = old
+        objects.SPLIT_LINES = old
 
 
 def test_quick_calls_run_the_quick_code_until_the_optimized_code_arrives(large, monkeypatch):
@@ -317,7 +319,7 @@ def test_quick_calls_run_the_quick_code_until_the_optimized_code_arrives(large, 
 
 
 def test_the_blas_runs_on_one_thread_while_a_worker_optimizes(large, monkeypatch):
-    """The quick code's products run on one BLAS thread while the worker runs (cpu.blas_on_one_thread),
+    """The quick code's products run on one BLAS thread while the worker runs (tiers.blas_on_one_thread),
     and on as many as before once it is done."""
     counts = blas.thread_count()
     if counts is None:

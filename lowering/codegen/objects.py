@@ -2,14 +2,19 @@
 
 Expects: LLVM IR text (lowering.llvm_ir's translation of a module in the LLVM dialect).
 Guarantees: `object_code(text, level)` is position-independent object code for the host CPU,
-which the CPU executor's JIT links (runtime.cpu); levels 1 to 3 are LLVM's default pipelines,
-level 0 the quick one of a program's first calls (runtime.optimizer).
+which the CPU executor's JIT links (runtime.linking); levels 1 to 3 are LLVM's default pipelines,
+level 0 the quick one of a program's first calls (lowering.codegen.tiers). Every module gets
+ll/library_calls.ll linked in (`_with_library_calls`).
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+LIBRARY_CALLS = Path(__file__).resolve().parent / "ll" / "library_calls.ll"
 
 
 def object_code(text: str, level: int, piece: bool = False) -> bytes:
@@ -20,7 +25,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
     an LLVM context of its own.
     The small code model reaches the object's own data by 32-bit offsets from the code: the JIT
     that links it must place each object's sections in one reservation (llvmlite's memory
-    manager, runtime.cpu). What is outside the object, a function through a stub, a global
+    manager, runtime.linking). What is outside the object, a function through a stub, a global
     through a table entry, the JIT puts in that reservation too. (The large code model takes
     every address as 64 bits, and LLVM's fast instruction selection gives up on its calls and
     globals: the blocks it gives up on go to the slower selection, a quarter more of the quick
@@ -33,7 +38,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
     from llvmlite.binding import ffi
 
     call = _unlocked if piece else (lambda name, *args: getattr(ffi.lib, name)(*args))
-    text = _with_rtlib_got(_library_copies(text) if level == 0 else text)
+    text = _library_copies(text) if level == 0 else text
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     context = llvm.create_context()
@@ -43,6 +48,7 @@ def object_code(text: str, level: int, piece: bool = False) -> bytes:
         if error:
             mod.close()
             raise RuntimeError(f"LLVM IR parsing error\n{error}")
+    _with_library_calls(mod, context)
     _calls_through_got(mod)
     machine = _target_machine(level)
     mod.triple = machine.triple
@@ -95,29 +101,35 @@ def _library_copies(text: str) -> str:
     out, sets = _MEMSET.subn(memset, text)
     out = _MEMCPY.sub(memcpy, out)
     if sets and not re.search(r"^declare .*@memset\(", out, re.M):
-        out += "\ndeclare void @memset(ptr, i8 zeroext, i64) nonlazybind nobuiltin\n"
+        out += "\n" + _declaration("memset") + "\n"
     if "call void @memcpy(" in out and not re.search(r"^declare .*@memcpy\(", out, re.M):
-        out += "\ndeclare void @memcpy(ptr, ptr, i64) nonlazybind nobuiltin\n"
+        out += "\n" + _declaration("memcpy") + "\n"
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _library_calls_text() -> str:
+    return LIBRARY_CALLS.read_text()
+
+
+def _declaration(name: str) -> str:
+    """The line of ll/library_calls.ll that declares the C library's function `name`."""
+    return next(line for line in _library_calls_text().splitlines()
+                if line.startswith("declare ") and f"@{name}(" in line)
 
 
 _ARG = r"(?:[a-z]+(?:\([^)]*\))? )*([%@][-\w.$]+|\d+)"  # an operand, after its attributes
 _MEMSET = re.compile(r"call void @llvm\.memset\.p0\.i64\(ptr " + _ARG + r", i8 ([-\w%.$]+), i64 ([-\w%.$]+), i1 false\)")
 _MEMCPY = re.compile(r"call void @llvm\.memcpy\.p0\.p0\.i64\(ptr " + _ARG + r", ptr " + _ARG
                      + r", i64 ([-\w%.$]+), i1 false\)")
-_FLAGS = re.compile(r"^!llvm\.module\.flags = !\{(.*)\}$", re.M)
-_RTLIB_GOT = '!{i32 7, !"RtLibUseGOT", i32 1}'  # (as clang's -fno-plt writes it)
 
 
-def _with_rtlib_got(text: str) -> str:
-    """LLVM IR text whose module flags say that LLVM's own library calls go through the table
-    (_calls_through_got): the flag's node numbered past every node of the text."""
-    node = 1 + max((int(n) for n in re.findall(r"^!(\d+) = ", text, re.M)), default=0)
-    flags = _FLAGS.search(text)
-    if flags is None:
-        return f"{text}\n!llvm.module.flags = !{{!{node}}}\n!{node} = {_RTLIB_GOT}\n"
-    listed = f"{flags.group(1)}, !{node}" if flags.group(1).strip() else f"!{node}"
-    return f"{text[:flags.start()]}!llvm.module.flags = !{{{listed}}}{text[flags.end():]}\n!{node} = {_RTLIB_GOT}\n"
+def _with_library_calls(mod, context) -> None:
+    """ll/library_calls.ll linked into the module (parsed in its LLVM `context`): its module flag
+    has LLVM's own library calls go through the table (_calls_through_got)."""
+    import llvmlite.binding as llvm
+
+    mod.link_in(llvm.parse_assembly(_library_calls_text(), context=context))
 
 
 def _unlocked(name: str, *args):

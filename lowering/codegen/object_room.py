@@ -1,7 +1,7 @@
 """Whether the JIT's memory manager can place an object's sections, read off the object.
 
-Expects: x86-64 ELF object code (machine_code.object_code) about to be linked by llvmlite's
-memory manager (runtime.cpu).
+Expects: x86-64 ELF object code (objects.object_code) about to be linked by llvmlite's
+memory manager (runtime.linking).
 Guarantees: `refuse_unplaceable(blob, first)` raises a DgError for an object whose sections the
 memory manager could not place, where linking it would abort the process; it returns at once
 for every other object, and for objects of other machines.
@@ -10,7 +10,7 @@ The manager (llvmlite's LlvmliteMemoryManager) reserves one block for an object 
 linker (LLVM's RuntimeDyld) allocates its sections from it, and aborts the process when an
 allocation does not fit. The linker asks for the room it computes, which counts a table
 (GOT) entry for each relocation that reads one, but not the entry that each stub of a call to
-a function outside the object takes (x86-64's R_X86_64_PLT32). machine_code makes every such
+a function outside the object takes (x86-64's R_X86_64_PLT32). objects.py makes every such
 call through the table, so that no stub is made; this check is what stands between any object
 that still has stubs and the abort.
 """

@@ -1,9 +1,11 @@
-"""The on-disk cache of compiled CPU code: a new process does not recompile.
+"""The on-disk cache of compiled code: a new process does not recompile.
 
 Expects: a key text (the dg IR of one specialization). Guarantees: `key`
 mixes that text with everything else the machine code depends on (the
 sources of dg's lowering and runtime, the MLIR and LLVM versions, the
-pipeline, and the host CPU, since code is compiled for it); `load` returns
+pipeline, and the host CPU, since code is compiled for it);
+`get_or_build(key, build)` is what is stored under the key, else what
+`build()` makes, stored there; `load` returns
 what `store` put under that key, or None, and the code is compiled again,
 when the entry is missing, damaged, not a regular file (a FIFO or a link
 put in its place is not opened), or not sealed for that key: each entry
@@ -28,6 +30,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from dg.core import mlir
 from dg.core.config import config
@@ -64,10 +67,10 @@ def _shared_fingerprint() -> str:
     h = hashlib.sha256(f"{FORMAT}\0{mlir.VERSION}\0{llvm.llvm_version_info}".encode())
     h.update(llvm.get_host_cpu_name().encode())
     h.update(llvm.get_host_cpu_features().flatten().encode())
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for sub in ("core", "dialects", "lowering", "runtime", "dsl"):
-        for p in sorted((root / sub).glob("*.py")):
-            h.update(p.name.encode())
+        for p in sorted([*(root / sub).rglob("*.py"), *(root / sub).rglob("*.ll")]):
+            h.update(p.relative_to(root).as_posix().encode())
             h.update(p.read_bytes())
     return h.hexdigest()
 
@@ -151,6 +154,17 @@ def load(k: str) -> tuple[dict, bytes] | None:
     if not hmac.compare_digest(str(seal), _seal(secret, k, meta, blob)):
         return None
     return meta, blob
+
+
+def get_or_build(k: str, build: Callable[[], tuple[dict, bytes]]) -> tuple[dict, bytes, bool]:
+    """(metadata, object code, whether they came from the cache): the entry under `k`, else what
+    `build()` gives, stored under `k` (best effort, as `store`)."""
+    hit = load(k)
+    if hit is not None:
+        return (*hit, True)
+    meta, blob = build()
+    store(k, meta, blob)
+    return meta, blob, False
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -1,11 +1,11 @@
 """Quick start: a large program's first calls run code LLVM compiled without optimizing, while
 a worker process optimizes it.
 
-Expects: the LLVM IR text of a program (runtime.cpu.lower_object's), the optimization level it
-is due (2: LLVM's time grows fastest on large programs), its disk cache key and metadata.
-Guarantees: `Optimizing(...)` starts `python -m dg.runtime.optimizer FILE` on that text; when the
-worker is done, `done` is true and `blob` is the optimized object code (None if the worker
-failed: the quick code then stays), which `CpuProgram` loads between two calls. The worker
+Expects: a program's LLVM IR (an `LlvmUnit`, lowering.codegen.lower's), with the optimization
+level it is due (2: LLVM's time grows fastest on large programs), and its disk cache key.
+Guarantees: `Optimizing(...)` starts `python -m dg.lowering.codegen.optimizer FILE` on it; when
+the worker is done, `done` is true and `blob` is the optimized object code (None if the worker
+failed: the quick code then stays), which the CPU executor loads between two calls. The worker
 puts the optimized code into the disk cache itself, in place of the quick code kept there (and
 drops the LLVM IR kept beside it: `drop`), so a later process loads it even when this one has
 ended first (the worker runs on in a session of its own; it does not make a cache
@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 try:
     import resource
@@ -38,7 +39,10 @@ except ImportError:  # (Windows)
 from dg.core.config import config
 
 from . import cache
-from .machine_code import object_code
+from .objects import object_code
+
+if TYPE_CHECKING:  # (a worker does not load MLIR, which units.py's Unit needs)
+    from .units import LlvmUnit
 
 # What a worker may take: CPU seconds, and bytes of address space (None: half of this machine's
 # memory). LLVM's -O2 on a program of 70,000 lines of LLVM IR (benchmarks/compile.py's order=4)
@@ -58,20 +62,19 @@ class Optimizing:
     a worker holds a program's LLVM module (hundreds of MB for a large one). A job whose program
     is gone before its turn is skipped (the queue holds it weakly)."""
 
-    def __init__(self, text: str, level: int, key: str, meta: dict, meanwhile=contextlib.nullcontext,
-                 drop: str | None = None):
-        self.level, self.blob = level, None
+    def __init__(self, unit: "LlvmUnit", key: str, meanwhile=contextlib.nullcontext, drop: str | None = None):
+        self.level, self.blob = unit.level, None
         self._meanwhile = meanwhile  # entered while the worker runs
         self._finished = threading.Event()
         self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
-        header = json.dumps({"level": level, "key": key, "meta": {**meta, "opt_level": level}, "drop": drop,
-                             "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
+        header = json.dumps({"level": unit.level, "key": key, "meta": {**unit.meta, "opt_level": unit.level},
+                             "drop": drop, "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
         # The job's input, in a file the worker reads and removes: a worker started just before
         # this process ends still has all of it (it then puts the optimized code into the disk
         # cache for the next process). A job that never starts takes its file with it.
         fd, self._input = tempfile.mkstemp(prefix="dg-optimize-", suffix=".ll")
         with os.fdopen(fd, "w") as f:
-            f.write(header + "\n" + text)
+            f.write(header + "\n" + unit.text)
         self._cleanup = weakref.finalize(self, _remove, self._input)
         _PENDING.add(self)
         _submit(self)
@@ -79,7 +82,7 @@ class Optimizing:
     def _run(self) -> None:
         try:  # (a session of its own: a Ctrl-C at the terminal is for the calls, not the worker)
             with self._meanwhile():
-                worker = subprocess.Popen([sys.executable, "-m", "dg.runtime.optimizer", self._input],
+                worker = subprocess.Popen([sys.executable, "-m", "dg.lowering.codegen.optimizer", self._input],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, start_new_session=True)
                 self._cleanup.detach()  # (the file is the worker's now)

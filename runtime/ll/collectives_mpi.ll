@@ -1,0 +1,87 @@
+; The collectives compiled code calls (runtime/collectives.py), under MPI: MPI_Allreduce (in
+; place where the source is 0) and MPI_Bcast of the library mpi4py loaded, on its COMM_WORLD,
+; over the buffer in chunks of at most ${CHUNK} elements (MPI's counts are ints).
+;
+; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
+; ${MPI_ALLREDUCE} and ${MPI_BCAST} (core.abi's names), ${RANK} and ${SIZE} (this process's),
+; ${H} (the type of an MPI handle: i32 in MPICH, i64 (a pointer) in Open MPI), ${COMM} and
+; ${IN_PLACE} (COMM_WORLD's handle, MPI_IN_PLACE), ${NDTYPES}, ${ITEMS} and ${TYPES} (the
+; item size and MPI type handle of each of core.mpi.DTYPES, the type codes' order), ${NOPS}
+; and ${OPS} (the MPI op handle of each of core.mpi.OPS, the op codes' order) and ${CHUNK}.
+
+define i64 @"${MPI_RANK}"() {
+  ret i64 ${RANK}
+}
+
+define i64 @"${MPI_SIZE}"() {
+  ret i64 ${SIZE}
+}
+
+@item = private constant [${NDTYPES} x i64] [${ITEMS}]
+@types = private constant [${NDTYPES} x ${H}] [${TYPES}]
+@ops = private constant [${NOPS} x ${H}] [${OPS}]
+
+declare i32 @MPI_Allreduce(ptr, ptr, i32, ${H}, ${H}, ${H})
+declare i32 @MPI_Bcast(ptr, i32, ${H}, i32, ${H})
+
+; (source address, or 0 to reduce in place; address; count; type code; op code)
+define void @"${MPI_ALLREDUCE}"(i64 %send, i64 %addr, i64 %count, i32 %type, i32 %op) {
+entry:
+  %tp = getelementptr [${NDTYPES} x ${H}], ptr @types, i32 0, i32 %type
+  %t = load ${H}, ptr %tp
+  %ip = getelementptr [${NDTYPES} x i64], ptr @item, i32 0, i32 %type
+  %item = load i64, ptr %ip
+  %opp = getelementptr [${NOPS} x ${H}], ptr @ops, i32 0, i32 %op
+  %o = load ${H}, ptr %opp
+  %in_place = inttoptr i64 ${IN_PLACE} to ptr
+  %inplace = icmp eq i64 %send, 0
+  br label %loop
+loop:
+  %done = phi i64 [0, %entry], [%next, %body]
+  %left = sub i64 %count, %done
+  %more = icmp sgt i64 %left, 0
+  br i1 %more, label %body, label %exit
+body:
+  %big = icmp sgt i64 %left, ${CHUNK}
+  %n = select i1 %big, i64 ${CHUNK}, i64 %left
+  %off = mul i64 %done, %item
+  %a = add i64 %addr, %off
+  %p = inttoptr i64 %a to ptr
+  %n32 = trunc i64 %n to i32
+  %sa = add i64 %send, %off
+  %sp = inttoptr i64 %sa to ptr
+  %s = select i1 %inplace, ptr %in_place, ptr %sp
+  %r = call i32 @MPI_Allreduce(ptr %s, ptr %p, i32 %n32, ${H} %t, ${H} %o, ${H} ${COMM})
+  %next = add i64 %done, %n
+  br label %loop
+exit:
+  ret void
+}
+
+; (address, count, type code, root)
+define void @"${MPI_BCAST}"(i64 %addr, i64 %count, i32 %type, i64 %root) {
+entry:
+  %tp = getelementptr [${NDTYPES} x ${H}], ptr @types, i32 0, i32 %type
+  %t = load ${H}, ptr %tp
+  %ip = getelementptr [${NDTYPES} x i64], ptr @item, i32 0, i32 %type
+  %item = load i64, ptr %ip
+  %root32 = trunc i64 %root to i32
+  br label %loop
+loop:
+  %done = phi i64 [0, %entry], [%next, %body]
+  %left = sub i64 %count, %done
+  %more = icmp sgt i64 %left, 0
+  br i1 %more, label %body, label %exit
+body:
+  %big = icmp sgt i64 %left, ${CHUNK}
+  %n = select i1 %big, i64 ${CHUNK}, i64 %left
+  %off = mul i64 %done, %item
+  %a = add i64 %addr, %off
+  %p = inttoptr i64 %a to ptr
+  %n32 = trunc i64 %n to i32
+  %r = call i32 @MPI_Bcast(ptr %p, i32 %n32, ${H} %t, i32 %root32, ${H} ${COMM})
+  %next = add i64 %done, %n
+  br label %loop
+exit:
+  ret void
+}
