@@ -35,6 +35,31 @@ def test_cpu_benchmark_runs(tmp_path):
     assert out.read_text().startswith("{")
 
 
+def test_dynamic_benchmark_runs(tmp_path):
+    """benchmarks/dynamic.py --quick: dg agrees with PyTorch (and DyNet, where the dynet38 wheel is
+    installed) on one tree and one sentence, and every figure is there."""
+    pytest.importorskip("torch")
+    out = tmp_path / "dynamic.json"
+    r = _load("dynamic").main(["--quick", "--repeats", "1", "--json", str(out)])
+    assert r["agreement"]["ok"] and r["agreement"]["tree"]["dg_vs_torch_grads"] <= 2e-4
+    assert r["agreement"]["tagger"]["dg_vs_torch_grads"] <= 2e-4 and r["agreement"]["tree"]["dg_table_vs_rows"] <= 2e-4
+    assert {"peers", "sizes", "data", "agreement", "tree_per_s", "tagger_per_s", "first_call_s", "ratios",
+            "grad_over_forward"} <= set(r)
+    assert {"dg_rows", "dg_table", "dg_minibatch", "dg_loop", "dg_minibatch_loop",
+            "torch_eager"} <= set(r["tree_per_s"])
+    assert r["agreement"]["tree"]["dg_loop_vs_recursion"] <= 2e-4
+    assert {"dg_rows", "dg_minibatch", "torch_eager"} <= set(r["tagger_per_s"])
+    assert {"dg_rows/torch_eager", "dg_table/torch_eager", "dg_minibatch/torch_eager"} <= set(r["ratios"]["tree"])
+    assert set(r["grad_over_forward"]) == {"tree_node", "lstm_direction", "tree_model", "tagger_model"}
+    assert all({"dg", "torch_eager"} <= set(row) for row in r["grad_over_forward"].values())
+    if "dynet" in r["tree_per_s"]:  # (the peer is skipped, saying why, where dynet38 is not installed)
+        assert {"dg_rows/dynet", "dg_rows/dynet_autobatch"} <= set(r["ratios"]["tree"])
+        assert "dg_rows/dynet" in r["ratios"]["tagger"]
+    else:
+        assert r["peers"]["dynet"].startswith("not available")
+    assert out.read_text().startswith("{")
+
+
 def test_compile_benchmark_runs(tmp_path):
     out = tmp_path / "compile.json"
     r = _load("compile").main(["--quick", "--families", "straight,order", "--json", str(out)])
