@@ -32,6 +32,7 @@ import numpy as np
 import dg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402
 from cpu import _peers  # noqa: E402  (the peers as the CPU benchmark imports them)
 
 SRC = """
@@ -136,10 +137,7 @@ def main(argv=None) -> dict:
     results["ratios"] = ratios
     for k, v in ratios.items():
         print(f"  {k}: {v:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-    return results
+    return kept(results, args.json)
 
 
 if __name__ == "__main__":

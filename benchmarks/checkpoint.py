@@ -22,6 +22,10 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402  (this folder's)
 
 SIZE = 32768
 SLOTS = 16
@@ -172,10 +176,7 @@ def main(argv=None) -> dict:
     out["ratios"] = ratios
     for k, v in ratios.items():
         print(f"  {k}: {v:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    return out
+    return kept(out, args.json, indent=1)
 
 
 if __name__ == "__main__":

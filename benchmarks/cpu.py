@@ -35,14 +35,19 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 import dg
 from dg.lowering import blas
 from dg.lowering.codegen import optimizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402  (this folder's)
 
 SRC = """
 def sgemm(a: f32[N, K], b: f32[K, M]) -> f32[N, M]:
@@ -433,10 +438,7 @@ def main(argv=None) -> dict:
             print(f"{section} {name} ({unit}, median): {figures}")
     for k, v in res["ratios"].items():
         print(f"ratios {k}: {json.dumps(v, default=lambda x: round(x, 3))}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
-    return res
+    return kept(res, a.json)
 
 
 if __name__ == "__main__":

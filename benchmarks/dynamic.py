@@ -88,7 +88,10 @@ import numpy as np
 
 import dg
 from dg.lowering import blas
-from dg.runtime import optimizer
+from dg.lowering.codegen import optimizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402  (this folder's)
 
 LR = 0.01
 NODE_WEIGHTS = ("u_iou", "b_iou", "u_f1", "u_f2", "b_f")
@@ -1037,10 +1040,7 @@ def main(argv=None) -> dict:
         print(f"value_and_grad / forward, {piece}: " + ", ".join(
             f"{k} {v['ratio']:.3g} ({v['value_and_grad_us']:.4g} us / {v['forward_us']:.4g} us)"
             for k, v in row.items()))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
-    return res
+    return kept(res, a.json)
 
 
 if __name__ == "__main__":

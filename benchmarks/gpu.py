@@ -28,10 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 import dg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402  (this folder's)
 
 SRC = """
 def sgemm(a: f32[N, N], b: f32[N, N], n: i64) -> f32[N, N]:
@@ -149,10 +153,7 @@ def main(argv=None) -> dict:
           f"({c['copy_gbps']:.0f} GB/s): dg at {100 * c['dg_over_copy_bandwidth']:.1f}% of copy bandwidth; "
           f"PyTorch eager chain {c['torch_eager_ms']:.3f} ms ({c['dg_over_torch_eager']:.2f}x dg's speed) "
           f"(max abs error {out['chain_max_abs_error']:.2e})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-    return out
+    return kept(out, args.json)
 
 
 if __name__ == "__main__":

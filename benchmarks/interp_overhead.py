@@ -11,13 +11,17 @@ are installed. Prints medians of several repeats, and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import dg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import kept  # noqa: E402  (this folder's)
 
 SRC = """
 def chain(x: f32[S], n: i64) -> f32[S]:
@@ -132,10 +136,7 @@ def main(argv=None):
         print(f"  PyTorch eager  {results['torch_eager_us_per_op']:.3f} us per op")
     if "jax_nojit_us_per_op" in results:
         print(f"  JAX (no jit)   {results['jax_nojit_us_per_op']:.3f} us per op")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=2)
-    return results
+    return kept(results, a.json)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,14 @@ class _Args:
         out = [tensor(self.em, self.vals[k], self.loc) for k in keys]
         return None if any(v.poison for v in out) else out
 
+    def materialized(self, k):
+        """Argument k as a tensor the op can take (materialized); None (an error said) if the call
+        or the argument is bad."""
+        if not self.ok:
+            return None
+        x = self.em.materialize(tensor(self.em, self.vals[k], self.loc), loc=self.loc)
+        return None if x.poison else x
+
     def loc_of(self, k):
         a = self.ast.get(k)
         return a.loc if a is not None else self.loc
@@ -509,10 +517,8 @@ def _to_shape(opname):
 
 def _transpose(em, call, name):
     a = _Args(em, call, name, ["x", "perm"], {"perm": None}, static=("perm",))
-    if not a.ok:
-        return POISON
-    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
-    if x.poison:
+    x = a.materialized("x")
+    if x is None:
         return POISON
     if a["perm"] is None:
         perm = list(range(x.rank))[::-1]
@@ -531,10 +537,8 @@ def _transpose(em, call, name):
 
 def _expand_dims(em, call, name):
     a = _Args(em, call, name, ["x", "axis"], {}, static=("axis",))
-    if not a.ok:
-        return POISON
-    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
-    if x.poison:
+    x = a.materialized("x")
+    if x is None:
         return POISON
     av = em.expr(a["axis"])
     items = av.items if isinstance(av, ListVal) else (list(av) if is_tuple(av) else [av])
@@ -553,10 +557,8 @@ def _expand_dims(em, call, name):
 
 def _squeeze(em, call, name):
     a = _Args(em, call, name, ["x", "axis"], {"axis": None}, static=("axis",))
-    if not a.ok:
-        return POISON
-    x = em.materialize(tensor(em, a["x"], call.loc), loc=call.loc)
-    if x.poison:
+    x = a.materialized("x")
+    if x is None:
         return POISON
     if a["axis"] is None:
         axes = [i for i, d in enumerate(x.type.shape) if isinstance(d, int) and d == 1]

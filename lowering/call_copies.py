@@ -283,17 +283,7 @@ def _drop(call, written: frozenset, returned) -> int:
     """Drop the copies made only to be passed to `call` (of a function that writes the arguments
     `written` and returns `returned`) in its block before it, with nothing that writes memory
     between (only ops of _BETWEEN, copies only into buffers just allocated)."""
-    ops = [op.operation for op in call.block.operations]
-    k = next(i for i, op in enumerate(ops) if op == call) - 1
-    copies: dict = {}  # the buffer copied into -> the copy
-    while k >= 0 and ops[k].name in _BETWEEN:
-        op = ops[k]
-        if op.name == "memref.copy":
-            into = defining_op(op.operands[1])
-            if into is None or into.name != "memref.alloc":
-                break
-            copies[op.operands[1]] = op
-        k -= 1
+    copies = _copies_before(call)  # the buffer copied into -> the copy
     dropped = 0
     operands = list(call.operands)
     # What the callee writes must not be the buffer a dropped copy was made from: the callee

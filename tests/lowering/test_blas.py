@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dg
-from dg.core.mlir import ExecutionEngine, ir, passmanager
+from dg.core.mlir import ExecutionEngine, ir
 from dg.dialects.dialect import shared_context
 from dg.lowering import blas
 from dg.lowering import cpu as lowering_cpu
@@ -120,7 +120,7 @@ def _descriptor(x):
 def _engine(mod, symbols=()):
     """The bufferized module lowered to LLVM and JIT-compiled, with the executor's runtime symbols
     (those in `symbols`, (name, address) pairs, in place of the executor's)."""
-    passmanager.PassManager.parse(lowering_cpu.TO_LLVM).run(mod.operation)
+    lowering_cpu.to_llvm(mod)
     engine = ExecutionEngine(mod, opt_level=2, shared_libs=[])
     for name, addr in {**linking.install(), **dict(symbols)}.items():
         engine.raw_register_runtime(name, ctypes.c_void_p(addr))
