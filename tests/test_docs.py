@@ -232,14 +232,17 @@ def test_builtin_tables_give_what_they_state(examples, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("row", [r for r in ROWS if r.kind == "error"], ids=lambda r: r.name)
-def test_unavailable_builtins_say_so(row, mode):
+def test_unavailable_builtins_say_so(mode):
+    """A row of the reference that gives an error (a built-in not available) raises it, in each
+    mode. (None does today: the loop runs over no row, rather than a parametrization over none
+    that pytest reports as a skip.)"""
     helpers = "".join(s for _, s in PLAIN_BLOCKS if not _stated(s))
-    m = dg.loads(helpers + f"\ndef doc_error():\n    return {row.example}\n", mode=mode)
-    with pytest.raises(dg.DgError) as e:
-        m.doc_error()
-    for text in row.quoted():
-        assert text in str(e.value), f"{row.where()} ({mode}): expected {text!r} in {e.value}"
+    for row in (r for r in ROWS if r.kind == "error"):
+        m = dg.loads(helpers + f"\ndef doc_error():\n    return {row.example}\n", mode=mode)
+        with pytest.raises(dg.DgError) as e:
+            m.doc_error()
+        for text in row.quoted():
+            assert text in str(e.value), f"{row.where()} ({mode}): expected {text!r} in {e.value}"
 
 
 @pytest.mark.parametrize("mode", MODES)
