@@ -18,14 +18,12 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import kept  # noqa: E402  (this folder's)
+from report import kept, median_time  # noqa: E402  (this folder's)
 
 SIZE = 32768
 SLOTS = 16
@@ -52,12 +50,7 @@ def _timed(fn, repeats: int) -> float:
     if "dg.lowering.codegen.optimizer" in sys.modules:  # (a large program's first calls run quick code)
         sys.modules["dg.lowering.codegen.optimizer"].wait_all()
         fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median_time(fn, repeats)
 
 
 def _inputs(np):

@@ -819,36 +819,26 @@ def passes(step, examples):
     return run
 
 
+def _timed(fns: dict, first: dict, name: str, step, data: list) -> None:
+    """A system's first call (on data[0]) timed apart, and its steady-state pass over `data`."""
+    first[name] = first_call(lambda: step(data[0]))
+    fns[name] = passes(step, data)
+
+
 def bench_tree(m, torch, dy, s: Sizes, w, emb, trees, medians, repeats, min_time) -> tuple:
     batches = [pack_trees(trees[i:i + s.minibatch]) for i in range(0, len(trees), s.minibatch)]
     mb_lists = [trees[i:i + s.minibatch] for i in range(0, len(trees), s.minibatch)]
     fns, first = {}, {}
-    d = DgTree(m, w, emb)
-    first["dg_rows"] = first_call(lambda: d.step_rows(trees[0]))
-    fns["dg_rows"] = passes(d.step_rows, trees)
-    dt = DgTree(m, w, emb)
-    first["dg_table"] = first_call(lambda: dt.step_table(trees[0]))
-    fns["dg_table"] = passes(dt.step_table, trees)
-    dm = DgTree(m, w, emb)
-    first["dg_minibatch"] = first_call(lambda: dm.step_minibatch(batches[0]))
-    fns["dg_minibatch"] = passes(dm.step_minibatch, batches)
-    dl = DgTree(m, w, emb)
-    first["dg_loop"] = first_call(lambda: dl.step_loop(trees[0]))
-    fns["dg_loop"] = passes(dl.step_loop, trees)
-    dml = DgTree(m, w, emb)
-    first["dg_minibatch_loop"] = first_call(lambda: dml.step_minibatch_loop(batches[0]))
-    fns["dg_minibatch_loop"] = passes(dml.step_minibatch_loop, batches)
+    _timed(fns, first, "dg_rows", DgTree(m, w, emb).step_rows, trees)
+    _timed(fns, first, "dg_table", DgTree(m, w, emb).step_table, trees)
+    _timed(fns, first, "dg_minibatch", DgTree(m, w, emb).step_minibatch, batches)
+    _timed(fns, first, "dg_loop", DgTree(m, w, emb).step_loop, trees)
+    _timed(fns, first, "dg_minibatch_loop", DgTree(m, w, emb).step_minibatch_loop, batches)
     if torch is not None:
-        tt = TorchTree(torch, w, emb)
-        first["torch_eager"] = first_call(lambda: tt.step(trees[0]))
-        fns["torch_eager"] = passes(tt.step, trees)
+        _timed(fns, first, "torch_eager", TorchTree(torch, w, emb).step, trees)
     if dy is not None:
-        yt = DynetTree(dy, w, emb)
-        first["dynet"] = first_call(lambda: yt.step(trees[0]))
-        fns["dynet"] = passes(yt.step, trees)
-        ya = DynetTree(dy, w, emb)
-        first["dynet_autobatch"] = first_call(lambda: ya.step_autobatch(mb_lists[0]))
-        fns["dynet_autobatch"] = passes(ya.step_autobatch, mb_lists)
+        _timed(fns, first, "dynet", DynetTree(dy, w, emb).step, trees)
+        _timed(fns, first, "dynet_autobatch", DynetTree(dy, w, emb).step_autobatch, mb_lists)
     secs = medians(fns, repeats, min_time)
     return {k: len(trees) / v for k, v in secs.items()}, first
 
@@ -857,23 +847,13 @@ def bench_tagger(m, torch, dy, s: Sizes, w, emb, sents, medians, repeats, min_ti
     batches = [pack_sentences(sents[i:i + s.minibatch]) for i in range(0, len(sents), s.minibatch)]
     mb_lists = [sents[i:i + s.minibatch] for i in range(0, len(sents), s.minibatch)]
     fns, first = {}, {}
-    d = DgTagger(m, w, emb)
-    first["dg_rows"] = first_call(lambda: d.step(sents[0]))
-    fns["dg_rows"] = passes(d.step, sents)
-    dm = DgTagger(m, w, emb)
-    first["dg_minibatch"] = first_call(lambda: dm.step_minibatch(batches[0]))
-    fns["dg_minibatch"] = passes(dm.step_minibatch, batches)
+    _timed(fns, first, "dg_rows", DgTagger(m, w, emb).step, sents)
+    _timed(fns, first, "dg_minibatch", DgTagger(m, w, emb).step_minibatch, batches)
     if torch is not None:
-        tt = TorchTagger(torch, w, emb)
-        first["torch_eager"] = first_call(lambda: tt.step(sents[0]))
-        fns["torch_eager"] = passes(tt.step, sents)
+        _timed(fns, first, "torch_eager", TorchTagger(torch, w, emb).step, sents)
     if dy is not None:
-        yt = DynetTagger(dy, w, emb)
-        first["dynet"] = first_call(lambda: yt.step(sents[0]))
-        fns["dynet"] = passes(yt.step, sents)
-        ya = DynetTagger(dy, w, emb)
-        first["dynet_autobatch"] = first_call(lambda: ya.step_autobatch(mb_lists[0]))
-        fns["dynet_autobatch"] = passes(ya.step_autobatch, mb_lists)
+        _timed(fns, first, "dynet", DynetTagger(dy, w, emb).step, sents)
+        _timed(fns, first, "dynet_autobatch", DynetTagger(dy, w, emb).step_autobatch, mb_lists)
     secs = medians(fns, repeats, min_time)
     return {k: len(sents) / v for k, v in secs.items()}, first
 

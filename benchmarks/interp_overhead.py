@@ -11,9 +11,7 @@ are installed. Prints medians of several repeats, and writes JSON.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ import numpy as np
 import dg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import kept  # noqa: E402  (this folder's)
+from report import kept, median_time  # noqa: E402  (this folder's)
 
 SRC = """
 def chain(x: f32[S], n: i64) -> f32[S]:
@@ -40,15 +38,6 @@ def numpy_chain(x, n):
         z = np.subtract(np.tanh(y), x)
         x = np.multiply(np.maximum(z, y), c09)
     return x
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def ops_per_iteration(ir_text: str) -> int:

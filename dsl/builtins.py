@@ -84,15 +84,33 @@ class _Args:
         x = self.em.materialize(tensor(self.em, self.vals[k], self.loc), loc=self.loc)
         return None if x.poison else x
 
+    def axis_of(self, x):
+        """The static `axis` argument as an axis of x (negative ones counted from the end); None
+        (an error said) if it is not a constant or x has no such axis."""
+        v = self.vals["axis"]
+        axis = v if isinstance(v, int) else static_int(self.em, self.em.expr(v), self.loc_of("axis"), "axis")
+        if axis is None:
+            return None
+        if x.rank == 0 or not -x.rank <= axis < x.rank:
+            self.em.error(f"axis {axis} is out of range for {x.type}", self.loc_of("axis"))
+            return None
+        return axis % x.rank
+
     def loc_of(self, k):
         a = self.ast.get(k)
         return a.loc if a is not None else self.loc
 
 
+def tensor_arguments(em, call, name, *params):
+    """The arguments of a built-in whose parameters are all tensors, as tensors; None (an error
+    said) if one is missing, poison or not a tensor."""
+    return _Args(em, call, name, list(params), {}).tensors(*params)
+
+
 def one_tensor(em, call, name, param):
     """The one argument of a built-in of one parameter, as a tensor; None (an error said) if it is
     missing, poison or not a tensor."""
-    t = _Args(em, call, name, [param], {}).tensors(param)
+    t = tensor_arguments(em, call, name, param)
     return None if t is None else t[0]
 
 
@@ -272,8 +290,7 @@ def _gelu(em, call, name):
 
 def _binary(opname):
     def h(em, call, name):
-        a = _Args(em, call, name, ["a", "b"], {})
-        t = a.tensors("a", "b")
+        t = tensor_arguments(em, call, name, "a", "b")
         if t is None:
             return POISON
         x, y = t
@@ -518,21 +535,24 @@ def _to_shape(opname):
 def _transpose(em, call, name):
     a = _Args(em, call, name, ["x", "perm"], {"perm": None}, static=("perm",))
     x = a.materialized("x")
-    if x is None:
-        return POISON
+    perm = None if x is None else _perm(em, a, x)
+    return POISON if perm is None else em.op("transpose", [x], {"perm": perm}, call.loc)
+
+
+def _perm(em, a, x):
+    """transpose's `perm` argument as axes of x (reversed when not given); None (an error said)
+    where it is not a list of constant axes."""
     if a["perm"] is None:
-        perm = list(range(x.rank))[::-1]
-    else:
-        pv = em.expr(a["perm"])
-        items = pv.items if isinstance(pv, ListVal) else (list(pv) if is_tuple(pv) else None)
-        if items is None:
-            em.error("perm must be a list of axes", a.loc_of("perm"))
-            return POISON
-        perm = [static_int(em, i, a.loc_of("perm"), "an axis") for i in items]
-        if any(p is None for p in perm):
-            return POISON
-        perm = [p % x.rank if x.rank else p for p in perm]
-    return em.op("transpose", [x], {"perm": perm}, call.loc)
+        return list(range(x.rank))[::-1]
+    pv = em.expr(a["perm"])
+    items = pv.items if isinstance(pv, ListVal) else (list(pv) if is_tuple(pv) else None)
+    if items is None:
+        em.error("perm must be a list of axes", a.loc_of("perm"))
+        return None
+    perm = [static_int(em, i, a.loc_of("perm"), "an axis") for i in items]
+    if any(p is None for p in perm):
+        return None
+    return [p % x.rank if x.rank else p for p in perm]
 
 
 def _expand_dims(em, call, name):
@@ -615,14 +635,10 @@ def _take(em, call, name):
     idx = em.materialize(tensor(em, a["idx"], call.loc), loc=call.loc)
     if x.poison or idx.poison:
         return POISON
-    axis_v = a["axis"]
-    axis = axis_v if isinstance(axis_v, int) else static_int(em, em.expr(axis_v), a.loc_of("axis"), "axis")
+    axis = a.axis_of(x)
     if axis is None:
         return POISON
-    if x.rank == 0 or not -x.rank <= axis < x.rank:
-        em.error(f"axis {axis} is out of range for {x.type}", a.loc_of("axis"))
-        return POISON
-    return em.op("take", [x, idx], {"axis": axis % x.rank}, call.loc)
+    return em.op("take", [x, idx], {"axis": axis}, call.loc)
 
 
 def _len(em, call, name):
@@ -651,8 +667,7 @@ def _matmul(em, call, name):
 
 
 def _dot(em, call, name):
-    a = _Args(em, call, name, ["a", "b"], {})
-    t = a.tensors("a", "b")
+    t = tensor_arguments(em, call, name, "a", "b")
     if t is None:
         return POISON
     x, y = t
@@ -665,8 +680,7 @@ def _dot(em, call, name):
 
 
 def _outer(em, call, name):
-    a = _Args(em, call, name, ["a", "b"], {})
-    t = a.tensors("a", "b")
+    t = tensor_arguments(em, call, name, "a", "b")
     if t is None:
         return POISON
     x, y = t
@@ -689,21 +703,16 @@ def _axis_op(opname):
             x = em.materialize(x, "f32", call.loc)
         if not is_float(x.dtype):
             x = em.cast(x, "f32", call.loc)
-        axis_v = a["axis"]
-        axis = axis_v if isinstance(axis_v, int) else static_int(em, em.expr(axis_v), a.loc_of("axis"), "axis")
+        axis = a.axis_of(x)
         if axis is None:
             return POISON
-        if x.rank == 0 or not -x.rank <= axis < x.rank:
-            em.error(f"axis {axis} is out of range for {x.type}", a.loc_of("axis"))
-            return POISON
-        return em.op(opname, [x], {"axis": axis % x.rank}, call.loc)
+        return em.op(opname, [x], {"axis": axis}, call.loc)
 
     return h
 
 
 def _cross_entropy(em, call, name):
-    a = _Args(em, call, name, ["logits", "labels"], {})
-    t = a.tensors("logits", "labels")
+    t = tensor_arguments(em, call, name, "logits", "labels")
     if t is None:
         return POISON
     lg, lb = t

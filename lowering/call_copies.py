@@ -258,12 +258,18 @@ def _hand_over(call, written: frozenset, returns: dict, own_args: bool) -> int:
             continue
         if any(_after(user(u), call) for a in aliases for u in a.uses if user(u) != copy and user(u) != call):
             continue
-        alloc = defining_op(v)
-        call.operands[at] = src
-        copy.erase()
-        alloc.erase()
-        dropped += 1
+        dropped += _pass_instead(call, at, copy)
     return dropped
+
+
+def _pass_instead(call, at: int, copy) -> int:
+    """Pass `call` the buffer that `copy` copied from in place of the copy (operand `at`); the
+    copy and its buffer go. 1."""
+    alloc = defining_op(call.operands[at])
+    call.operands[at] = copy.operands[0]
+    copy.erase()
+    alloc.erase()
+    return 1
 
 
 def _in_loop_below(call, root) -> bool:
@@ -300,10 +306,6 @@ def _drop(call, written: frozenset, returned) -> int:
         if src.type != v.type or src in copies or len(uses) != 2 or not any(op == call for op in uses) \
                 or base(src) in writes:
             continue
-        alloc = defining_op(v)
-        call.operands[at] = src
-        copy.erase()
-        alloc.erase()
-        dropped += 1
+        dropped += _pass_instead(call, at, copy)
     return dropped
 
