@@ -72,7 +72,7 @@ BUFFERIZE = (
 # Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.
 BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-return-allocs-from-loops copy-before-write}")
 # MLIR's buffer-deallocation-pipeline, in two: deallocs.split_deallocs between.
-OWNERSHIP = ("builtin.module(expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation{private-function-dynamic-ownership=true},"
+OWNERSHIP = ("builtin.module(expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation,"
              "canonicalize)")
 DEALLOCATE = ("builtin.module(buffer-deallocation-simplification, bufferization-lower-deallocations, cse, canonicalize,"
               "convert-bufferization-to-memref)")

@@ -52,9 +52,11 @@ def test_buffers_no_call_returns_are_freed_without_comparisons(tree):
     allocs, compared = _counts(_bufferized(modules["compiled"].tree_grad, args))
     allocs_before, compared_before = _counts(_bufferized(modules["compiled"].tree_grad, args, dealloc_split=False))
     # MLIR's simplification alone compares nearly every buffer (the branch that recurses holds
-    # most of them); split, a buffer the recursive calls are passed, or that they return, is.
+    # most of them); split, a buffer the recursive calls are passed, or that they return, is:
+    # fewer than half as many. (The gradients' shadows, which each recursive call is passed and
+    # gives back, are among those: about half the buffers; a quarter before shadows, 39 of 268.)
     assert compared_before > allocs_before / 2, (allocs_before, compared_before)
-    assert compared < allocs / 4, (allocs, compared)
+    assert compared < compared_before / 2, (compared, compared_before)
 
 
 def test_what_functions_return_is_found_through_recursion(tree):
