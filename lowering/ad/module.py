@@ -90,6 +90,7 @@ class Derivatives:
         self.tapes: set = set()  # results of dg.tape_alloc
         self.untaped_slots: dict = {}  # loop op -> untaped(op)
         self.appended_slots: dict = {}  # loop op -> the untaped slots that are tapes it appends to
+        self.cycles: dict = {}  # function -> whether it can call itself (recursive)
         self.note_placeholders(funcs)
         self.checkpoints = {f.sym: (unquoted(f.attrs["dg.of"]).lstrip("@"), int(f.attrs["dg.slots"].split(":")[0]))
                             for f in funcs if unquoted(f.attrs.get("dg.kind", "")) == "checkpoint"}
@@ -105,6 +106,24 @@ class Derivatives:
                 for op in walk_ops(f.body):
                     if op.dg in ("undef", "tape_alloc"):
                         (self.placeholders if op.dg == "undef" else self.tapes).update(op.results)
+
+    def recursive(self, sym: str) -> bool:
+        """Whether function `sym` can call itself (through the functions it calls)."""
+        if sym not in self.cycles:
+            seen, todo = set(), list(self.callees(sym))
+            while todo:
+                s = todo.pop()
+                if s not in seen:
+                    seen.add(s)
+                    todo += self.callees(s)
+            self.cycles[sym] = sym in seen
+        return self.cycles[sym]
+
+    def callees(self, sym: str) -> list:
+        f = self.funcs.get(sym)
+        if f is None or f.body is None:
+            return [unquoted(f.attrs["dg.of"]).lstrip("@")] if f is not None and "dg.of" in f.attrs else []
+        return [unquoted(op.attrs["callee"]).lstrip("@") for op in walk_ops(f.body) if op.name == "func.call"]
 
     def checkpointed(self, sym: str):
         """(the function, its slot count) when `sym` is a `checkpoint(f, slots=c)` declaration."""

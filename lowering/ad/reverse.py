@@ -4,14 +4,16 @@ Expects: a `Derivatives` module (lowering/ad/module.py) holding the function.
 Guarantees: `vjp_function(mod, f, mask)` writes `f__vjp_<mask>(args,
 cotangents) -> (results, gradients)` (with `_ck<c>` when its loops keep c
 snapshots) and the VJP functions of what it calls, and returns its name.
-Those it calls take shadows too: `g__vjp_<mask>_sh(args, cotangents,
-shadows) -> (results, shadows)`. A shadow is the gradient of an argument in
+Those of the recursive functions it calls take shadows too:
+`g__vjp_<mask>_sh(args, cotangents, shadows) -> (results, shadows)`. A shadow is the gradient of an argument in
 the mask accumulated so far (as Enzyme's duplicated arguments): the function
 adds its share into it and gives it back, so that a gradient passed down
 through calls and recursion is made once, by the outermost gradient, and a
 row that a callee reads adds its row, not a fresh full-size gradient per
 call added up the recursion. (The outermost function has none: its
-gradients start from its own contributions, not from zeros added to.)
+gradients start from its own contributions, not from zeros added to; nor
+do functions that cannot call themselves, whose calls the inliner takes
+apart.)
 
 How (a forward sweep, then a reverse sweep, over one `Sweep`):
 - The forward sweep copies f's body. Each `scf.for` at the level being swept
@@ -239,13 +241,14 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
     douts = [adj.get(r) for r in op.results if is_float(r)]
     if not mask or all(d is None for d in douts):
         return
-    core = vjp_function(s.mod, unquoted(op.attrs["callee"]).lstrip("@"), mask, s.slots, shadowed=True)
+    callee = unquoted(op.attrs["callee"]).lstrip("@")
+    core = vjp_function(s.mod, callee, mask, s.slots, shadowed=s.mod.recursive(callee))
     fl = [r for r in op.results if is_float(r)]
     cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
     w.loc = backward_loc(op.loc)
     handed = []  # the operands whose adjoint goes in as a shadow (an operand passed twice: once)
     shadows = []
-    for i in mask:
+    for i in mask if core.endswith("_sh") else ():
         o = op.operands[i]
         shadows.append(adj[o] if o in adj and o not in handed else w.zeros_like(env[o]))
         handed.append(o)
@@ -254,7 +257,7 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
     taken = set()
     for i, g in zip(mask, outs[len(op.results):]):
         o = op.operands[i]
-        if o in taken:
+        if o in taken or not shadows:
             accumulate(w, adj, o, g, env[o])
         else:  # the shadow given back holds what adj[o] held
             adj[o] = g

@@ -1,22 +1,21 @@
 // RUN: %dg opt %s --passes autodiff | %filecheck %s
 
-// func.call: the reverse of a call calls the callee's `__vjp_<mask>_sh` function
+// func.call: the reverse of a call calls the callee's `__vjp_<mask>` function
 // (which recomputes the callee's forward); the mask lists the active operands.
-// `_sh`: it takes a shadow per operand in the mask, the caller's adjoint of it so
-// far (zeros where there is none), and gives it back with its share added.
+// A recursive callee's is `__vjp_<mask>_sh`: it takes a shadow per operand in the
+// mask, the caller's adjoint of it so far (zeros where there is none), and gives
+// it back with its share added; a callee that cannot call itself (helper) gives
+// fresh gradients, which the caller adds to its adjoints.
 // Recursion works because rec__vjp_0_sh is named before it is made: its body
 // calls itself. The `vjp` declaration (cotangent in, gradients out) is
 // defined by a call to rec__vjp_0 (no shadows: the outermost gradient),
 // keeping the gradients only.
 // CHECK-NOT: dg.kind
-// CHECK-LABEL: func.func @helper__vjp_0_1_sh(%arg0: tensor<f64>, %arg1: tensor<f64>, %arg2: tensor<f64>, %arg3: tensor<f64>, %arg4: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>)
+// CHECK-LABEL: func.func @helper__vjp_0_1(%arg0: tensor<f64>, %arg1: tensor<f64>, %arg2: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>)
 // CHECK: %[[V:.*]] = "dg.add"
-// CHECK: %[[B1:.*]] = "dg.add"(%arg4, %arg2)
 // CHECK: %[[DA:.*]] = "dg.mul"(%arg2, %arg1)
-// CHECK: %[[DB:.*]] = "dg.mul"(%arg2, %arg0)
-// CHECK: %[[SA:.*]] = "dg.add"(%arg3, %[[DA]])
-// CHECK: %[[SB:.*]] = "dg.add"(%[[B1]], %[[DB]])
-// CHECK: return %[[V]], %[[SA]], %[[SB]]
+// CHECK: %[[DB:.*]] = "dg.add"(%arg2,
+// CHECK: return %[[V]], %[[DA]], %[[DB]]
 
 // CHECK-LABEL: func.func @rec__vjp_0_sh(%arg0: tensor<f64>, %arg1: tensor<i64>, %arg2: tensor<f64>, %arg3: tensor<f64>) -> (tensor<f64>, tensor<f64>)
 // Forward: the early return is a flag; the recursive call and the helper call are kept.
@@ -27,19 +26,19 @@
 // CHECK: func.call @rec(
 // CHECK: func.call @helper(
 // CHECK: }
-// Reverse of the recursive branch: same condition; the helper's VJP (given this
-// function's shadow of x, %arg3), then the recursive call's (rec__vjp_0_sh itself)
-// with helper's adjoint of its first operand.
+// Reverse of the recursive branch: same condition; the helper's VJP (its gradient
+// of x added to this function's shadow of x, %arg3), then the recursive call's
+// (rec__vjp_0_sh itself) with helper's adjoint of its first operand.
 // CHECK: %[[DREC:.*]]:2 = scf.if %[[REC]] -> (tensor<f64>, tensor<f64>) {
 // CHECK: %[[S:.*]] = "dg.sin"(%arg0)
 // CHECK: %[[N1:.*]] = "dg.sub"(%arg1,
 // CHECK: %[[R:.*]] = func.call @rec(%[[S]], %[[N1]])
-// CHECK: %[[Z:.*]] = "dg.zeros_like"(%[[R]])
-// CHECK: %[[H:.*]]:3 = func.call @helper__vjp_0_1_sh(%[[R]], %arg0, %arg2, %[[Z]], %arg3)
+// CHECK: %[[H:.*]]:3 = func.call @helper__vjp_0_1(%[[R]], %arg0, %arg2)
+// CHECK: %[[SX:.*]] = "dg.add"(%arg3, %[[H]]#2)
 // CHECK: %[[RR:.*]]:2 = func.call @rec__vjp_0_sh(%[[S]], %[[N1]], %[[H]]#1,
 // CHECK: %[[COS:.*]] = "dg.cos"(%arg0)
 // CHECK: %[[DS:.*]] = "dg.mul"(%[[RR]]#1, %[[COS]])
-// CHECK: "dg.add"(%[[H]]#2, %[[DS]])
+// CHECK: "dg.add"(%[[SX]], %[[DS]])
 // CHECK: } else {
 // CHECK: scf.yield %arg3, %arg2
 // CHECK: }
@@ -51,9 +50,9 @@
 // CHECK: }
 // CHECK: return %[[FWD]]#1, %[[DX]] : tensor<f64>, tensor<f64>
 
-// The outermost gradient: the same sweeps, no shadow; its calls are of the `_sh` functions.
+// The outermost gradient: the same sweeps, no shadow; its recursive call is of the `_sh` function.
 // CHECK-LABEL: func.func @rec__vjp_0(%arg0: tensor<f64>, %arg1: tensor<i64>, %arg2: tensor<f64>) -> (tensor<f64>, tensor<f64>)
-// CHECK: func.call @helper__vjp_0_1_sh(
+// CHECK: func.call @helper__vjp_0_1(
 // CHECK: func.call @rec__vjp_0_sh(
 
 // CHECK-LABEL: func.func @rec__pullback(%arg0: tensor<f64>, %arg1: tensor<i64>, %arg2: tensor<f64>) -> tensor<f64>
