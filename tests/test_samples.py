@@ -94,6 +94,7 @@ def test_digits_shows_progress_and_saves_a_loss_plot(tmp_path, capsys):
     assert "loss=" in err and "epoch=2" in err  # the bar's postfix
 
 
+@pytest.mark.slow
 def test_digits_runs_without_tqdm_and_matplotlib(tmp_path):
     pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
     import subprocess

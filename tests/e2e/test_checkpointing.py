@@ -176,6 +176,7 @@ def test_checkpointed_gradient_matches_differences(mode):
     np.testing.assert_allclose(gw, fd, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_python_checkpoint_is_usable_wherever_the_function_is(mode):
     m = load_src(SRC, mode)
     x, w = np.linspace(-0.5, 0.5, 6), np.linspace(1.0, 2.0, 6)

@@ -97,6 +97,7 @@ def shadow():
     return dg.loads(SRC, mode="shadow", filename=FILE)
 
 
+@pytest.mark.slow
 def test_shadow_mode_agrees_where_the_modes_agree(shadow):
     compiled = dg.loads(SRC, mode="compiled", filename=FILE)
     x = np.linspace(0.1, 1.0, 5)

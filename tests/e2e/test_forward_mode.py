@@ -235,6 +235,7 @@ def ghv(x: f64[?], v: f64[?], n: i64) -> f64[?]:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [100, 1000])
 def test_second_and_third_derivatives_through_long_while_loops(mode, n):
     m = load_src(HIGHER, mode)

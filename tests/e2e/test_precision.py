@@ -63,6 +63,7 @@ def test_special_values(mode):
     assert np.signbit(m.log1p32(x)[4]) and np.signbit(m.expm132(x)[4])
 
 
+@pytest.mark.slow
 def test_float32_means_of_millions_agree(mode):
     """NumPy sums float32 one element after another along a strided axis: the interpreter was
     4e-5 off after 3 million rows, and the error grows with them. Both modes stay within 1e-5 of

@@ -149,6 +149,7 @@ def test_config_takes_no_command_and_a_command_is_still_needed(capsys):
     assert e.value.code == 2 and "the following arguments are required: cmd" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_config_from_the_shell():
     env = {k: v for k, v in os.environ.items() if not k.startswith("DG_")} | {"DG_DEVICE": "cuda"}
     out = subprocess.run([sys.executable, "-m", "dg", "--config"], capture_output=True, text=True, check=True,

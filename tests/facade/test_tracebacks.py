@@ -73,6 +73,7 @@ def test_filtering_off_shows_everything(m, monkeypatch):
     assert len(_dg_internal(_frames(ei.value))) > 2, _frames(ei.value)
 
 
+@pytest.mark.slow
 def test_filtering_holds_after_an_error_caught_before_any_model_is_loaded(tmp_path):
     """dg loads some of its packages when first used: an error caught before them must not fix
     the set of folders whose frames are hidden (in a process of its own, where they are not yet

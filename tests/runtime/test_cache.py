@@ -140,6 +140,7 @@ def test_a_secret_others_may_read_is_not_trusted(two_entries, tmp_path):
     assert (a["value"], a["from_cache"]) == (va, False)
 
 
+@pytest.mark.slow
 def test_cache_can_be_turned_off(tmp_path):
     assert not _run(tmp_path, DG_CACHE="0")["from_cache"]
     assert not (tmp_path / "cache").exists()

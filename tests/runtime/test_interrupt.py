@@ -126,6 +126,7 @@ def interrupted_once_inside(argv: list, env=None) -> tuple:
     return lines, out, err, p.returncode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 @pytest.mark.parametrize("name", ["forever", "count", "rows", "fib"])
 def test_ctrl_c_raises_keyboard_interrupt_and_the_program_stays_usable(mode, name):

@@ -64,6 +64,7 @@ def run(mode, name, args):
     return json.loads(in_a_process(RUN, PROGRAM, mode, name, json.dumps(args), timeout=240).strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 def test_runaway_recursion_is_a_located_error(mode):
     """Located at the function that could not be entered, the same in both modes."""
@@ -189,6 +190,7 @@ def grows(x: f64) -> f64:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 def test_a_recursion_with_no_way_out_is_a_located_error(mode):
     """`return f(x)` is a tail call, which LLVM turns into a jump: the stack never grew, so the
