@@ -90,6 +90,7 @@ def test_a_chain_too_deep_to_compile_is_a_located_error():
     assert "chain9000.dg:1:1: error: f0() calls functions nested too deeply" in str(e.value)
 
 
+@pytest.mark.slow
 def test_too_deep_recursion_is_a_located_runtime_error(mode):
     with pytest.raises(dg.DgRuntimeError) as e:
         load(REC_ANN, mode).depth(100000)
@@ -229,6 +230,7 @@ def g(x: f32[4]):
 """
 
 
+@pytest.mark.slow
 def test_a_recursive_function_first_called_with_static_sizes_is_made_once(mode):
     """Its first call (static sizes, a Python int) and its recursive calls (dynamic sizes) share
     one specialization: before, the first call had one of its own, a whole second copy of the

@@ -208,6 +208,7 @@ def test_run_checks_until_the_deadline_and_counts(monkeypatch):
     assert run.slowest(timed, n=2) == "  seconds          median 2.0, slowest 9.5 s (seed 2), 2.0 s (seed 1)"
 
 
+@pytest.mark.slow
 def test_gradients_of_generated_loss_match_finite_differences():
     """The fd check on its own, for the first f64 program: it passes, and a perturbed gradient fails it."""
     p = next(q for q in (gen.generate(s, lines=LINES) for s in range(1, 200)) if q.dtype == "f64"

@@ -92,6 +92,7 @@ print("pool ok")
 """
 
 
+@pytest.mark.slow
 def test_pool_runs_each_iteration_once(tmp_path):
     assert "pool ok" in _run(POOL, 3, tmp_path)
 

@@ -189,6 +189,7 @@ def by_constant(a: f32[M, 2]) -> f32[M, 2]:
 """
 
 
+@pytest.mark.slow
 def test_products_go_to_cublas_when_it_is_there(monkeypatch, tmp_path):
     """cuBLAS is column-major: a row-major C = A @ B is its C^T = B^T A^T, transposed operands
     passed as views with the transpose flag (the stand-in computes what cuBLAS would)."""

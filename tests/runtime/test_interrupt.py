@@ -137,6 +137,7 @@ def test_ctrl_c_raises_keyboard_interrupt_and_the_program_stays_usable(mode, nam
     assert f"again {warm}" in out, (lines, out)
 
 
+@pytest.mark.slow
 def test_a_program_without_a_sigint_handler_keeps_the_default():
     """Where SIGINT has its default action, dg installs nothing: Ctrl-C still ends the process."""
     code = (WHEN_INSIDE + "import dg\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"
@@ -148,6 +149,7 @@ def test_a_program_without_a_sigint_handler_keeps_the_default():
     assert status == -signal.SIGINT and "KeyboardInterrupt" not in err, (status, out, err)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="signals")
 def test_a_handler_python_installs_later_is_chained_too():
     """A SIGINT handler set with signal.signal after dg's first call replaces dg's at the C level;
