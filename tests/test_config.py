@@ -3,6 +3,7 @@
 A bad value of each kind of variable (a switch, a choice, DG_BLAS, a count) is a DgError that
 names the variable, the value and what it may be; the modules that ask config see the same
 values the environment variables gave before there was one place to read them."""
+import os
 from pathlib import Path
 
 import pytest
@@ -120,9 +121,12 @@ def test_a_bad_value_names_the_variable_and_its_choices(clean, name, text, expec
 
 
 def test_paths_take_any_text(clean):
+    text = "anything at all: ?*"
     for name in PATHS:
-        clean.setenv(name, "anything at all: ?*")
-        config.value(name)
+        clean.setenv(name, text)
+    assert config.value("DG_CACHE_DIR") == Path(text)
+    assert config.value("DG_LIBDEVICE") == text
+    assert [str(p) for p in config.value("DG_PATH")] == text.split(os.pathsep)
 
 
 def test_the_modules_ask_config(clean, tmp_path):

@@ -1,5 +1,7 @@
 """What the code generator takes and hands on (lowering/codegen/units.py, tiers.py): a program's
 IR as one object, its text and module each made once, from the other, when first asked for."""
+import pytest
+
 from dg.dialects.dialect import asm, parse
 from dg.lowering.codegen import tiers
 from dg.lowering.codegen.units import LlvmUnit, Unit
@@ -22,11 +24,8 @@ def test_a_unit_from_a_module_is_printed_once():
 
 
 def test_a_unit_needs_its_ir():
-    try:
+    with pytest.raises(ValueError):
         Unit()
-    except ValueError:
-        return
-    raise AssertionError("a Unit without text or module")
 
 
 def test_an_llvm_unit_counts_its_lines():
