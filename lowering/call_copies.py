@@ -203,9 +203,9 @@ def _on_the_other_branch(yield_op, branch, call) -> bool:
     mine = _chain(call)
     if not any(x == branch for x in mine):
         return False
-    inside = next(x for x in reversed(mine) if x == branch)  # (noqa: the if itself)
-    region_of_call = next(x for x in mine if x.parent is not None and getattr(x.parent, "operation", x.parent) == inside)
-    return region_of_call.block != yield_op.block
+    # the op of the call's chain directly inside the if: its block is the branch the call is in
+    in_branch = next(x for x in mine if getattr(x.parent, "operation", x.parent) == branch)
+    return in_branch.block != yield_op.block
 
 
 def _chain(op) -> list:

@@ -37,7 +37,7 @@ from dg.core.writer import Value
 from dg.dialects.dialect import parse
 
 from ..irmodel import Func, read_module
-from .activity import is_float, walk_ops
+from .activity import is_float
 from .forward import jvp_function
 from .module import Derivatives, ints, unquoted
 from .reverse import vjp_function
@@ -57,12 +57,9 @@ def _reached(mod: Derivatives, sym: str) -> list:
             continue
         seen.add(s)
         f = mod.funcs[s]
-        if f.body is not None:
-            stack.extend(unquoted(op.attrs["callee"]).lstrip("@") for op in walk_ops(f.body)
-                         if op.name == "func.call")
-        elif "dg.kind" in f.attrs:
+        if f.body is None and "dg.kind" in f.attrs:
             found.append(s)
-            stack.append(_of(f))
+        stack.extend(mod.callees(s))  # (a declaration's: its target)
     return found
 
 
