@@ -21,7 +21,7 @@ from .dsl.embed import TYPES
 __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
     "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
-    "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "saved_residuals", "dist", "save", "load_params",
+    "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "vmap", "saved_residuals", "dist", "save", "load_params",
 ]
 __version__ = "0.1.0"
 
@@ -92,6 +92,16 @@ def saved_residuals(fn, wrt=0):
     from .runtime.autodiff_api import saved_residuals as _saved
 
     return _saved(fn, wrt)
+
+
+@user_facing
+def vmap(fn, in_axes=0, out_axes=0):
+    """`fn` mapped over a batch: `in_axes` one entry per argument (an int, the axis to map over;
+    None, shared by every example) or one for all; results stacked along `out_axes`. Runs as
+    batched operations, through control flow and recursion that differ by example (§3.1)."""
+    from .runtime.autodiff_api import VmapFunction
+
+    return VmapFunction(fn, in_axes, out_axes)
 
 
 @user_facing

@@ -583,3 +583,20 @@ def window_index(out: str, s: int, k: str, d: int) -> str:
 def normal_like(rng, y):
     """Samples: standard normal numbers of y's shape and element type (an output's gradient)."""
     return rng.standard_normal(y.shape).astype(y.dtype)
+
+
+# ---------------------------------------------------------------- index specs
+def expand_spec(spec, rank):
+    """Replace the ellipsis and pad with full slices; returns the item list."""
+    items = list(spec)
+    consumed = sum(1 for s in items if s[0] in "ist")
+    if consumed > rank:
+        raise ShapeError(f"too many indices ({consumed}) for a rank-{rank} tensor")
+    if "e" in items:
+        if items.count("e") > 1:
+            raise ShapeError("an index can only have a single ellipsis")
+        k = items.index("e")
+        items[k:k + 1] = ["s:::"] * (rank - consumed)
+    else:
+        items += ["s:::"] * (rank - consumed)
+    return items

@@ -19,6 +19,8 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType
 
+from . import batch_shape
+from .batch_rules import elementwise
 from .builder import any_of, cast, fail_if, if_else, stand_in_if
 from .helpers import reduce_generic
 from .jvp_rules import linear
@@ -73,7 +75,7 @@ def _lower_zeros_like(b, op):
 
 
 register(OpDef(
-    name="zeros_like", impl=lambda x: np.zeros_like(x), infer=lambda types: types[0],
+    name="zeros_like", impl=lambda x: np.zeros_like(x), infer=lambda types: types[0], batch=elementwise,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
     doc="""Zeros of x's type and shape (adjoints that are zero).
 
@@ -160,7 +162,7 @@ def _vjp_sum_to(g, op, d):
 
 
 register(OpDef(
-    name="sum_to", impl=_sum_to, nargs=2, infer=_sum_to_rule,
+    name="sum_to", impl=_sum_to, nargs=2, infer=_sum_to_rule, batch=batch_shape.sum_to,
     sample=lambda rng: ([rng.standard_normal((4, 2, 3)).astype(np.float32),
                          rng.standard_normal((2, 1)).astype(np.float32)], {}),
     doc="""d summed over the axes that broadcasting added or stretched (where `like` has size 1 at run

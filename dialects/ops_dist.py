@@ -15,6 +15,7 @@ from dg.core.errors import DgError
 from dg.core.mpi import DTYPES, OPS, world
 from dg.core.types import ShapeError, TensorType, is_float
 
+from .batch_rules import same_op
 from .builder import fail_if
 from .helpers import map_generic
 from .jvp_rules import linear
@@ -141,7 +142,7 @@ _linear_in_x = linear(0)
 
 
 register(OpDef(
-    name="allreduce", impl=lambda x, op="sum": world().allreduce(np.asarray(x), op), attrs={"op": "str"},
+    name="allreduce", impl=lambda x, op="sum": world().allreduce(np.asarray(x), op), attrs={"op": "str"}, batch=same_op,
     infer=_collective_rule,
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {"op": "sum"}),
     doc="""The elementwise sum, mean or max of x over every process of the world, on every process.
@@ -180,7 +181,7 @@ def _vjp_broadcast(g, op, d):
 
 
 register(OpDef(
-    name="broadcast_from", impl=_broadcast, attrs={"root": "int"},
+    name="broadcast_from", impl=_broadcast, attrs={"root": "int"}, batch=same_op,
     infer=_collective_rule,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"root": 0}),
     doc="""x of the process of rank `root`, on every process (`broadcast(x, root)` in dg code).

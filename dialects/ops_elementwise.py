@@ -14,6 +14,7 @@ import numpy as np
 
 from dg.core.types import ShapeError, TensorType, broadcast_shapes, is_float
 
+from .batch_rules import elementwise
 from .builder import fail_if
 from .helpers import broadcast_groups, int_predicate, lower_elementwise
 from .jvp_rules import diagonal
@@ -51,7 +52,7 @@ def unary(name: str, impl, element, vjp, summary: str, float_only: bool = True, 
     its adjoint `vjp(g, x, y, d)` (x the operand, y the result, d its adjoint; None: zero almost
     everywhere), on float tensors only or on any; a built-in function of its name unless not."""
     register(OpDef(
-        name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same, builtin=builtin,
+        name=name, impl=impl, nargs=1, infer=_float_only(name) if float_only else _same, builtin=builtin, batch=elementwise,
         lower=lower_elementwise(lambda b, kind, ety, args, op: element(b, kind, ety, args[0])),
         vjp=lambda g, op, d: [vjp(g, op.operands[0], op.results[0], d)], jvp=diagonal,
         sample=_unary_sample(positive),
@@ -228,7 +229,7 @@ unary("ceil", np.ceil, _math("math.ceil"), _none, "round up")
 unary("round", np.round, _math("math.roundeven"), _none, "round half to even (as NumPy and Python 3)")
 
 register(OpDef(
-    name="not", impl=np.logical_not, nargs=1,
+    name="not", impl=np.logical_not, nargs=1, batch=elementwise,
     infer=lambda types, **_: types[0].with_dtype("bool"),
     lower=lower_elementwise(lambda b, kind, ety, args, op: b.binary("arith.xori", args[0], b.const(True, "i1"), "i1")),
     sample=lambda rng: ([rng.standard_normal((3,)) > 0], {}),
@@ -261,7 +262,7 @@ def binary(name: str, impl, element, vjp, summary: str, infer=_bcast, out_dtype_
     op)`, its VJP `vjp(g, op, d)`."""
     out = "tensor<2x4xi1>" if infer is _bcast_bool else "tensor<2x4xf32>"
     register(OpDef(
-        name=name, impl=impl, nargs=2, infer=infer, agree=broadcast_groups,
+        name=name, impl=impl, nargs=2, infer=infer, agree=broadcast_groups, batch=elementwise,
         lower=lower_elementwise(element, out_dtype_from), vjp=vjp, jvp=diagonal if vjp else None,
         sample=sample or _bin_sample(),
         doc=f"{summary}, element by element, the operands broadcast.\n\n    "
@@ -427,7 +428,7 @@ def _where_rule(types, **_):
 
 
 register(OpDef(
-    name="where", impl=np.where, nargs=3, infer=_where_rule, agree=broadcast_groups,
+    name="where", impl=np.where, nargs=3, infer=_where_rule, agree=broadcast_groups, batch=elementwise,
     lower=lower_elementwise(lambda b, kind, ety, args, op: b.select(args[0], args[1], args[2], ety)),
     vjp=lambda g, op, d: [None, g.where(op.operands[0], d, g.zeros_like(d)), g.where(op.operands[0], g.zeros_like(d), d)],
     jvp=diagonal,

@@ -12,6 +12,8 @@ import numpy as np
 from dg.core.locations import loc_row
 from dg.core.types import ShapeError, TensorType, is_float, is_int
 
+from . import batch_shape
+from .batch_rules import same_op
 from .builder import fail_if, host_call
 from .registry import OpDef, register
 
@@ -49,28 +51,35 @@ register(OpDef(
 def _assert_rule(types, msg=""):
     if types[0].dtype != "bool" or types[0].rank:
         raise ShapeError(f"assert needs a bool scalar, got {types[0]}")
+    if len(types) > 2 or len(types) == 2 and (types[1].dtype != "i64" or types[1].rank):
+        raise ShapeError("assert takes a bool scalar and, in a batch, the failing example's index (an i64 scalar)")
     return []
 
 
-def _assert(c, msg=""):
+def _assert(c, *example, msg=""):
     return bool(c)
 
 
-def failure_message(opname: str, msg: str) -> str:
-    """What a failed `assert` or `check` says (both modes)."""
-    if opname == "check":
-        return msg
-    return f"assertion failed{': ' + msg if msg else ''}"
+EXAMPLE = " (example {0} of the batch)"  # what a check in batched code adds (the failing example)
+
+
+def failure_message(opname: str, msg: str, batched: bool = False) -> str:
+    """What a failed `assert` or `check` says (both modes); `batched`: a template whose `{0}` is
+    the failing example's index (its other braces doubled)."""
+    text = msg if opname == "check" else f"assertion failed{': ' + msg if msg else ''}"
+    return text.replace("{", "{{").replace("}", "}}") + EXAMPLE if batched else text
 
 
 def _lower_assert(b, op):
     c = b.extract(op.operands[0], op.types[0])
     bad = b.binary("arith.xori", c, b.const(True, "i1"), "i1")
-    fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or ""))
+    batched = len(op.operands) > 1
+    values = ((b.extract(op.operands[1], op.types[1]), "i64"),) if batched else ()
+    fail_if(b, bad, failure_message(op.name, op.attrs.get("msg") or "", batched), values)
 
 
 register(OpDef(
-    name="assert", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
+    name="assert", impl=_assert, nargs=None, nresults=0, pure=False, attrs={"msg": "str"},
     infer=_assert_rule,
     doc="""Fail with `msg` (a located DgRuntimeError) when the condition is false.
 
@@ -79,7 +88,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="check", impl=_assert, nargs=1, nresults=0, pure=False, attrs={"msg": "str"},
+    name="check", impl=_assert, nargs=None, nresults=0, pure=False, attrs={"msg": "str"},
     infer=_assert_rule,
     doc="""dg's own run-time check (of a declared size, say): fail with `msg` when the condition is false.
 
@@ -118,7 +127,7 @@ def _lower_tap(b, op):
 
 
 register(OpDef(
-    name="tap", impl=lambda x, id=0: x, pure=False, attrs={"id": "int"}, infer=_tap_rule,
+    name="tap", impl=lambda x, id=0: x, pure=False, attrs={"id": "int"}, infer=_tap_rule, batch=same_op,
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {"id": 0}),
     doc="""x, shown to the executor first: shadow mode (`lowering.instrument`) puts one after each op
     to compare the interpreter's values with compiled code's; `id` names the op in its table.
@@ -165,7 +174,7 @@ def _lower_check_finite(b, op):
 
 
 register(OpDef(
-    name="check_finite", impl=_check_finite, pure=False, attrs={"msg": "str"}, infer=_check_finite_rule,
+    name="check_finite", impl=_check_finite, pure=False, attrs={"msg": "str"}, infer=_check_finite_rule, batch=same_op,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
     doc="""x, checked to hold no NaN and no infinity: where it does, a DgRuntimeError at this op's place
     saying `msg` with "{0}" replaced by "a NaN" or "an infinity". `check_numerics` puts one after
@@ -181,7 +190,7 @@ def _lower_identity(b, op):
 
 
 register(OpDef(
-    name="stop_gradient", impl=_identity, infer=lambda types: types[0],
+    name="stop_gradient", impl=_identity, infer=lambda types: types[0], batch=same_op,
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {}),
     doc="""x, through which no gradient flows.
 
@@ -203,7 +212,7 @@ def _lower_to_index(b, op):
 
 
 register(OpDef(
-    name="to_index", impl=int, infer=_scalar_int_rule,
+    name="to_index", impl=int, infer=_scalar_int_rule, batch=batch_shape.as_tensor,
     doc="""An i64 scalar as an index (the bounds of scf.for).
 
         %n = "dg.to_index"(%x) : (tensor<i64>) -> index""",
@@ -217,7 +226,7 @@ def _lower_from_index(b, op):
 
 
 register(OpDef(
-    name="from_index", impl=np.int64, infer=lambda types: TensorType("i64", ()),
+    name="from_index", impl=np.int64, infer=lambda types: TensorType("i64", ()), batch=batch_shape.as_tensor,
     doc="""An index as an i64 scalar (scf.for's induction variable as a dg value).
 
         %x = "dg.from_index"(%i) : (index) -> tensor<i64>""",
@@ -236,7 +245,7 @@ def _lower_to_i1(b, op):
 
 
 register(OpDef(
-    name="to_i1", impl=bool, infer=_to_i1_rule,
+    name="to_i1", impl=bool, infer=_to_i1_rule, batch=batch_shape.as_tensor,
     doc="""A bool scalar as an i1 (the condition of scf.if and scf.condition).
 
         %c = "dg.to_i1"(%x) : (tensor<i1>) -> i1""",
@@ -249,7 +258,7 @@ def _lower_from_i1(b, op):
 
 
 register(OpDef(
-    name="from_i1", impl=np.bool_, infer=lambda types: TensorType("bool", ()),
+    name="from_i1", impl=np.bool_, infer=lambda types: TensorType("bool", ()), batch=batch_shape.as_tensor,
     doc="""An i1 as a bool scalar (a flag a gradient's loop carries, kept on a tape).
 
         %x = "dg.from_i1"(%c) : (i1) -> tensor<i1>""",
@@ -283,7 +292,7 @@ def _lower_range_len(b, op):
 
 
 register(OpDef(
-    name="range_len", impl=lambda a, b, s: int(_range_len(int(a), int(b), int(s))), nargs=3,
+    name="range_len", impl=lambda a, b, s: int(_range_len(int(a), int(b), int(s))), nargs=3, batch=batch_shape.range_len,
     infer=lambda types: TensorType("index", ()),
     doc="""The trip count of range(a, b, s) as an index (either sign of the step; a step of 0 fails).
 

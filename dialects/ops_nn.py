@@ -12,6 +12,7 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType, broadcast_shapes, is_float, is_int, np_dtype
 
+from . import batch_rules
 from .builder import index_in_range, readable
 from .jvp_rules import bilinear, reduction
 from .helpers import DYN, BROADCAST_ONLY_DECLARED, agreeing_operands, contracted_operands, count_of, drop_kept, \
@@ -218,7 +219,7 @@ def _rows(g, x, rows):
 
 
 register(OpDef(
-    name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule,
+    name="matmul", impl=_matmul, nargs=2, infer=_matmul_rule, batch=batch_rules.matmul,
     sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)], {}),
     doc="""The matrix product with NumPy's rules (1-D operands, batch axes broadcast).
 
@@ -255,7 +256,7 @@ def _vjp_outer(g, op, d):
 
 
 register(OpDef(
-    name="outer", impl=_outer, nargs=2, infer=_outer_rule,
+    name="outer", impl=_outer, nargs=2, infer=_outer_rule, batch=batch_rules.outer,
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32), rng.standard_normal((4,)).astype(np.float32)], {}),
     doc="""The outer product of two vectors.
 
@@ -329,7 +330,7 @@ def _jvp_log_softmax(g, op, ts):
 for _name, _impl, _vjp, _jvp in [("softmax", _softmax, _vjp_softmax, lambda g, op, ts: _vjp_softmax(g, op, ts[0])[0]),
                                  ("log_softmax", _log_softmax, _vjp_log_softmax, _jvp_log_softmax)]:
     register(OpDef(
-        name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule,
+        name=_name, impl=_impl, attrs={"axis": "int"}, infer=_axis_rule, batch=batch_rules.over_axis,
         lower=_lower_softmax_family(_name == "log_softmax"), vjp=_vjp, jvp=_jvp,
         sample=lambda rng: ([rng.standard_normal((3, 5)).astype(np.float32)], {"axis": 1}),
         doc=f"""{_name} along `axis`, computed from x - max(x) (no overflow).

@@ -12,6 +12,7 @@ import numpy as np
 
 from dg.core.types import DTYPES, ShapeError, TensorType, is_float
 
+from .batch_rules import over_axes
 from .builder import fail_if
 from .jvp_rules import linear
 from .jvp_rules import reduction as jvp_reduction
@@ -169,7 +170,7 @@ def reduction(name: str, fn, vjp, summary: str, float_only: bool = False, lower=
     with one operation, `_lower_reduce`, unless given). Its JVP: the reduction of the tangent
     where it is linear (sum, mean), else the slice's gradient dotted with the tangent."""
     register(OpDef(
-        name=name, impl=_red(fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"},
+        name=name, impl=_red(fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"}, batch=over_axes,
         infer=_rule(float_only=float_only), lower=lower or _lower_reduce(name), vjp=vjp,
         jvp=linear(0) if name in ("sum", "mean") else jvp_reduction, sample=_sample,
         doc=f"{summary} over `axes`.\n\n    " + example(name, "tensor<2x3xf32>", "tensor<3xf32>",
@@ -339,7 +340,7 @@ def _lower_arg(is_max):
 
 for _name, _fn in {"argmax": np.argmax, "argmin": np.argmin}.items():
     register(OpDef(
-        name=_name, impl=_arg(_fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"}, infer=_arg_rule,
+        name=_name, impl=_arg(_fn), nargs=1, attrs={"axes": "ints", "keepdims": "bool"}, infer=_arg_rule, batch=over_axes,
         lower=_lower_arg(_name == "argmax"),
         sample=lambda rng: ([rng.standard_normal((3, 4)).astype(np.float32)], {"axes": (1,), "keepdims": False}),
         doc=f"The index of the first {_name[3:]}imum over one axis, or over the flattened tensor (i64).\n\n    "

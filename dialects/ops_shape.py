@@ -11,10 +11,12 @@ import numpy as np
 from dg.core.errors import DgError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, is_float, is_int, np_dtype
 
+from . import batch_shape
+from .batch_rules import elementwise
 from .builder import any_of, cast, fail_if, if_else, index_in_range, neither, readable, stand_in_if
 from .jvp_rules import linear
 from .helpers import DYN, MAX_ELEMENTS, TOO_LARGE, agreeing_operands, bounded, broadcast_maps, check_count, \
-    copy_generic, lower_elementwise, reshape_like, shape_from, sizes_from, squeeze_generic, summed_to, \
+    copy_generic, expand_spec, lower_elementwise, reshape_like, shape_from, sizes_from, squeeze_generic, summed_to, \
     truncate_float, type_shape
 from .registry import OpDef, register
 
@@ -113,7 +115,7 @@ def _lower_reshape(b, op):
 
 
 register(OpDef(
-    name="reshape", impl=_reshape, nargs=None, attrs={"shape": "ints"}, infer=_reshape_rule,
+    name="reshape", impl=_reshape, nargs=None, attrs={"shape": "ints"}, infer=_reshape_rule, batch=batch_shape.reshape,
     sample=lambda rng: ([rng.standard_normal((2, 6)).astype(np.float32)], {"shape": (3, -1)}),
     doc="""x with another shape of as many elements: one -1 in `shape` is the size that fits, each -2 the next
     operand (an i64 scalar given at run time).
@@ -153,7 +155,7 @@ def _vjp_transpose(g, op, d):
 
 
 register(OpDef(
-    name="transpose", impl=_transpose, attrs={"perm": "ints"}, infer=_transpose_rule,
+    name="transpose", impl=_transpose, attrs={"perm": "ints"}, infer=_transpose_rule, batch=batch_shape.transpose,
     sample=lambda rng: ([rng.standard_normal((2, 3, 4)).astype(np.float32)], {"perm": (2, 0, 1)}),
     doc="""x with its axes permuted: axis i of the result is axis perm[i] of x.
 
@@ -193,7 +195,7 @@ def _lower_expand_dims(b, op):
 
 
 register(OpDef(
-    name="expand_dims", impl=_expand, attrs={"axes": "ints"}, infer=_expand_rule,
+    name="expand_dims", impl=_expand, attrs={"axes": "ints"}, infer=_expand_rule, batch=batch_shape.expand_dims,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"axes": (0, 3)}),
     doc="""x with axes of size 1 inserted (`axes` are the result's).
 
@@ -231,7 +233,7 @@ def _lower_squeeze(b, op):
 
 
 register(OpDef(
-    name="squeeze", impl=_squeeze, attrs={"axes": "ints"}, infer=_squeeze_rule,
+    name="squeeze", impl=_squeeze, attrs={"axes": "ints"}, infer=_squeeze_rule, batch=batch_shape.squeeze,
     sample=lambda rng: ([rng.standard_normal((1, 3, 1)).astype(np.float32)], {"axes": (0, 2)}),
     doc="""x without the given axes, each of size 1 (checked at run time where the type does not say).
 
@@ -296,7 +298,7 @@ def _lower_broadcast_to(b, op):
 
 
 register(OpDef(
-    name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule,
+    name="broadcast_to", impl=_bto, nargs=None, attrs={"shape": "ints"}, infer=_bto_rule, batch=batch_shape.broadcast_to,
     sample=lambda rng: ([rng.standard_normal((3, 1)).astype(np.float32)], {"shape": (2, 3, 4)}),
     doc="""x broadcast to `shape` as NumPy does; each -2 in it is the next operand (an i64 scalar).
 
@@ -373,7 +375,7 @@ def _vjp_concat(g, op, d):
 
 
 register(OpDef(
-    name="concat", impl=_concat, nargs=2, attrs={"axis": "int"}, infer=_concat_rule,
+    name="concat", impl=_concat, nargs=2, attrs={"axis": "int"}, infer=_concat_rule, batch=batch_shape.concat,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 5)).astype(np.float32)], {"axis": 1}),
     doc="""Two tensors joined along an existing axis (a concatenation of more is a chain of these).
 
@@ -484,7 +486,7 @@ def _vjp_take(g, op, d):
 
 
 register(OpDef(
-    name="take", impl=_take, nargs=2, attrs={"axis": "int"}, infer=_take_rule,
+    name="take", impl=_take, nargs=2, attrs={"axis": "int"}, infer=_take_rule, batch=batch_shape.take,
     sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([3, 0, 1, 1])], {"axis": 0}),
     doc="""np.take: the elements of x at an integer index tensor along `axis` (negative indices count from the end).
 
@@ -501,22 +503,6 @@ register(OpDef(
 #   "n"                  new axis (None)
 #   "e"                  ellipsis
 #   "t:$"                an integer index tensor (the next operand)
-def expand_spec(spec, rank):
-    """Replace the ellipsis and pad with full slices; returns the item list."""
-    items = list(spec)
-    consumed = sum(1 for s in items if s[0] in "ist")
-    if consumed > rank:
-        raise ShapeError(f"too many indices ({consumed}) for a rank-{rank} tensor")
-    if "e" in items:
-        if items.count("e") > 1:
-            raise ShapeError("an index can only have a single ellipsis")
-        k = items.index("e")
-        items[k:k + 1] = ["s:::"] * (rank - consumed)
-    else:
-        items += ["s:::"] * (rank - consumed)
-    return items
-
-
 def _static_slice(dim, parts):
     start, stop, step = (list(parts) + ["", ""])[:3]
     if start == stop == "" and step in ("", "1"):
@@ -738,7 +724,7 @@ def _vjp_getitem(g, op, d):
 
 
 register(OpDef(
-    name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule,
+    name="getitem", impl=_getitem, nargs=None, attrs={"spec": "strs"}, infer=_getitem_rule, batch=batch_shape.getitem,
     sample=lambda rng: ([rng.standard_normal((4, 5, 6)).astype(np.float32), np.int64(2)],
                         {"spec": ("i:$", "s:1:-1:", "n", "e")}),
     doc="""NumPy basic indexing, `spec` one item per index (see expand_spec); operands: x, then the values
@@ -917,7 +903,7 @@ def _vjp_setitem(g, op, d):
 
 
 register(OpDef(
-    name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule,
+    name="setitem", impl=_setitem, nargs=None, nfixed=2, attrs={"spec": "strs"}, infer=_setitem_rule, batch=batch_shape.setitem,
     sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32), np.float32(1.0)], {"spec": ("i:1", "s:::2")}),
     doc="""A copy of x with x[spec] = v (v broadcast to the part); operands: x, v, then the values of spec's `$`s.
 
@@ -945,7 +931,7 @@ def _lower_dim(b, op):
 
 
 register(OpDef(
-    name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule,
+    name="dim", impl=_dim, attrs={"axis": "int"}, infer=_dim_rule, batch=batch_shape.dim,
     sample=lambda rng: ([rng.standard_normal((4, 5)).astype(np.float32)], {"axis": 1}),
     doc="""The size of one axis of x, as an i64 scalar.
 
@@ -985,7 +971,7 @@ def _vjp_full(g, op, d):
 
 
 register(OpDef(
-    name="full", impl=_full, nargs=None, attrs={"shape": "ints"}, infer=_full_rule,
+    name="full", impl=_full, nargs=None, attrs={"shape": "ints"}, infer=_full_rule, batch=batch_shape.full,
     sample=lambda rng: ([np.float32(1.5), np.int64(3)], {"shape": (2, DYN)}),
     doc="""A tensor of `shape` filled with a scalar; operands: the scalar, then one i64 scalar per -2 in shape.
 
@@ -1189,7 +1175,7 @@ def _vjp_cast(g, op, d):
 
 
 register(OpDef(
-    name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule,
+    name="cast", impl=_cast, attrs={"dtype": "dtype"}, infer=_cast_rule, batch=elementwise,
     sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32) * 10], {"dtype": "i32"}),
     doc="""x converted to the element type `dtype` (floats to ints truncate toward zero).
 

@@ -3,8 +3,9 @@
 An `OpDef` is one op's whole definition: its signature (operand count,
 attribute names and kinds, result count), its shape/type rule (on
 `TensorType`s), its NumPy implementation (run by the interpreter), its
-vector-Jacobian product (`vjp`, dg IR builders the autodiff pass calls), a
-slot for its Jacobian-vector product (`jvp`, for forward mode), its
+vector-Jacobian product (`vjp`, dg IR builders the autodiff pass calls), its
+Jacobian-vector product (`jvp`, for forward mode), its batching rule
+(`batch`, what the batch pass writes for it mapped over examples), its
 lowering (`lower`, linalg-level IR the compiled backends take) and the
 lowerings of targets that differ (`lower_for`), and a description with an IR
 example. The ops_*.py files define them, an op's facets in one block, and
@@ -36,7 +37,10 @@ class OpDef:
     # (g: dialects.rules.RuleBuilder, op: the forward op's OpView, d: the result's adjoint, or a
     # list of them) -> one adjoint per operand (None: nothing flows to it)
     vjp: Optional[Callable] = None
-    jvp: Optional[Callable] = None  # forward mode's rule, in the same form: no op has one yet
+    jvp: Optional[Callable] = None  # forward mode's rule, in the same form
+    # (g: dialects.batch_rules.BatchBuilder, op: OpView, batched: a flag per operand) -> its results
+    # mapped over a batch (dialects/batch_rules.py; None: a loop over the examples, `per_example`)
+    batch: Optional[Callable] = None
     lower: Optional[Callable] = None  # (b: dialects.builder.Builder, op: LowerOp) -> result names
     lower_for: dict = field(default_factory=dict)  # target ("cuda") -> its lowering, where it differs
     # Sizes NumPy would broadcast that the types do not declare 1 must agree at run time, in both

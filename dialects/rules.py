@@ -24,6 +24,8 @@ from dg.core.writer import Value, Writer
 
 from .registry import OPS
 
+DYN = -2  # a dynamic size in a `shape` attribute
+
 
 def write_op(w: Writer, opname: str, operands: list, types: list, attrs: dict | None = None,
              result_types: list | None = None, loc: str | None = None) -> tuple[list[Value], list]:
@@ -177,3 +179,47 @@ class RuleBuilder(Writer):
         if t.type != like.type:
             t = self.dg_op("sum_to", [t, like])
         return t
+
+
+@dataclass
+class Shared:
+    """A rule's result that is the same for every example."""
+    value: Value
+
+
+class BatchBuilder(RuleBuilder):
+    """The writer batching rules build with: a RuleBuilder that knows the batch size and mask."""
+
+    def __init__(self, counter=None, indent: int = 4):
+        super().__init__(counter, indent)
+        self.size: Value | None = None  # B, an i64 scalar
+        self.mask: Value | None = None  # bool [B]: the examples active here
+
+    # ------------------------------------------------------------ shapes
+    def lift(self, v: Value, rank: int) -> Value:
+        """A batched value made of rank `rank` + 1 by new axes after the batch axis (so that it
+        broadcasts, example by example, against per-example values of rank `rank`)."""
+        extra = rank + 1 - v.tt.rank
+        if extra <= 0:
+            return v
+        return self.dg_op("expand_dims", [v], {"axes": tuple(range(1, 1 + extra))})
+
+    def stacked(self, v: Value) -> Value:
+        """A shared value as a batched one: the same for every example, B times."""
+        t = v.tt
+        dims = [self.dim(v, i) for i, d in enumerate(t.shape) if not isinstance(d, int)]
+        shape = (DYN,) + tuple(d if isinstance(d, int) else DYN for d in t.shape)
+        e = self.dg_op("expand_dims", [v], {"axes": (0,)})
+        return self.dg_op("broadcast_to", [e, self.size] + dims, {"shape": shape})
+
+    def any(self, m: Value) -> Value:
+        """Whether any of a bool [B] is true: an i1."""
+        n = self.dg_op("cast", [m], {"dtype": "i64"})
+        s = self.dg_op("sum", [n], {"axes": (0,), "keepdims": False})
+        return self.dg_op("to_i1", [self.dg_op("gt", [s, self.const(0, s)])])
+
+    def active(self, v: Value, fill) -> Value:
+        """A batched scalar value (an index, say) where the example is active, `fill` elsewhere."""
+        if self.mask is None:
+            return v
+        return self.where(self.lift(self.mask, v.tt.rank - 1), v, self.const(fill, v))

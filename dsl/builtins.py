@@ -14,7 +14,7 @@ from dg.dialects import OPS
 from dg.dialects.helpers import DYN
 
 from . import ast as A
-from .values import (POISON, CheckpointRef, FuncRef, GradRef, ListVal, Pullback, Str, TypedValue, describe_structure,
+from .values import (POISON, CheckpointRef, FuncRef, GradRef, VmapRef, ListVal, Pullback, Str, TypedValue, describe_structure,
                      flatten, is_tuple, same_structure, unflatten_like)
 
 _MISSING = object()
@@ -880,7 +880,7 @@ def _function_arg(em, call, name):
     fn = em.expr(call.args[0])
     if isinstance(fn, TypedValue) and fn.poison:
         return None
-    if not isinstance(fn, (FuncRef, GradRef, CheckpointRef)):
+    if not isinstance(fn, (FuncRef, GradRef, CheckpointRef, VmapRef)):
         em.error(f"the first argument of {name}() must be a dg function", call.args[0].loc)
         return None
     return fn
@@ -942,6 +942,49 @@ def _jvp(em, call, name):
         return POISON
     primals, tangents = em.expr(call.args[1]), em.expr(call.args[2])
     return em.call_jvp(fn, primals, tangents, call.loc)
+
+
+def _static_axis(em, node, what):
+    """An axis given in code: an integer constant or None (the argument is not mapped); the
+    string "error" after an error (reported)."""
+    if isinstance(node, A.Const) and node.value is None:
+        return None
+    v = static_int(em, em.expr(node), node.loc, what)
+    return "error" if v is None else v
+
+
+def _vmap(em, call, name):
+    """vmap(f, in_axes=0, out_axes=0): f mapped over a batch (§3.1), a function value called like
+    f; in_axes an int or None for every argument, or a tuple of them, one per argument."""
+    fn = _function_arg(em, call, name)
+    given = dict(zip(["in_axes", "out_axes"], call.args[1:]))
+    if len(call.args) > 3:
+        em.error("vmap() takes a function, in_axes and out_axes", call.loc)
+        return POISON
+    for k in call.kwargs:
+        if k.name not in ("in_axes", "out_axes") or k.name in given:
+            em.error("vmap() takes a function, in_axes and out_axes", k.loc)
+            return POISON
+        given[k.name] = k.value
+    if fn is None:
+        return POISON
+    in_axes = 0
+    node = given.get("in_axes")
+    if node is not None:
+        if isinstance(node, (A.Tuple, A.List)):
+            in_axes = tuple(_static_axis(em, e, "an entry of in_axes") for e in node.elts)
+            if "error" in in_axes:
+                return POISON
+        else:
+            in_axes = _static_axis(em, node, "in_axes")
+            if in_axes == "error":
+                return POISON
+    out_axes = 0
+    if "out_axes" in given:
+        out_axes = static_int(em, em.expr(given["out_axes"]), given["out_axes"].loc, "out_axes")
+        if out_axes is None:
+            return POISON
+    return VmapRef(fn, in_axes, out_axes)
 
 
 def _checkpoint(em, call, name):
@@ -1149,7 +1192,7 @@ BUILTINS = {
     "key": _key, "split": _split, "normal": _random("normal"), "uniform": _random("uniform"),
     "print": _print, "breakpoint": _breakpoint, "stop_gradient": _stop_gradient, "range": _range,
     "conv2d": _conv2d, "max_pool2d": _pool("max_pool2d"), "avg_pool2d": _pool("avg_pool2d"),
-    "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint,
+    "grad": _grad, "value_and_grad": _grad, "vjp": _vjp, "checkpoint": _checkpoint, "vmap": _vmap,
     "rank": _world("world_rank"), "world_size": _world("world_size"),
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
     "broadcast": _collective("broadcast_from", "root", 0, _root),

@@ -85,6 +85,16 @@ class CheckpointRef:
 
 
 @dataclass(eq=False)
+class VmapRef:
+    """vmap(f, in_axes, out_axes): f mapped over a batch (§3.1); in_axes has one entry per
+    argument (an int axis, or None for an argument every example shares), or one for all."""
+
+    fn: Any
+    in_axes: Any  # an int, None, or a tuple of them
+    out_axes: int = 0
+
+
+@dataclass(eq=False)
 class GradRef:
     """grad(f, wrt) or value_and_grad(f, wrt): a function value; f is a FuncRef or a GradRef."""
 

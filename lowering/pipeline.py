@@ -1,6 +1,6 @@
 """The one ordered pipeline: every stage of dg, every pass in the order it runs.
 
-    dg ─autodiff─▶ grad ─canonicalize, cse─▶ opt
+    dg ─batch─▶ batch ─autodiff─▶ grad ─canonicalize, cse─▶ opt
                     ├─ CPU: to-linalg, convolutions-as-matmuls, tiled-max-pool-grads ─▶ linalg
                     │                      ─only-entry … bufferize─▶ bufferized
                     │                      ─link-names … to-llvm, guard-allocations─▶ llvm
@@ -33,7 +33,6 @@ from dg.dialects import verify
 from dg.dialects.dialect import asm, parse
 
 from . import (
-    ad,
     alloc_guard,
     blas,
     call_copies,
@@ -60,6 +59,7 @@ from . import (
     stand_ins,
     stoppable,
     to_linalg,
+    transforms,
 )
 from .inlining import MAX_ANALYZED_NESTING, SIMPLIFY, scf_nesting  # (inline-and-simplify's; bufferization's depth)
 
@@ -130,7 +130,8 @@ def _share_argument_dims(m):
 # Every dg pass, in pipeline order: name -> function(module, **options) -> module or None (in place).
 PASSES = {
     "verify": verify.verify_module,
-    "autodiff": ad.run,
+    "batch": transforms.run_batch,
+    "autodiff": transforms.run_autodiff,
     "to-linalg": to_linalg.run,
     # The strategies of ops whose plain form to-linalg marks (the CPU's; the GPU's stage runs the
     # second too)
@@ -184,7 +185,8 @@ BUFFERIZED = ["only-entry", "inline-and-simplify", "share-argument-dims", "fold-
 # stage -> (the stage it starts from, its passes)
 STAGES = {
     "dg": (None, ["verify"]),
-    "grad": ("dg", ["autodiff"]),
+    "batch": ("dg", ["batch"]),
+    "grad": ("batch", ["autodiff"]),
     "opt": ("grad", ["canonicalize", "cse"]),
     "linalg": ("grad", ["to-linalg", "convolutions-as-matmuls", "tiled-max-pool-grads"]),
     "bufferized": ("linalg", BUFFERIZED),
@@ -205,7 +207,7 @@ STAGES = {
                      "check-allocation-sizes", "host-data-layout", "to-llvm", "guard-allocations",
                      "cuda-runtime", "function-attributes"]),
 }
-SHOWN = ("dg", "grad", "opt", "linalg", "bufferized", "llvm", "gpu", "ptx")  # what .ir() can show
+SHOWN = ("dg", "batch", "grad", "opt", "linalg", "bufferized", "llvm", "gpu", "ptx")  # what .ir() can show
 
 
 def passes_to(stage: str) -> list[str]:

@@ -37,17 +37,18 @@ def _check_wrt(wrt):
         raise DgError(f"wrt must be an int or a non-empty tuple of ints, got {wrt!r}")
 
 
-def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = ()):
+def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = (), unannotated: tuple = ()):
     """A dg function made from source text in the differentiated function's source, with its
     parameter types; the parameters after those take the annotations `more` (a tangent its
-    primal's, a cotangent the result's: structures stay structures)."""
+    primal's, a cotangent the result's: structures stay structures). The parameters at
+    `unannotated` take the types of their arguments (a batch of what the function declares)."""
     # Named after what it is (not a counter), so that a module loaded again finds its compiled
     # code in the disk cache.
     name = f"__dg_{name_hint}_{hashlib.sha1((params_text + body).encode()).hexdigest()[:12]}"
     text = f"def {name}({params_text}):\n    {body}\n"
     fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
-    for p, annotation in zip(fd.params, [q.annotation for q in root.fd.params] + list(more)):
-        p.annotation = annotation  # the same parameter types, checked the same way
+    for i, (p, annotation) in enumerate(zip(fd.params, [q.annotation for q in root.fd.params] + list(more))):
+        p.annotation = None if i in unannotated else annotation  # the same parameter types, checked the same way
     root.source.funcs[name] = fd
     return DgFunction(root.source, name, root.mode, root.device, root.check_numerics)
 
@@ -78,6 +79,8 @@ class _Derived:
     def expr(self) -> str:
         raise NotImplementedError
 
+    unannotated: tuple = ()  # the parameters that take their arguments' types (vmap's mapped ones)
+
     def _fn(self):
         """The dg function that runs it: one per expression and differentiated function, so that
         `dg.value_and_grad(m.loss)(...)` written in a training loop compiles once, not once per
@@ -87,7 +90,8 @@ class _Derived:
             expr = self.expr()
             if expr not in made:
                 params, names = _params(self.root)
-                made[expr] = _wrapped(self.root, self.kind, params, f"return {expr}({names})")
+                made[expr] = _wrapped(self.root, self.kind, params, f"return {expr}({names})",
+                                      unannotated=self.unannotated)
             self._wrapped = made[expr]
         return self._wrapped
 
@@ -128,6 +132,32 @@ class CheckpointFunction(_Derived):
 
     def expr(self) -> str:
         return f"checkpoint({_expr(self.base)}" + (f", slots={self.slots})" if self.slots else ")")
+
+
+def _axis_ok(a) -> bool:
+    return a is None or isinstance(a, int) and not isinstance(a, bool)
+
+
+class VmapFunction(_Derived):
+    """vmap(f, in_axes, out_axes) of a dg function (or of its gradient), callable from Python: f
+    mapped over a batch, run as batched operations (§3.1)."""
+    def __init__(self, base, in_axes=0, out_axes=0):
+        ok = _axis_ok(in_axes) or isinstance(in_axes, (tuple, list)) and all(_axis_ok(a) for a in in_axes)
+        if not ok:
+            raise DgError(f"dg.vmap: in_axes must be an int, None or a tuple of them, got {in_axes!r}")
+        if not isinstance(out_axes, int) or isinstance(out_axes, bool):
+            raise DgError(f"dg.vmap: out_axes must be an int, got {out_axes!r}")
+        super().__init__("vmap", base)
+        n = len(self.root.fd.params)
+        self.in_axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else in_axes
+        if isinstance(self.in_axes, tuple) and len(self.in_axes) != n:
+            raise DgError(f"dg.vmap: in_axes has {len(self.in_axes)} entries; {self.root.name}() takes {n} arguments")
+        axes = self.in_axes if isinstance(self.in_axes, tuple) else (self.in_axes,) * n
+        self.unannotated = tuple(i for i, a in enumerate(axes) if a is not None)
+        self.out_axes = out_axes
+
+    def expr(self) -> str:
+        return f"vmap({_expr(self.base)}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
 
 @user_facing

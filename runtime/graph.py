@@ -41,7 +41,7 @@ from dg.core.tracebacks import user_facing
 from dg.core.types import is_float
 from dg.dialects.dialect import parse
 from dg.dialects.registry import OPS
-from dg.lowering.ad import gradient_module
+from dg.lowering.transforms import gradient_module
 from dg.lowering.irmodel import read_module
 
 try:

@@ -250,9 +250,10 @@ class Translation:
             return
         if opname in ("assert", "check"):
             where = loc_of(loc)
-            msg = failure_message(opname, attrs.get("msg") or "")
+            names = [self._name(v) for v in op.operands]
+            msg = failure_message(opname, attrs.get("msg") or "", len(names) > 1)
             err = self._const((msg, where), "A")
-            self._emit(indent, f"if not {args}: _assert_failed({err})", loc)
+            self._emit(indent, f"if not {names[0]}: _assert_failed({err}{''.join(', ' + n for n in names[1:])})", loc)
             self.ns.setdefault("_assert_failed", _assert_failed)
             return
         if opname == "tap":  # (shadow mode sets _tap: the value to go on with)
@@ -393,9 +394,9 @@ def _finite(x, info):
     return x
 
 
-def _assert_failed(info):
+def _assert_failed(info, *values):
     msg, where = info
-    raise DgRuntimeError(msg, where)
+    raise DgRuntimeError(msg.format(*(int(v) for v in values)) if values else msg, where)
 
 
 _ARITH = {

@@ -114,4 +114,4 @@ def stage_text(comp, stage: str) -> str:
     if stage == "ptx":
         return gpu.ptx(stage_module(comp, "gpu"))
     m = stage_module(comp, stage)
-    return asm(m) if stage in ("dg", "grad", "opt", "linalg") else str(m)
+    return asm(m) if stage in ("dg", "batch", "grad", "opt", "linalg") else str(m)

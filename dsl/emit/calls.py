@@ -6,7 +6,7 @@ from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .. import ast as A
 from ..builtins import METHODS, call_builtin, call_method
-from ..values import (POISON, CheckpointRef, FuncRef, GradRef, ModuleRef, Pullback, Static, TypedValue,
+from ..values import (POISON, CheckpointRef, FuncRef, GradRef, ModuleRef, VmapRef, Pullback, Static, TypedValue,
                       describe_structure, flatten, is_tuple, leaf_paths, map_leaves, same_structure, unflatten_like)
 from .core import all_values
 from .types import annotation_tree
@@ -73,7 +73,7 @@ class Calls:
             return POISON
         if isinstance(target, tuple) and len(target) == 2 and target[0] == "builtin":
             return call_builtin(self, target[1], e)
-        if isinstance(target, (FuncRef, GradRef, CheckpointRef, Pullback)):
+        if isinstance(target, (FuncRef, GradRef, CheckpointRef, VmapRef, Pullback)):
             args = [self.expr(a) for a in e.args]
             kwargs = {k.name: (self.expr(k.value), k.loc) for k in e.kwargs}
             if isinstance(target, Pullback):
@@ -86,10 +86,23 @@ class Calls:
         return isinstance(node, A.Name) and node.id not in self.env and isinstance(self.lookup(node), ModuleRef)
 
     def call_user(self, ref, args, kwargs, loc):
-        r = self.resolve_call(ref, args, kwargs, loc)
+        r = self.resolve_call(ref, args, kwargs, loc, out_axes=True)
         if r is None:
             return POISON
-        return self.emit_call(*r[:4], loc)
+        out = self.emit_call(*r[:4], loc)
+        if isinstance(ref, VmapRef) and ref.out_axes != 0 and out is not None:
+            out = map_leaves(lambda v: self.batch_axis_to(v, ref.out_axes, loc), out)
+        return out
+
+    def batch_axis_to(self, v, axis: int, loc):
+        """A batched result with its batch axis (0) moved to `axis` (vmap's out_axes)."""
+        r = v.type.rank
+        if not -r <= axis < r:
+            return self.error(f"vmap(): out_axes={axis} is out of range for a result of rank {r - 1}", loc)
+        axis %= r
+        perm = list(range(1, r))
+        perm.insert(axis, 0)
+        return self.op("transpose", [v], {"perm": tuple(perm)}, loc)
 
     def emit_call(self, symbol, vals, res_types, proto, loc):
         head, names = self.results(len(res_types))
@@ -100,8 +113,14 @@ class Calls:
             return None
         return unflatten_like(proto, outs)
 
-    def resolve_call(self, ref, args, kwargs, loc):
-        """(symbol, argument values, result types, result structure) of a call, or None after an error."""
+    def resolve_call(self, ref, args, kwargs, loc, out_axes: bool = False):
+        """(symbol, argument values, result types, result structure) of a call, or None after an
+        error. `out_axes`: the caller moves a vmap's batch axis to its out_axes (else it must be 0)."""
+        if isinstance(ref, VmapRef):
+            if ref.out_axes != 0 and not out_axes:
+                self.error("vmap(): out_axes other than 0 only where the mapped function is called", loc)
+                return None
+            return self.resolve_vmap(ref, args, kwargs, loc)
         if isinstance(ref, GradRef):
             return self.resolve_grad(ref, args, kwargs, loc)
         if isinstance(ref, CheckpointRef):
@@ -112,6 +131,72 @@ class Calls:
             dsym = self.mod.grad_decl("checkpoint", sym, (), [v.type for v in vals], res_types, loc, slots=ref.slots)
             return dsym, vals, res_types, proto, groups
         return self.resolve_user(ref, args, kwargs, loc)
+
+    def resolve_vmap(self, ref: VmapRef, args, kwargs, loc):
+        """vmap(f, in_axes)(args): f specialized for one example's arguments (each mapped axis taken
+        away), and a `vmap` declaration the batch pass defines, called with the mapped arguments'
+        batch axes moved to the front."""
+        if kwargs:
+            self.error("a vmap()-ed function takes its arguments by position", loc)
+            return None
+        n = len(args)
+        axes = list(ref.in_axes) if isinstance(ref.in_axes, tuple) else [ref.in_axes] * n
+        if len(axes) != n:
+            self.error(f"vmap(): in_axes has {len(axes)} entries for {n} arguments", loc)
+            return None
+        leaves, ghosts, mapped = [], [], []
+        for i, (a, axis) in enumerate(zip(args, axes)):
+            v = self.as_value(a, loc)
+            if not all_values(v) or any(x.poison for x in flatten(v)):
+                return None if any(x.poison for x in flatten(v) if isinstance(x, TypedValue)) else \
+                    self.error(f"vmap(): argument {i} must be a tensor or a structure of tensors", loc)
+            own = []
+            for x in flatten(v):
+                x = self.materialize(x, loc=loc)
+                if axis is None:
+                    own.append(x)
+                    leaves.append(x)
+                    mapped.append(False)
+                    continue
+                r = x.type.rank
+                if not -r <= axis < r:
+                    self.error(f"vmap(): in_axes={axis} is out of range for argument {i}, of rank {r}", loc)
+                    return None
+                a0 = axis % r
+                if a0:
+                    x = self.op("transpose", [x], {"perm": (a0,) + tuple(k for k in range(r) if k != a0)}, loc)
+                leaves.append(x)
+                mapped.append(True)
+                own.append(TypedValue(x.name, TensorType(x.dtype, x.type.shape[1:])))
+            ghosts.append(unflatten_like(v, own))
+        if not any(mapped):
+            self.error("vmap() needs at least one mapped argument (in_axes not all None)", loc)
+            return None
+        # One example's call, resolved on stand-ins of one example's arguments: what it writes
+        # for them (casts, sizes made generic) is dropped and done again below on the batches.
+        start = len(self.lines)
+        r = self.resolve_call(ref.fn, ghosts, {}, loc)
+        del self.lines[start:]
+        self.last_def = None
+        if r is None:
+            return None
+        sym, vals, res_types, proto, groups = r
+        if len(vals) != len(leaves):
+            self.error("vmap(): an argument of a literal value cannot be mapped", loc)
+            return None
+        ins, types = [], []
+        for x, one, m in zip(leaves, vals, mapped):
+            t = TensorType(one.type.dtype, (Sym(),) + tuple(one.type.shape)) if m else one.type
+            x = self.conform(self.cast(x, t.dtype, loc), t, loc)
+            ins.append(x)
+            types.append(t)
+        out_types = [TensorType(t.dtype, (Sym(),) + tuple(t.shape)) for t in res_types]
+        where = tuple(i for i, m in enumerate(mapped) if m)
+        dsym = self.mod.grad_decl("vmap", sym, where, types, out_types, loc)
+        new_groups = []
+        for start_at, tree in groups:
+            new_groups.append((start_at, unflatten_like(tree, ins[start_at:start_at + len(flatten(tree))])))
+        return dsym, ins, out_types, proto, new_groups
 
     def resolve_grad(self, ref: GradRef, args, kwargs, loc):
         base = self.resolve_call(ref.fn, args, kwargs, loc)

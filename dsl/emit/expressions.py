@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from dg.core.types import DTYPES, ShapeError, TensorType, is_bool, is_float, is_int, promote, scalar
-from dg.dialects.ops_shape import expand_spec
+from dg.dialects.helpers import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS, METHODS

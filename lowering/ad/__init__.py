@@ -34,9 +34,7 @@ from __future__ import annotations
 from dg.core.errors import DgError, DgTypeError
 from dg.core.locations import loc_of
 from dg.core.writer import Value
-from dg.dialects.dialect import parse
 
-from ..irmodel import Func, read_module
 from .activity import is_float
 from .forward import jvp_function
 from .module import Derivatives, ints, unquoted
@@ -45,6 +43,17 @@ from .reverse import vjp_function
 
 def _of(f: Func) -> str:
     return unquoted(f.attrs["dg.of"]).lstrip("@")
+
+
+def reached(mod: Derivatives, sym: str) -> set:
+    """Every declaration that defining `sym` needs defined first, however far."""
+    out, todo = set(), [sym]
+    while todo:
+        for d in _reached(mod, todo.pop()):
+            if d not in out:
+                out.add(d)
+                todo.append(d)
+    return out
 
 
 def _reached(mod: Derivatives, sym: str) -> list:
@@ -124,33 +133,5 @@ def define(mod: Derivatives, sym: str) -> None:
     mod.write(sym, args, f.result_types, f.loc, w)
 
 
-def derivatives(funcs: list[Func]) -> Derivatives:
-    """The module of `funcs` with every gradient declaration defined."""
-    mod = Derivatives(funcs)
-    for sym in definition_order(mod):
-        define(mod, sym)
-    return mod
-
-
-def differentiate(module) -> str:
-    """The module's text with every gradient declaration defined."""
-    return derivatives(read_module(module)).module_text()
-
-
-def gradient_module(funcs: list[Func], sym: str, mask: tuple) -> tuple[str, str]:
-    """(the module's text, the name of `sym`'s VJP function with respect to `mask` in it)."""
-    mod = derivatives(funcs)
-    name = vjp_function(mod, sym, mask)
-    return mod.module_text(), name
-
-
 def needs_autodiff(text: str) -> bool:
     return "dg.kind" in text
-
-
-def run(module):
-    """The `autodiff` pass: a new module with every gradient declaration defined (the module
-    itself when it declares none)."""
-    if not any("dg.kind" in op.operation.attributes for op in module.body.operations):
-        return module
-    return parse(differentiate(module))

@@ -12,7 +12,7 @@ from dg.core.attrs import attr_text
 from dg.core.types import TensorType, dtype_of_np
 from dg.dialects import OPS
 from dg.dialects.dialect import parse
-from dg.lowering.ad import differentiate
+from dg.lowering.transforms import differentiate
 from dg.runtime import interp
 
 EPS = 1e-6

@@ -76,11 +76,11 @@ def test_ir_stage_ptx(capsys):
 
 def test_ir_unknown_stage_is_a_clear_error(capsys):
     assert main(["ir", str(SAMPLES / "mlp.dg"), "--fn", "dense", "--stage", "sass"]) == 1
-    assert "unknown stage 'sass' (expected one of dg, grad, opt, linalg, bufferized, llvm, gpu, ptx)" in \
+    assert "unknown stage 'sass' (expected one of dg, batch, grad, opt, linalg, bufferized, llvm, gpu, ptx)" in \
         capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["ir", "--help"])
-    assert "stage to show: dg, grad, opt, linalg, bufferized, llvm, gpu, ptx" in " ".join(capsys.readouterr().out.split())
+    assert "stage to show: dg, batch, grad, opt, linalg, bufferized, llvm, gpu, ptx" in " ".join(capsys.readouterr().out.split())
 
 
 def test_ir_args_take_numpy_names_and_refuse_unknown_ones(capsys):

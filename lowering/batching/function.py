@@ -1,0 +1,346 @@
+"""One function mapped over a batch: the batched function the batch pass writes.
+
+Expects: a function of dg IR and which of its arguments are mapped (batched
+along a leading axis). Guarantees: a function `SYM__batch_<flags>` taking
+the mapped arguments batched, the others as they were, and last the mask of
+the examples active (a bool [B]), and giving every result batched. Its ops:
+- an op with no batched operand, copied;
+- a dg op with one, its registry entry's `batch` facet
+  (dialects/batch_rules.py; without one, a loop over the examples);
+- a call with one, a call of the callee's batched function (written in turn,
+  so recursion calls itself batched); a call of `grad(f)` or
+  `value_and_grad(f)`, the pullback of `f` batched with its differentiated
+  arguments batched too (per-example gradients: examples are independent, so
+  the gradient of their sum with respect to example b's copy is example b's);
+- an `if` whose condition differs by example runs each side only where some
+  example takes it (so that recursion stops where every example's does),
+  under that side's mask, and picks each example's results with `where`;
+- a `while` or `for` whose condition or trip count differs by example runs
+  while any example is active; an iteration updates only the active
+  examples' carried values;
+- `assert` and `check` fail for the first active example whose condition is
+  false, and say which example (its index in the batch).
+"""
+from __future__ import annotations
+
+from dg.core.errors import DgError
+from dg.core.locations import loc_of
+from dg.core.types import Sym, TensorType
+from dg.core.writer import Value
+from dg.dialects.batch_rules import per_example
+from dg.dialects.registry import OPS
+from dg.dialects.rules import DYN, BatchBuilder, OpView, Shared
+
+from ..ad.activity import TERMINATORS
+from .flags import batched_values, loop_condition
+
+CHECKS = ("assert", "check")
+
+
+def batched_type(t: str) -> str:
+    """The MLIR type of a batched value of type `t` (a tensor, an i1 or an index): a leading
+    dynamic axis; an i1 is a bool [B], an index an i64 [B]."""
+    if t == "i1":
+        return "tensor<?xi1>"
+    if t == "index":
+        return "tensor<?xi64>"
+    tt = Value(t).tt
+    return TensorType(tt.dtype, (Sym(),) + tuple(tt.shape)).mlir()
+
+
+def conform(g: BatchBuilder, v: Value, t: str) -> Value:
+    """v as a value of type t (of the same element type and rank; sizes made static or dynamic)."""
+    if v.type == t:
+        return v
+    target = Value(t).tt
+    dims = [g.dim(v, i) for i, d in enumerate(target.shape) if not isinstance(d, int)]
+    shape = tuple(d if isinstance(d, int) else DYN for d in target.shape)
+    return g.dg_op("reshape", [v] + dims, {"shape": shape}, result_types=[target])
+
+
+class FunctionBatcher:
+    """Writes the batched function of `f` for the mapped arguments `mapped` (one flag each)."""
+
+    def __init__(self, batcher, f, name: str, mapped: tuple):
+        self.batcher = batcher
+        self.f = f
+        self.name = name
+        self.mapped = mapped
+
+    def write(self) -> None:
+        f, mod = self.f, self.batcher.mod
+        g = BatchBuilder(mod.counter)
+        args = [g.value(batched_type(a.type) if m else a.type, "arg") for a, m in zip(f.args, self.mapped)]
+        mask = g.value("tensor<?xi1>", "mask")
+        g.loc = f.loc
+        g.mask = mask
+        g.size = g.dim(mask, 0)
+        self.flags = batched_values(f.body, {a for a, m in zip(f.args, self.mapped) if m})
+        env = {a: (v, m) for a, v, m in zip(f.args, args, self.mapped)}
+        self.block(f.body, env, g)
+        ret = f.body.ops[-1]
+        g.loc = ret.loc
+        outs = [self.as_batched(g, env[o], t) for o, t in zip(ret.operands, f.result_types)]
+        g.op("func.return", outs, [])
+        mod.write(self.name, args + [mask], [batched_type(t) for t in f.result_types], f.loc, g)
+
+    # ------------------------------------------------------------ values
+    def as_batched(self, g: BatchBuilder, entry, t: str) -> Value:
+        """A value of the original type `t`, batched (stacked where it is shared), of exactly
+        `t`'s batched type."""
+        v, b = entry
+        if not b:
+            v = g.stacked(v)
+        return conform(g, v, batched_type(t))
+
+    def as_flagged(self, g: BatchBuilder, entry, t: str, batched: bool) -> Value:
+        """A value as the slot it goes to needs it: batched (of `t`'s batched type) or as it is."""
+        return self.as_batched(g, entry, t) if batched else entry[0]
+
+    # ------------------------------------------------------------ ops
+    def block(self, block, env: dict, g: BatchBuilder) -> None:
+        for op in block.ops:
+            if op.name not in TERMINATORS:
+                g.loc = op.loc
+                self.op(op, env, g)
+
+    def op(self, op, env: dict, g: BatchBuilder) -> None:
+        ins = [env[o] for o in op.operands]
+        flags = [b for _, b in ins]
+        if op.dg in CHECKS:
+            return self.check(op, ins, g)
+        if not any(flags) and not op.regions:
+            outs = g.op(op.name, [v for v, _ in ins], [r.type for r in op.results], op.attrs)
+            env.update({r: (v, False) for r, v in zip(op.results, outs)})
+            return None
+        if op.name.startswith("dg."):
+            return self.dg_op(op, ins, env, g)
+        if op.name == "func.call":
+            return self.call(op, ins, env, g)
+        if op.name == "scf.if":
+            return self.branch(op, ins, env, g)
+        if op.name == "scf.while":
+            return self.while_loop(op, ins, env, g)
+        if op.name == "scf.for":
+            return self.for_loop(op, ins, env, g)
+        raise DgError(f"vmap cannot batch '{op.name}' of values that differ by example", loc_of(op.location))
+
+    def dg_op(self, op, ins, env, g) -> None:
+        opdef = OPS[op.dg]
+        rule = opdef.batch or per_example
+        view = OpView(op.dg, [v for v, _ in ins], [], [o.tt for o in op.operands], [r.tt for r in op.results],
+                      dict(op.py), loc_of(op.location))
+        try:
+            outs = rule(g, view, [b for _, b in ins])
+        except DgError:
+            raise
+        except Exception as e:  # a shape a rule cannot take: the op's place, not a traceback
+            raise DgError(f"vmap cannot batch dg.{op.dg} here: {e}", loc_of(op.location)) from None
+        if not isinstance(outs, list):
+            outs = [outs]
+        for r, o in zip(op.results, outs):
+            if isinstance(o, Shared):
+                env[r] = (o.value, False) if r not in self.flags else (g.stacked(o.value), True)
+            else:
+                env[r] = (o, True)
+
+    def check(self, op, ins, g) -> None:
+        """`assert`/`check`: fails where an active example's condition is false, naming the first."""
+        c = ins[0][0]  # a bool [B], or one bool for every example
+        bad = g.dg_op("and", [g.mask, g.dg_op("not", [c])])
+        first = g.dg_op("argmax", [g.dg_op("cast", [bad], {"dtype": "i64"})], {"axes": (0,), "keepdims": False})
+        fine = g.dg_op("not", [g.dg_op("from_i1", [g.any(bad)])])
+        g.op(op.name, [fine, first], [], {k: v for k, v in op.attrs.items()})
+
+    def call(self, op, ins, env, g) -> None:
+        callee = op.attrs["callee"].strip().strip('"').lstrip("@")
+        flags = tuple(b for _, b in ins)
+        name = self.batcher.batched(callee, flags, op)
+        args = [self.as_flagged(g, e, o.type, b) for e, o, b in zip(ins, op.operands, flags)]
+        outs = g.op("func.call", args + [g.mask], [batched_type(r.type) for r in op.results], {"callee": f"@{name}"})
+        for r, v in zip(op.results, outs):
+            env[r] = (v, True)
+
+    # ------------------------------------------------------------ control flow
+    def region(self, block, env: dict, outs: list, header: list | None = None, mask=None, after=None):
+        """A region writer: `header` (block arguments' values, written as its header) or none (an
+        if's), its ops under `mask` (the enclosing one when None), then `after(w, values)` giving the
+        terminator's operands from those of the original terminator."""
+        def write(w: BatchBuilder):
+            saved = w.mask
+            if mask is not None:
+                w.mask = mask
+            if header is not None:
+                w.block_header(header)
+            self.block(block, env, w)
+            t = block.ops[-1]
+            w.loc = t.loc
+            vals = after(w, [env[o] for o in t.operands])
+            w.op(t.name, vals, [])
+            w.mask = saved
+        return write
+
+    def branch(self, op, ins, env, g) -> None:
+        (c, cb), = ins
+        then_b, else_b = op.regions
+        types = [r.type for r in op.results]
+        if not cb:
+            flags = [r in self.flags for r in op.results]
+            rtypes = [batched_type(t) if f else t for t, f in zip(types, flags)]
+
+            def yields(w, vals):
+                return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, types, flags)]
+            outs = g.op("scf.if", [c], rtypes, regions=[self.region(then_b, env, [], after=yields),
+                                                        self.region(else_b, env, [], after=yields)])
+            for r, v, f in zip(op.results, outs, flags):
+                env[r] = (v, f)
+            return
+        # A condition that differs by example: each side where some example takes it.
+        mask = g.mask
+        m_then = g.dg_op("and", [mask, c])
+        m_else = g.dg_op("and", [mask, g.dg_op("not", [c])])
+        btypes = [batched_type(t) for t in types]
+
+        def yields(w, vals):
+            return [self.as_batched(w, v, t) for v, t in zip(vals, types)]
+
+        def placeholders(values):
+            def write(w):
+                w.op("scf.yield", values(w), [])
+            return write
+
+        def undefs(w):
+            out = []
+            for t in btypes:
+                tt = Value(t).tt
+                out.append(w.dg_op("undef", [], {"shape": tuple(d if isinstance(d, int) else DYN for d in tt.shape),
+                                                 "dtype": tt.dtype}, result_types=[tt]))
+            return out
+
+        if all(_cheap(b) for b in op.regions):  # both sides for every example, then a select
+            picked = []
+            for b, m in ((then_b, m_then), (else_b, m_else)):
+                g.mask = m
+                self.block(b, env, g)
+                picked.append([self.as_batched(g, env[o], t) for o, t in zip(b.ops[-1].operands, types)])
+            g.mask = mask
+            g.loc = op.loc
+            for r, t, a, b in zip(op.results, types, *picked):
+                env[r] = (g.where(g.lift(m_then, Value(t).tt.rank), a, b), True)
+            return
+        took_then = g.any(m_then)
+        t_vals = g.op("scf.if", [took_then], btypes,
+                      regions=[self.region(then_b, env, [], mask=m_then, after=yields), placeholders(undefs)])
+        took_else = g.any(m_else)
+        e_vals = g.op("scf.if", [took_else], btypes,
+                      regions=[self.region(else_b, env, [], mask=m_else, after=yields), placeholders(lambda w: t_vals)])
+        if not types:
+            return
+
+        def picked(w):
+            return [w.where(w.lift(m_then, Value(t).tt.rank), a, b) for t, a, b in zip(types, t_vals, e_vals)]
+        outs = g.op("scf.if", [took_then], btypes, regions=[placeholders(picked), placeholders(lambda w: e_vals)])
+        for r, v in zip(op.results, outs):
+            env[r] = (v, True)
+
+    def while_loop(self, op, ins, env, g) -> None:
+        before, after = op.regions
+        cond = before.ops[-1]
+        ctypes = [o.type for o in op.operands]
+        ftypes = [a.type for a in after.args]
+        if not loop_condition(op, self.flags):
+            cflags = [a in self.flags for a in before.args]
+            fflags = [a in self.flags for a in after.args]
+            inits = [self.as_flagged(g, e, t, f) for e, t, f in zip(ins, ctypes, cflags)]
+            bargs = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ctypes, cflags)]
+            aargs = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ftypes, fflags)]
+            env.update({a: (v, f) for a, v, f in zip(before.args, bargs, cflags)})
+            env.update({a: (v, f) for a, v, f in zip(after.args, aargs, fflags)})
+
+            def forward(w, vals):
+                return [vals[0][0]] + [self.as_flagged(w, v, t, f) for v, t, f in zip(vals[1:], ftypes, fflags)]
+
+            def carry(w, vals):
+                return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, ctypes, cflags)]
+            outs = g.op("scf.while", inits, [a.type for a in aargs],
+                        regions=[self.region(before, env, [], header=bargs, after=forward),
+                                 self.region(after, env, [], header=aargs, after=carry)])
+            for r, v, f in zip(op.results, outs, fflags):
+                env[r] = (v, f)
+            return
+        # Each example runs its own number of times: while any is active.
+        inits = [g.mask] + [self.as_batched(g, e, t) for e, t in zip(ins, ctypes)]
+        act = g.value("tensor<?xi1>", "act")
+        bargs = [g.value(batched_type(t), "a") for t in ctypes]
+        act2 = g.value("tensor<?xi1>", "act")
+        olds = [g.value(batched_type(t), "a") for t in ctypes]
+        aargs = [g.value(batched_type(t), "a") for t in ftypes]
+        env.update({a: (v, True) for a, v in zip(before.args, bargs)})
+        env.update({a: (v, True) for a, v in zip(after.args, aargs)})
+        n = len(ctypes)
+
+        def forward(w, vals):
+            c = self.as_batched(w, vals[0], "i1")
+            live = w.dg_op("and", [act, c])
+            return [w.any(live), live] + bargs + [self.as_batched(w, v, t) for v, t in zip(vals[1:], ftypes)]
+
+        def carry(w, vals):
+            new = [self.as_batched(w, v, t) for v, t in zip(vals, ctypes)]
+            return [act2] + [w.where(w.lift(act2, Value(t).tt.rank), a, b) for t, a, b in zip(ctypes, new, olds)]
+        outs = g.op("scf.while", inits, ["tensor<?xi1>"] + [v.type for v in bargs] + [v.type for v in aargs],
+                    regions=[self.region(before, env, [], header=[act] + bargs, mask=act, after=forward),
+                             self.region(after, env, [], header=[act2] + olds + aargs, mask=act2, after=carry)])
+        for r, v in zip(op.results, outs[1 + n:]):
+            env[r] = (v, True)
+
+    def for_loop(self, op, ins, env, g) -> None:
+        body = op.regions[0]
+        (lb, lbb), (ub, ubb), (step, stb) = ins[:3]
+        ctypes = [o.type for o in op.operands[3:]]
+        if not loop_condition(op, self.flags):
+            cflags = [a in self.flags for a in body.args[1:]]
+            inits = [self.as_flagged(g, e, t, f) for e, t, f in zip(ins[3:], ctypes, cflags)]
+            iv = g.value("index", "i")
+            args = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ctypes, cflags)]
+            env[body.args[0]] = (iv, False)
+            env.update({a: (v, f) for a, v, f in zip(body.args[1:], args, cflags)})
+
+            def carry(w, vals):
+                return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, ctypes, cflags)]
+            outs = g.op("scf.for", [lb, ub, step] + inits, [a.type for a in args],
+                        regions=[self.region(body, env, [], header=[iv] + args, after=carry)])
+            for r, v, f in zip(op.results, outs, cflags):
+                env[r] = (v, f)
+            return
+        if lbb or stb:
+            raise DgError("vmap: a loop whose start or step differs by example", loc_of(op.location))
+        # A trip count per example: one counter, while any example's count is not reached.
+        inits = [lb] + [self.as_batched(g, e, t) for e, t in zip(ins[3:], ctypes)]
+        iv = g.value("index", "i")
+        bargs = [g.value(batched_type(t), "a") for t in ctypes]
+        iv2 = g.value("index", "i")
+        act = g.value("tensor<?xi1>", "act")
+        olds = [g.value(batched_type(t), "a") for t in ctypes]
+        env[body.args[0]] = (iv2, False)
+        env.update({a: (v, True) for a, v in zip(body.args[1:], olds)})
+
+        def before(w):
+            w.block_header([iv] + bargs)
+            live = w.dg_op("and", [w.mask, w.dg_op("lt", [w.dg_op("from_index", [iv]), ub])])
+            w.op("scf.condition", [w.any(live), iv, live] + bargs, [])
+
+        def carry(w, vals):
+            new = [self.as_batched(w, v, t) for v, t in zip(vals, ctypes)]
+            nxt = w.op("arith.addi", [iv2, step], ["index"])[0]
+            return [nxt] + [w.where(w.lift(act, Value(t).tt.rank), a, b) for t, a, b in zip(ctypes, new, olds)]
+        outs = g.op("scf.while", inits, ["index", "tensor<?xi1>"] + [v.type for v in bargs],
+                    regions=[before, self.region(body, env, [], header=[iv2, act] + olds, mask=act, after=carry)])
+        for r, v in zip(op.results, outs[2:]):
+            env[r] = (v, True)
+
+
+def _cheap(block) -> bool:
+    """Whether a branch is cheap to run for every example: pure dg ops only (no call, loop or
+    check), whose results for the examples that did not take it are dropped."""
+    return all(op.name == "scf.yield" or op.dg is not None and OPS[op.dg].pure and not op.regions
+               for op in block.ops) and len(block.ops) <= 16
