@@ -7,7 +7,7 @@ Produced by `dsl.parser` (from `.dg` text) and by `dsl.embed` (from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from dg.core.errors import Loc
 
@@ -37,6 +37,13 @@ class RecordTypeExpr(Node):
 
     keys: list  # list[str]
     elts: list  # their types
+
+
+@dataclass
+class ListTypeExpr(Node):
+    """`list[f32[?, D]]`: items of one type whose first axes differ item by item."""
+
+    elt: Any  # the item's type
 
 
 # ---------------------------------------------------------------- expressions

@@ -14,7 +14,7 @@ from dg.dialects import OPS
 from dg.dialects.helpers import DYN
 
 from . import ast as A
-from .values import (POISON, CheckpointRef, FuncRef, GradRef, VmapRef, ListVal, Pullback, Str, TypedValue, describe_structure,
+from .values import (POISON, CheckpointRef, FuncRef, GradRef, PackedList, VmapRef, ListVal, Pullback, Str, TypedValue, describe_structure,
                      flatten, is_tuple, same_structure, unflatten_like)
 
 _MISSING = object()
@@ -646,6 +646,8 @@ def _len(em, call, name):
     if not a.ok:
         return POISON
     x = a["x"]
+    if isinstance(x, PackedList):
+        return em.list_len(x, call.loc)
     if is_tuple(x):
         return em.weak(len(x))
     if isinstance(x, ListVal):

@@ -539,6 +539,9 @@ class _ToAst(Transformer):
     def tuple_type(self, c):
         return A.TupleTypeExpr(_loc(c[0]), c[1:])
 
+    def list_type(self, c):
+        return A.ListTypeExpr(_loc(c[0]), c[1])
+
     def record_type(self, c):
         keys, elts = [], []
         for tok, te in zip(c[1::2], c[2::2]):

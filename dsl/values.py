@@ -165,6 +165,33 @@ class Record(tuple):
         return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "}"
 
 
+class PackedList(tuple):
+    """A list (`list[T]`, §1.3): items of one structure whose sizes differ item by item, stored
+    packed. Per leaf of the item, two values: the items' leaves laid end to end along their first
+    axis (a scalar item's leaf: one element each), then the offsets where each item starts, and
+    the end (an i64 [n + 1]). To everything that walks structures it is a tuple of those values;
+    `item` is the structure of the item's types (their first axes of any size), which tells it
+    apart from a tuple of the same length."""
+
+    item: Any
+
+    def __new__(cls, item, values):
+        r = super().__new__(cls, list(values))
+        r.item = item
+        return r
+
+    @classmethod
+    def like(cls, proto: "PackedList", values):
+        return cls(proto.item, values)
+
+    def parts(self) -> list:
+        """(data, offsets) per leaf of the item."""
+        return [(self[2 * i], self[2 * i + 1]) for i in range(len(self) // 2)]
+
+    def __repr__(self) -> str:
+        return f"list{tuple(self)!r}"
+
+
 @dataclass(frozen=True)
 class Static:
     """The type of a parameter that a call gives an integer or bool literal (`stride=2`,
@@ -189,6 +216,8 @@ def structure(x):
     (leaves are None)."""
     if isinstance(x, Record):
         return ("record", x.keys, tuple(structure(e) for e in x))
+    if isinstance(x, PackedList):
+        return ("list", structure(x.item))
     if isinstance(x, tuple):
         return ("tuple", tuple(structure(e) for e in x))
     return None
@@ -201,6 +230,8 @@ def same_structure(a, b) -> bool:
 def describe_structure(x) -> str:
     if isinstance(x, Record):
         return "a record with keys " + ", ".join(repr(k) for k in x.keys)
+    if isinstance(x, PackedList):
+        return f"a list of {describe_structure(x.item) if isinstance(x.item, tuple) else 'tensors'}"
     if isinstance(x, tuple):
         return f"a tuple of {len(x)}"
     return "a tensor"
@@ -219,6 +250,8 @@ def leaf_paths(x, prefix: str = "") -> list:
     """The path of each leaf, as it is written in dg and Python (`p["w"][0]`), in flatten's order."""
     if isinstance(x, Record):
         return [q for k, e in x.items() for q in leaf_paths(e, f'{prefix}["{k}"]')]
+    if isinstance(x, PackedList):
+        return [f"{prefix}[:]{q}{part}" for q in leaf_paths(x.item) for part in ("", ".offsets")]
     if isinstance(x, tuple):
         return [q for i, e in enumerate(x) for q in leaf_paths(e, f"{prefix}[{i}]")]
     return [prefix]
@@ -230,6 +263,8 @@ def unflatten_like(proto, flat: list):
     def go(p):
         if isinstance(p, Record):
             return Record.like(p, [go(e) for e in p])
+        if isinstance(p, PackedList):
+            return PackedList.like(p, [go(e) for e in p])
         if isinstance(p, tuple):
             return tuple(go(e) for e in p)
         return next(it)

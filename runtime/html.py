@@ -28,6 +28,8 @@ def type_text(te) -> str:
         return f"({inner},)" if len(te.elts) == 1 else f"({inner})"
     if isinstance(te, A.RecordTypeExpr):
         return "{" + ", ".join(f'"{k}": {type_text(t)}' for k, t in zip(te.keys, te.elts)) + "}"
+    if isinstance(te, A.ListTypeExpr):
+        return f"list[{type_text(te.elt)}]"
     if te.dims is None:
         return te.dtype
     return f"{te.dtype}[{', '.join('?' if d is None else str(d) for d in te.dims)}]"

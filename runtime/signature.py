@@ -17,7 +17,7 @@ from dg.core.errors import DgTypeError
 from dg.core.types import DTYPES, ShapeError, Sym, TensorType, dtype_of_np, np_dtype
 from dg.dsl import ast as A
 from dg.dsl.emit import annotation_tree, tree_key, type_key
-from dg.dsl.values import Record, describe_structure, flatten, leaf_paths, unflatten_like
+from dg.dsl.values import PackedList, Record, describe_structure, flatten, leaf_paths, unflatten_like
 
 
 @dataclass
@@ -235,6 +235,52 @@ def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef, path: str = "") ->
     return dt
 
 
+def _packed(x, declared: PackedList, p: A.Param, fn: str) -> list:
+    """(leaf, path) for each value of a list argument (a Python list of items of the declared item
+    structure): per leaf of the item, the items' leaves concatenated along their first axis, then
+    the offsets where each starts and the end. Items differ only in their first axis."""
+    where = f"argument '{p.name}' of {fn}()"
+    if not isinstance(x, (list, tuple)) or _array_like(x):
+        raise DgTypeError(f"{where} must be a list, got {_describe(x)}", p.loc)
+    item_types = flatten(declared.item)
+    items = []
+    for i, e in enumerate(x):
+        leaves = _match(e, declared.item, p, fn, f"[{i}]") if isinstance(declared.item, tuple) else [(e, f"[{i}]")]
+        items.append([to_array(v, p, fn, t.dtype, path) for (v, path), t in zip(leaves, item_types)])
+    out = []
+    for j, t in enumerate(item_types):
+        arrs = [it[j] for it in items]
+        for i, a in enumerate(arrs):
+            if a.ndim != t.rank or any(a.shape[1:] != arrs[0].shape[1:] for _ in (0,)):
+                raise DgTypeError(f"{where}: item {i} is {_describe(a)}; the items of a list must be of rank {t.rank} "
+                                  f"and differ only in their first axis", p.loc)
+        if t.rank == 0:
+            data = np.asarray(arrs, dtype=np_dtype(t.dtype)) if arrs else np.zeros(0, np_dtype(t.dtype))
+            offsets = np.arange(len(arrs) + 1, dtype=np.int64)
+        else:
+            rest = arrs[0].shape[1:] if arrs else tuple(d if isinstance(d, int) else 0 for d in t.shape[1:])
+            data = np.concatenate(arrs) if arrs else np.zeros((0,) + tuple(rest), np_dtype(t.dtype))
+            offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
+            np.cumsum([len(a) for a in arrs], out=offsets[1:])
+        out += [(data, "[:]"), (offsets, "[:].offsets")]
+    return out
+
+
+def unpacked(values: list, proto: PackedList) -> list:
+    """A list result back as a Python list: each item cut from the packed leaves by its offsets."""
+    parts = [(np.asarray(values[2 * i]), np.asarray(values[2 * i + 1])) for i in range(len(values) // 2)]
+    n = len(parts[0][1]) - 1 if parts else 0
+    leaves = flatten(proto.item)
+    out = []
+    for i in range(n):
+        item = []
+        for (data, offsets), t in zip(parts, leaves):
+            a, b = int(offsets[i]), int(offsets[i + 1])
+            item.append(_one(data[a]) if getattr(t, "rank", 1) == 0 else data[a:b].copy())
+        out.append(_nest(proto.item, iter(item)) if isinstance(proto.item, tuple) else item[0])
+    return out
+
+
 def fingerprint(values) -> tuple:
     """(the dtypes and shapes of the values' leaves and the structures holding them, the leaves as
     arrays) when every leaf is a NumPy array or scalar, else (None, None): arguments with the same
@@ -342,7 +388,8 @@ def _checked_signature(fd: A.FuncDef, values: list):
     for p, pp, x in zip(fd.params, _plan(fd), values):
         if isinstance(pp, tuple):  # a declared structure
             declared, skey, leaf_plans = pp
-            leaves = _match(x, declared, p, fd.name)
+            leaves = _packed(x, declared, p, fd.name) if isinstance(declared, PackedList) else \
+                _match(x, declared, p, fd.name)
             for (leaf, path), lp in zip(leaves, leaf_plans):
                 arrays.append(_checked_leaf(leaf, lp, p, fd, sizes, path))
             types.append(declared)
@@ -431,6 +478,8 @@ def to_python(out, proto):
 def _nest(proto: tuple, it):
     """The flat results from `it` arranged as `proto` nests them. (A plain function: a closure that
     calls itself would be a reference cycle, keeping the results alive until the next GC.)"""
+    if isinstance(proto, PackedList):
+        return unpacked([next(it) for _ in proto], proto)
     items = [_nest(p, it) if isinstance(p, tuple) else _one(next(it), p) for p in proto]
     if isinstance(proto, Record):
         return dict(zip(proto.keys, items))
@@ -441,6 +490,8 @@ def shown_type(t) -> str:
     """A parameter's type as dg writes it: f32[3], (f32[3], i64), {"b": f32[3], "w": f32[3, 3]}."""
     if isinstance(t, Record):
         return "{" + ", ".join(f'"{k}": {shown_type(v)}' for k, v in t.items()) + "}"
+    if isinstance(t, PackedList):
+        return f"list[{shown_type(t.item)}]"
     if isinstance(t, tuple):
         return "(" + ", ".join(shown_type(v) for v in t) + ("," if len(t) == 1 else "") + ")"
     return str(t)

@@ -9,7 +9,7 @@ from dg.core.types import Sym, TensorType, is_bool, is_int, promote, same_dim
 
 from .. import ast as A
 from ..controlflow import RET, RETVAL
-from ..values import (POISON, ListVal, TypedValue, Undefined, describe_structure, flatten, is_tuple, same_structure,
+from ..values import (POISON, ListVal, PackedList, TypedValue, Undefined, describe_structure, flatten, is_tuple, same_structure,
                       structure, unflatten_like)
 from .core import INDEX, all_values, show
 
@@ -770,6 +770,9 @@ class ControlFlow:
             and "range" not in self.env
         if not over_range:
             seq = self.expr(it)
+            if isinstance(seq, PackedList):  # a list: its items, by index
+                self.block(self.list_loop(s, seq))
+                return
             if is_tuple(seq) and not _stackable(seq):
                 self.block(self.unrolled(s, seq))
                 return
@@ -890,6 +893,23 @@ class ControlFlow:
                 stmts += one
             done[key] = (items.id, stmts)
         name, stmts = done[key]
+        self.env[name] = seq
+        return stmts
+
+    def list_loop(self, s, seq):
+        """`for x in xs` over a list: the list bound once, then a loop over range(len(xs)) that
+        binds x to xs[k]. Written once per loop (its probes and its emissions see the same
+        statements)."""
+        done = self.__dict__.setdefault("list_loops", {})
+        if id(s) not in done:
+            loc = s.loc
+            tag = self.fresh()[1:]
+            q, k = A.Name(loc, f"$list{tag}"), A.Name(loc, f"$list{tag}_k")
+            loop = A.For(loc, k, A.Call(loc, A.Name(loc, "range"), [A.Call(loc, A.Name(loc, "len"), [q])]),
+                         [A.Assign(loc, [s.target], A.Subscript(loc, q, [k])), *s.body], stops=s.stops)
+            done[id(s)] = (q.id, [loop])
+            self.__dict__.setdefault("rewritten_from", {})[id(loop)] = id(s)
+        name, stmts = done[id(s)]
         self.env[name] = seq
         return stmts
 

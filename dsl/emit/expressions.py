@@ -8,7 +8,8 @@ from dg.dialects.helpers import expand_spec
 
 from .. import ast as A
 from ..builtins import BUILTINS, METHODS
-from ..values import POISON, ConstRef, ListVal, ModuleRef, Record, Str, TypedValue, Undefined, is_record, is_tuple
+from ..values import (POISON, ConstRef, ListVal, ModuleRef, PackedList, Record, Str, TypedValue, Undefined, flatten,
+                      is_record, is_tuple, unflatten_like)
 
 BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
 CMPOPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -373,6 +374,14 @@ class Expressions:
 
     def e_Subscript(self, e):
         base = self.as_value(self.expr(e.value), e.loc)
+        if isinstance(base, PackedList):
+            if len(e.items) != 1 or isinstance(e.items[0], (A.Slice, A.EllipsisLit)):
+                return self.error("a list takes a single integer index", e.loc)
+            i = self.as_value(self.expr(e.items[0]), e.loc)
+            if not isinstance(i, TypedValue) or i.poison or i.rank or not is_int(i.dtype):
+                return POISON if isinstance(i, TypedValue) and i.poison else \
+                    self.error("a list index must be an integer scalar", e.loc)
+            return self.list_item(base, i, e.loc)
         if is_record(base):
             key = self.record_key(base, e)
             return POISON if key is None else base.get(key)
@@ -398,6 +407,30 @@ class Expressions:
         if base.name is None:
             base = self.materialize(base, loc=e.loc)
         return self.getitem_items(base, e.items, e.loc)
+
+    # ------------------------------------------------------------ lists
+    def list_len(self, xs: PackedList, loc) -> TypedValue:
+        """The number of items: the first leaf's offsets, less one."""
+        return self.binop("-", self.shape_dim(xs[1], 0, loc), self.weak(1), loc)
+
+    def list_item(self, xs: PackedList, i: TypedValue, loc):
+        """xs[i] (a negative i counts from the end): each leaf's rows from its offset at i to the
+        next, an item of the list's item structure with its own sizes."""
+        n = self.list_len(xs, loc)
+        i = self.cast(self.materialize(i, "i64", loc), "i64", loc)
+        i = self.op("where", [self.binop("<", i, self.weak(0), loc), self.binop("+", i, n, loc), i], loc=loc)
+        ok = self.binop_logical("and", self.binop(">=", i, self.weak(0), loc), self.binop("<", i, n, loc), loc)
+        self.op("check", [ok], {"msg": "IndexError: list index out of range"}, loc=loc)
+        nxt = self.binop("+", i, self.weak(1), loc)
+        leaves = []
+        for (data, offsets), t in zip(xs.parts(), flatten(xs.item)):
+            start = self.op("getitem", [offsets, i], {"spec": ("i:$",)}, loc=loc)
+            if t.rank == 0:
+                leaves.append(self.op("getitem", [data, start], {"spec": ("i:$",)}, loc=loc))
+                continue
+            stop = self.op("getitem", [offsets, nxt], {"spec": ("i:$",)}, loc=loc)
+            leaves.append(self.op("getitem", [data, start, stop], {"spec": ("s:$:$:",)}, loc=loc))
+        return unflatten_like(xs.item, leaves)
 
     def getitem(self, x: TypedValue, idx_values: list, loc) -> TypedValue:
         """x[i] for an int TypedValue (used by `for row in x` and unpacking)."""

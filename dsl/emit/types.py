@@ -2,10 +2,10 @@
 with string keys), from annotations; and the keys that select a specialization."""
 from __future__ import annotations
 
-from dg.core.types import TensorType, annotation_type
+from dg.core.types import Sym, TensorType, annotation_type
 
 from .. import ast as A
-from ..values import Record, Static, flatten
+from ..values import PackedList, Record, Static, flatten
 
 
 def annotation_tree(te, names: dict):
@@ -17,7 +17,18 @@ def annotation_tree(te, names: dict):
         return tuple(annotation_tree(e, names) for e in te.elts)
     if isinstance(te, A.RecordTypeExpr):
         return Record(zip(te.keys, [annotation_tree(e, names) for e in te.elts]))
+    if isinstance(te, A.ListTypeExpr):
+        return list_type(annotation_tree(te.elt, {}))
     return annotation_type(te, names)
+
+
+def list_type(item):
+    """The types of a list's values (PackedList) for items of type `item` (a type or a structure of
+    them): per leaf, the packed leaves (a first axis of any size, the item's other axes) and the
+    offsets. An item's first axis takes any size, whatever its annotation says."""
+    def packed(t: TensorType) -> list:
+        return [TensorType(t.dtype, (Sym(),) + tuple(t.shape[1:])), TensorType("i64", (Sym(),))]
+    return PackedList(item, [p for t in flatten(item) for p in packed(t)])
 
 
 def type_key(t: TensorType):
@@ -29,6 +40,8 @@ def tree_key(t):
     """type_key of a type or a structure of types (its keys and nesting included)."""
     if isinstance(t, Record):
         return ("record", t.keys, tuple(tree_key(e) for e in t))
+    if isinstance(t, PackedList):
+        return ("list", tree_key(t.item), tuple(tree_key(e) for e in t))
     if isinstance(t, tuple):
         return ("tuple", tuple(tree_key(e) for e in t))
     if isinstance(t, Static):
