@@ -15,11 +15,14 @@ import numpy as np
 
 from dg.core.errors import DgError
 from dg.core.tracebacks import user_facing
-from dg.dsl.parser import parse
+from dg.core.types import dtype_of_np
+from dg.dsl import ast as A
+from dg.dsl.parser import parse, parse_type
 
 from . import html
 from .program import DgFunction
 from .residuals import measure
+from .signature import is_structure
 
 
 def _root(fn):
@@ -37,11 +40,13 @@ def _check_wrt(wrt):
         raise DgError(f"wrt must be an int or a non-empty tuple of ints, got {wrt!r}")
 
 
-def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = (), unannotated: tuple = ()):
+def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = (), unannotated: tuple = (),
+             annotations: dict | None = None):
     """A dg function made from source text in the differentiated function's source, with its
     parameter types; the parameters after those take the annotations `more` (a tangent its
     primal's, a cotangent the result's: structures stay structures). The parameters at
-    `unannotated` take the types of their arguments (a batch of what the function declares)."""
+    `unannotated` take the types of their arguments (a batch of what the function declares), and
+    those in `annotations` (position -> annotation) the annotation given (a list of items)."""
     # Named after what it is (not a counter), so that a module loaded again finds its compiled
     # code in the disk cache.
     name = f"__dg_{name_hint}_{hashlib.sha1((params_text + body).encode()).hexdigest()[:12]}"
@@ -49,6 +54,8 @@ def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = ()
     fd = parse(text, f"<dg.{name_hint} of {root.name}>", register=True).funcs[0]
     for i, (p, annotation) in enumerate(zip(fd.params, [q.annotation for q in root.fd.params] + list(more))):
         p.annotation = None if i in unannotated else annotation  # the same parameter types, checked the same way
+        if annotations and i in annotations:
+            p.annotation = annotations[i]
     root.source.funcs[name] = fd
     return DgFunction(root.source, name, root.mode, root.device, root.check_numerics)
 
@@ -158,6 +165,36 @@ class VmapFunction(_Derived):
 
     def expr(self) -> str:
         return f"vmap({_expr(self.base)}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
+
+    @user_facing
+    def __call__(self, *args, **kwargs):
+        """A Python list at a mapped position is a list (§1.3): its items are the examples."""
+        lists = tuple(i for i in self.unannotated if i < len(args) and isinstance(args[i], list)
+                      and args[i] and is_structure(args[i]))
+        if not lists:
+            return self._fn()(*args, **kwargs)
+        key = (self.expr(), "lists", lists, tuple(_item_annotation(args[i][0]) for i in lists))
+        made = self.root.gradients
+        if key not in made:
+            params, names = _params(self.root)
+            anns = {}
+            for i in lists:
+                declared = self.root.fd.params[i].annotation
+                item = declared if declared is not None else parse_type(key[3][lists.index(i)], "<dg.vmap>",
+                                                                        register=False)
+                anns[i] = A.ListTypeExpr(item.loc, item)
+            made[key] = _wrapped(self.root, self.kind, params, f"return {self.expr()}({names})",
+                                 unannotated=self.unannotated, annotations=anns)
+        return made[key](*args, **kwargs)
+
+
+def _item_annotation(x) -> str:
+    """The dg type of a list's item, every axis of any size: `f32[?, ?]`."""
+    a = np.asarray(x)
+    dt = dtype_of_np(a.dtype)
+    if dt is None:
+        raise DgError(f"dg.vmap: a list item of dtype {a.dtype} is not a dg element type")
+    return dt if a.ndim == 0 else f"{dt}[{', '.join('?' * a.ndim)}]"
 
 
 @user_facing

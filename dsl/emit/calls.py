@@ -6,7 +6,7 @@ from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .. import ast as A
 from ..builtins import METHODS, call_builtin, call_method
-from ..values import (POISON, CheckpointRef, FuncRef, GradRef, ModuleRef, VmapRef, Pullback, Static, TypedValue,
+from ..values import (POISON, CheckpointRef, FuncRef, GradRef, ModuleRef, PackedList, VmapRef, Pullback, Static, TypedValue,
                       describe_structure, flatten, is_tuple, leaf_paths, map_leaves, same_structure, unflatten_like)
 from .core import all_values
 from .types import annotation_tree
@@ -144,12 +144,28 @@ class Calls:
         if len(axes) != n:
             self.error(f"vmap(): in_axes has {len(axes)} entries for {n} arguments", loc)
             return None
-        leaves, ghosts, mapped = [], [], []
+        leaves, ghosts, mapped, owners = [], [], [], []  # owners: per leaf, (argument, its structure)
         for i, (a, axis) in enumerate(zip(args, axes)):
             v = self.as_value(a, loc)
             if not all_values(v) or any(x.poison for x in flatten(v)):
                 return None if any(x.poison for x in flatten(v) if isinstance(x, TypedValue)) else \
                     self.error(f"vmap(): argument {i} must be a tensor or a structure of tensors", loc)
+            if isinstance(v, PackedList) and axis is not None:  # a list: mapped over its items
+                if axis != 0:
+                    self.error(f"vmap(): a list maps over its items: in_axes {axis} for argument {i} must be 0 or None", loc)
+                    return None
+                own = []
+                for (data, offsets), t in zip(v.parts(), flatten(v.item)):
+                    if t.rank == 0:  # scalar items: the packed leaf is their batch
+                        leaves.append(data)
+                        mapped.append(True)
+                    else:  # rows of each item, laid end to end
+                        leaves.append((data, offsets))
+                        mapped.append("ragged")
+                    own.append(TypedValue(data.name, t if t.rank == 0 else data.type))
+                    owners.append((i, None))
+                ghosts.append(unflatten_like(v.item, own))
+                continue
             own = []
             for x in flatten(v):
                 x = self.materialize(x, loc=loc)
@@ -168,6 +184,7 @@ class Calls:
                 leaves.append(x)
                 mapped.append(True)
                 own.append(TypedValue(x.name, TensorType(x.dtype, x.type.shape[1:])))
+            owners += [(i, v)] * len(own)
             ghosts.append(unflatten_like(v, own))
         if not any(mapped):
             self.error("vmap() needs at least one mapped argument (in_axes not all None)", loc)
@@ -184,19 +201,33 @@ class Calls:
         if len(vals) != len(leaves):
             self.error("vmap(): an argument of a literal value cannot be mapped", loc)
             return None
-        ins, types = [], []
-        for x, one, m in zip(leaves, vals, mapped):
+        ins, types, parts = [], [], {}  # parts: argument -> its values among `ins`
+        for x, one, m, (i, _) in zip(leaves, vals, mapped, owners):
+            parts.setdefault(i, len(ins))
+            if m == "ragged":
+                data, offsets = x
+                if data.dtype != one.type.dtype:
+                    self.error(f"vmap(): the items of a list are {data.dtype}; the function takes {one.type}", loc)
+                    return None
+                ins += [self.conform(data, one.type, loc), offsets]
+                types += [one.type, offsets.type]
+                continue
             t = TensorType(one.type.dtype, (Sym(),) + tuple(one.type.shape)) if m else one.type
             x = self.conform(self.cast(x, t.dtype, loc), t, loc)
             ins.append(x)
             types.append(t)
         out_types = [TensorType(t.dtype, (Sym(),) + tuple(t.shape)) for t in res_types]
-        where = tuple(i for i, m in enumerate(mapped) if m)
-        dsym = self.mod.grad_decl("vmap", sym, where, types, out_types, loc)
-        new_groups = []
-        for start_at, tree in groups:
-            new_groups.append((start_at, unflatten_like(tree, ins[start_at:start_at + len(flatten(tree))])))
-        return dsym, ins, out_types, proto, new_groups
+        where = tuple(i for i, m in enumerate(mapped) if m is True)
+        ragged = tuple(i for i, m in enumerate(mapped) if m == "ragged")
+        dsym = self.mod.grad_decl("vmap", sym, where, types, out_types, loc, ragged=ragged)
+        groups = []  # per argument: where its values start, and their structure (a list's: a tuple)
+        for i in range(n):
+            end = min([parts[j] for j in parts if j > i] + [len(ins)])
+            tree = next((v for j, v in owners if j == i and v is not None), None)
+            own = ins[parts[i]:end]
+            groups.append((parts[i], unflatten_like(tree, own) if tree is not None and not _static_free(tree, own)
+                           else tuple(own)))
+        return dsym, ins, out_types, proto, groups
 
     def resolve_grad(self, ref: GradRef, args, kwargs, loc):
         base = self.resolve_call(ref.fn, args, kwargs, loc)
@@ -363,3 +394,8 @@ class Calls:
             groups.append((len(vals), unflatten_like(v, leaves)))
             vals += [x for x, y in zip(leaves, flatten(t)) if not isinstance(y, Static)]
         return spec.symbol, vals, spec.result_types, spec.result_proto, groups
+
+
+def _static_free(tree, values) -> bool:
+    """Whether a structure's leaf count differs from its values' (then the values are a tuple)."""
+    return len(flatten(tree)) != len(values)

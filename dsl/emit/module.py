@@ -168,17 +168,19 @@ class ModuleEmitter:
         return "module {\n" + body + "\n}\n"
 
     def grad_decl(self, kind: str, of: str, wrt: tuple, param_types: list, result_types: list, loc,
-                  slots: int | None = None) -> str:
-        """The declaration the autodiff pass defines: kind ("grad", "value_and_grad", "vjp", "jvp",
-        "checkpoint" with its `slots`) of `of`."""
-        key = (kind, of, wrt, slots)
+                  slots: int | None = None, ragged: tuple = ()) -> str:
+        """The declaration the autodiff or batch pass defines: kind ("grad", "value_and_grad", "vjp",
+        "jvp", "checkpoint" with its `slots`, "vmap" with the `ragged` arguments: a list's items,
+        each given as its packed rows and offsets) of `of`."""
+        key = (kind, of, wrt, slots, ragged)
         if key not in self.grad_decls:
             sym = self.symbol_for(f"{of}__{kind}" + "".join(f"_{i}" for i in wrt) + (f"_{slots}" if slots else ""))
             ins = ", ".join(t.mlir() for t in param_types)
             outs = ", ".join(t.mlir() for t in result_types)
             attrs = (f'dg.kind = "{kind}", dg.of = "{of}", '
                      f'dg.wrt = array<i64{": " + ", ".join(map(str, wrt)) if wrt else ""}>'
-                     + (f", dg.slots = {slots} : i64" if slots is not None else ""))
+                     + (f", dg.slots = {slots} : i64" if slots is not None else "")
+                     + (f", dg.ragged = array<i64: {', '.join(map(str, ragged))}>" if ragged else ""))
             self.grad_decls[key] = (sym, f"  func.func private @{sym}({ins}) -> ({outs}) "
                                          f"attributes {{{attrs}}} {loc.mlir() if loc else ''}")
         return self.grad_decls[key][0]

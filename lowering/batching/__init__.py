@@ -27,6 +27,7 @@ from dg.dialects.rules import DYN, BatchBuilder
 from ..ad.module import Derivatives, ints, unquoted
 from ..ad.reverse import vjp_function
 from .function import FunctionBatcher, batched_type, conform
+from .ragged import RAGGED
 
 GRADIENTS = ("grad", "value_and_grad")
 
@@ -47,7 +48,7 @@ class Batcher:
         f = mod.funcs.get(sym)
         if f is None:
             raise DgError(f"vmap: the function '{sym}' is not in the module", loc_of(where.location) if where else None)
-        name = f"{sym}__batch_{''.join('1' if m else '0' for m in mapped)}"
+        name = f"{sym}__batch_{''.join('r' if m == RAGGED else '1' if m else '0' for m in mapped)}"
         while name in mod.funcs or name in mod.texts:
             name += "_"
         mod.names[key] = name
@@ -100,23 +101,44 @@ def define_vmap(mod: Derivatives, sym: str) -> None:
     called for every example."""
     f = mod.funcs[sym]
     of = unquoted(f.attrs["dg.of"]).lstrip("@")
-    mapped_at = ints(f.attrs["dg.wrt"])
-    mapped = tuple(i in mapped_at for i in range(len(f.args)))
-    if not mapped_at:
+    callee = mod.funcs[of]
+    batched_at = ints(f.attrs["dg.wrt"])
+    ragged_at = ints(f.attrs["dg.ragged"]) if "dg.ragged" in f.attrs else ()
+    mapped = tuple(RAGGED if i in ragged_at else i in batched_at for i in range(len(callee.args)))
+    if not any(mapped):
         raise DgError("vmap needs at least one mapped argument (in_axes not all None)", loc_of(f.location))
     g = BatchBuilder(mod.counter)
     args = [g.value(a.type, "arg") for a in f.args]
     g.loc = f.loc
-    first = args[mapped_at[0]]
-    g.size = g.dim(first, 0)
-    for i in mapped_at[1:]:
-        same = g.dg_op("eq", [g.dim(args[i], 0), g.size])
-        g.dg_op("check", [same], {"msg": f"vmap: mapped argument {i} has a batch size different from "
-                                         f"argument {mapped_at[0]}'s"})
+    i64 = TensorType("i64", ())
+    # Per argument of the callee: its value, or a list's rows and offsets (two arguments here).
+    given, sizes, k = [], [], 0
+    for i, m in enumerate(mapped):
+        if m == RAGGED:
+            data, offsets = args[k], args[k + 1]
+            n = g.sub(g.dim(offsets, 0), g.const(1, i64))
+            sizes.append((i, n))
+            given.append((data, offsets, n))
+            k += 2
+            continue
+        if m:
+            sizes.append((i, g.dim(args[k], 0)))
+        given.append(args[k])
+        k += 1
+    first, g.size = sizes[0]
+    for i, n in sizes[1:]:
+        g.dg_op("check", [g.dg_op("eq", [n, g.size])],
+                {"msg": f"vmap: mapped argument {i} has a batch size different from argument {first}'s"})
     g.mask = g.dg_op("full", [g.const(True, TensorType("bool", ())), g.size], {"shape": (DYN,)})
     name = Batcher(mod).batched(of, mapped, f)
-    callee = mod.funcs[of]
-    ins = [conform(g, a, batched_type(t.type)) if m else a for a, m, t in zip(args, mapped, callee.args)]
+    ins = []
+    for a, m, t in zip(given, mapped, callee.args):
+        if m == RAGGED:
+            data, offsets, n = a
+            ins += [data, g.dg_op("getitem", [offsets, n], {"spec": ("s::$:",)}),
+                    g.dg_op("getitem", [offsets, g.const(1, i64)], {"spec": ("s:$::",)})]
+        else:
+            ins.append(conform(g, a, batched_type(t.type)) if m else a)
     outs = g.op("func.call", ins + [g.mask], [batched_type(t) for t in callee.result_types], {"callee": f"@{name}"})
     g.op("func.return", [conform(g, v, t) for v, t in zip(outs, f.result_types)], [])
     mod.write(sym, args, f.result_types, f.loc, g)

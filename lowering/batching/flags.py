@@ -16,19 +16,39 @@ from ..irmodel import Block, Op
 SHARED_RESULTS = ("dim",)  # dg ops whose results are the same for every example whatever their operands
 
 
-def batched_values(body: Block, batched: set) -> set:
-    """The values of `body` (and of the regions inside) that are batched, `batched` included."""
-    out = set(batched)
-    while _block(body, out):
+# The dg ops whose results have the first axis of a ragged operand (rows of every example laid end to
+# end): rows computed one by one (lowering/batching/ragged.py).
+ROW_WISE = ("getitem", "take", "setitem", "matmul")
+
+
+def batched_values(body: Block, batched: set, ragged: set = frozenset()) -> tuple[set, set]:
+    """(the values of `body` (and of the regions inside) that differ by example, `batched` and
+    `ragged` included; those of them whose first axis differs by example too: ragged, their rows
+    laid end to end)."""
+    out, rows = set(batched) | set(ragged), set(ragged)
+    while _block(body, out, rows):
         pass
-    return out
+    return out, rows
 
 
-def _block(block: Block, out: set) -> bool:
+def _block(block: Block, out: set, rows: set) -> bool:
     changed = False
     for op in block.ops:
-        changed |= _op(op, out)
+        changed |= _op(op, out, rows)
     return changed
+
+
+def _ragged_results(op: Op, rows: set) -> bool:
+    """Whether a dg op's results are ragged: rows of a ragged operand, or an array made with a
+    first axis per example."""
+    return bool(rows) and any(o in rows for o in op.operands) and op.dg not in ("dim",) and \
+        not (op.dg in ("getitem", "setitem") and _picks_a_row(op))
+
+
+def _picks_a_row(op: Op) -> bool:
+    """A getitem whose first index is one integer (a row of each example: not ragged any more)."""
+    spec = op.py.get("spec", ())
+    return op.dg == "getitem" and bool(spec) and spec[0].startswith("i:")
 
 
 def _mark(values, out: set) -> bool:
@@ -46,13 +66,26 @@ def loop_condition(op: Op, out: set) -> bool:
     return False
 
 
-def _op(op: Op, out: set) -> bool:
+def _op(op: Op, out: set, rows: set) -> bool:
     changed = False
     for r in op.regions:
-        changed |= _block(r, out)
+        changed |= _block(r, out, rows)
+    if op.name in ("scf.while", "scf.for"):  # a carried value ragged from the start stays so
+        inits = op.operands[3:] if op.name == "scf.for" else op.operands
+        args = op.regions[0].args[1:] if op.name == "scf.for" else op.regions[0].args
+        slots = [i for i, v in enumerate(inits) if v in rows]
+        changed |= _mark([args[i] for i in slots] + [op.results[i] for i in slots], rows)
+        if op.name == "scf.while":
+            changed |= _mark([a for a, v in zip(op.regions[1].args, op.regions[0].ops[-1].operands[1:]) if v in rows],
+                             rows)
     if op.name.startswith("dg."):
-        if op.dg not in SHARED_RESULTS and any(o in out for o in op.operands):
+        ragged_dim = op.dg == "dim" and op.operands[0] in rows and op.py.get("axis") == 0
+        if (op.dg not in SHARED_RESULTS or ragged_dim) and any(o in out for o in op.operands):
             changed |= _mark(op.results, out)
+        if _ragged_results(op, rows):
+            changed |= _mark(op.results, rows)
+        if op.dg == "full" and len(op.operands) > 1 and op.operands[1] in out and op.py["shape"][0] == -2:
+            changed |= _mark(op.results, rows)  # an array whose first size differs by example
     elif op.name == "func.call":
         if any(o in out for o in op.operands):
             changed |= _mark(op.results, out)

@@ -32,7 +32,13 @@ from dg.dialects.registry import OPS
 from dg.dialects.rules import DYN, BatchBuilder, OpView, Shared
 
 from ..ad.activity import TERMINATORS
+from . import ragged as rg
 from .flags import batched_values, loop_condition
+from .ragged import RAGGED, Ragged
+
+
+class _Unplaced(DgError):
+    """A batching failure that the op being written gives its place to."""
 
 CHECKS = ("assert", "check")
 
@@ -70,13 +76,22 @@ class FunctionBatcher:
     def write(self) -> None:
         f, mod = self.f, self.batcher.mod
         g = BatchBuilder(mod.counter)
-        args = [g.value(batched_type(a.type) if m else a.type, "arg") for a, m in zip(f.args, self.mapped)]
+        args, env = [], {}
+        for a, m in zip(f.args, self.mapped):
+            if m == RAGGED:  # the rows of every example, where each starts and stops
+                r = Ragged(g.value(a.type, "arg"), g.value("tensor<?xi64>", "start"), g.value("tensor<?xi64>", "stop"))
+                args += [r.data, r.start, r.stop]
+                env[a] = (r, RAGGED)
+                continue
+            v = g.value(batched_type(a.type) if m else a.type, "arg")
+            args.append(v)
+            env[a] = (v, m)
         mask = g.value("tensor<?xi1>", "mask")
         g.loc = f.loc
         g.mask = mask
         g.size = g.dim(mask, 0)
-        self.flags = batched_values(f.body, {a for a, m in zip(f.args, self.mapped) if m})
-        env = {a: (v, m) for a, v, m in zip(f.args, args, self.mapped)}
+        self.flags, self.rows = batched_values(f.body, {a for a, m in zip(f.args, self.mapped) if m is True},
+                                               {a for a, m in zip(f.args, self.mapped) if m == RAGGED})
         self.block(f.body, env, g)
         ret = f.body.ops[-1]
         g.loc = ret.loc
@@ -89,6 +104,9 @@ class FunctionBatcher:
         """A value of the original type `t`, batched (stacked where it is shared), of exactly
         `t`'s batched type."""
         v, b = entry
+        if b == RAGGED:
+            raise _Unplaced("vmap: a value whose first axis differs by example cannot be stacked here "
+                            "(returned, or chosen by a condition per example)")
         if not b:
             v = g.stacked(v)
         return conform(g, v, batched_type(t))
@@ -102,13 +120,21 @@ class FunctionBatcher:
         for op in block.ops:
             if op.name not in TERMINATORS:
                 g.loc = op.loc
-                self.op(op, env, g)
+                try:
+                    self.op(op, env, g)
+                except _Unplaced as e:
+                    raise DgError(e.raw_message, loc_of(op.location)) from None
 
     def op(self, op, env: dict, g: BatchBuilder) -> None:
         ins = [env[o] for o in op.operands]
         flags = [b for _, b in ins]
         if op.dg in CHECKS:
             return self.check(op, ins, g)
+        if op.dg is not None and (RAGGED in flags or op.dg == "full" and op.results[0] in self.rows):
+            outs = rg.rule(self, g, op, ins, lambda bad, msg: self.fail(g, bad, msg)) if RAGGED in flags else \
+                rg.made(self, g, op, ins)
+            env.update(zip(op.results, outs))
+            return None
         if not any(flags) and not op.regions:
             outs = g.op(op.name, [v for v, _ in ins], [r.type for r in op.results], op.attrs)
             env.update({r: (v, False) for r, v in zip(op.results, outs)})
@@ -147,16 +173,25 @@ class FunctionBatcher:
     def check(self, op, ins, g) -> None:
         """`assert`/`check`: fails where an active example's condition is false, naming the first."""
         c = ins[0][0]  # a bool [B], or one bool for every example
-        bad = g.dg_op("and", [g.mask, g.dg_op("not", [c])])
+        self.fail(g, g.dg_op("and", [g.mask, g.dg_op("not", [c])]), None, op)
+
+    def fail(self, g, bad: Value, msg: str | None, op=None) -> None:
+        """A check that fails where `bad` (a bool [B]) holds, naming the first such example: `op`'s
+        own (an assert's), or a `check` saying `msg`."""
         first = g.dg_op("argmax", [g.dg_op("cast", [bad], {"dtype": "i64"})], {"axes": (0,), "keepdims": False})
         fine = g.dg_op("not", [g.dg_op("from_i1", [g.any(bad)])])
-        g.op(op.name, [fine, first], [], {k: v for k, v in op.attrs.items()})
+        if op is not None:
+            g.op(op.name, [fine, first], [], {k: v for k, v in op.attrs.items()})
+        else:
+            g.dg_op("check", [fine, first], {"msg": msg})
 
     def call(self, op, ins, env, g) -> None:
         callee = op.attrs["callee"].strip().strip('"').lstrip("@")
         flags = tuple(b for _, b in ins)
         name = self.batcher.batched(callee, flags, op)
-        args = [self.as_flagged(g, e, o.type, b) for e, o, b in zip(ins, op.operands, flags)]
+        args = []
+        for e, o, b in zip(ins, op.operands, flags):
+            args += [e[0].data, e[0].start, e[0].stop] if b == RAGGED else [self.as_flagged(g, e, o.type, b)]
         outs = g.op("func.call", args + [g.mask], [batched_type(r.type) for r in op.results], {"callee": f"@{name}"})
         for r, v in zip(op.results, outs):
             env[r] = (v, True)
@@ -245,84 +280,63 @@ class FunctionBatcher:
 
     def while_loop(self, op, ins, env, g) -> None:
         before, after = op.regions
-        cond = before.ops[-1]
-        ctypes = [o.type for o in op.operands]
-        ftypes = [a.type for a in after.args]
-        if not loop_condition(op, self.flags):
-            cflags = [a in self.flags for a in before.args]
-            fflags = [a in self.flags for a in after.args]
-            inits = [self.as_flagged(g, e, t, f) for e, t, f in zip(ins, ctypes, cflags)]
-            bargs = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ctypes, cflags)]
-            aargs = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ftypes, fflags)]
-            env.update({a: (v, f) for a, v, f in zip(before.args, bargs, cflags)})
-            env.update({a: (v, f) for a, v, f in zip(after.args, aargs, fflags)})
+        masked = loop_condition(op, self.flags)
+        carried = _Slots(self, g, ins, [o.type for o in op.operands], before.args, masked)
+        fwd = _Slots(self, g, [None] * len(after.args), [a.type for a in after.args], after.args, masked,
+                     like=carried)
+        if not masked:
+            bargs, aargs = carried.values(g, "a"), fwd.values(g, "a")
+            carried.bind(env, before.args, bargs)
+            fwd.bind(env, after.args, aargs)
 
             def forward(w, vals):
-                return [vals[0][0]] + [self.as_flagged(w, v, t, f) for v, t, f in zip(vals[1:], ftypes, fflags)]
-
-            def carry(w, vals):
-                return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, ctypes, cflags)]
-            outs = g.op("scf.while", inits, [a.type for a in aargs],
+                return [vals[0][0]] + fwd.outs(w, vals[1:])
+            outs = g.op("scf.while", carried.inits(g), [a.type for a in aargs],
                         regions=[self.region(before, env, [], header=bargs, after=forward),
-                                 self.region(after, env, [], header=aargs, after=carry)])
-            for r, v, f in zip(op.results, outs, fflags):
-                env[r] = (v, f)
+                                 self.region(after, env, [], header=aargs, after=carried.outs)])
+            fwd.bind(env, op.results, outs)
             return
         # Each example runs its own number of times: while any is active.
-        inits = [g.mask] + [self.as_batched(g, e, t) for e, t in zip(ins, ctypes)]
-        act = g.value("tensor<?xi1>", "act")
-        bargs = [g.value(batched_type(t), "a") for t in ctypes]
-        act2 = g.value("tensor<?xi1>", "act")
-        olds = [g.value(batched_type(t), "a") for t in ctypes]
-        aargs = [g.value(batched_type(t), "a") for t in ftypes]
-        env.update({a: (v, True) for a, v in zip(before.args, bargs)})
-        env.update({a: (v, True) for a, v in zip(after.args, aargs)})
-        n = len(ctypes)
+        act, act2 = g.value("tensor<?xi1>", "act"), g.value("tensor<?xi1>", "act")
+        bargs, olds, aargs = carried.values(g, "a"), carried.values(g, "a"), fwd.values(g, "a")
+        carried.bind(env, before.args, bargs)
+        fwd.bind(env, after.args, aargs)
+        n = len(bargs)
 
         def forward(w, vals):
             c = self.as_batched(w, vals[0], "i1")
             live = w.dg_op("and", [act, c])
-            return [w.any(live), live] + bargs + [self.as_batched(w, v, t) for v, t in zip(vals[1:], ftypes)]
+            return [w.any(live), live] + bargs + fwd.outs(w, vals[1:])
 
         def carry(w, vals):
-            new = [self.as_batched(w, v, t) for v, t in zip(vals, ctypes)]
-            return [act2] + [w.where(w.lift(act2, Value(t).tt.rank), a, b) for t, a, b in zip(ctypes, new, olds)]
-        outs = g.op("scf.while", inits, ["tensor<?xi1>"] + [v.type for v in bargs] + [v.type for v in aargs],
+            return [act2] + carried.merged(w, act2, carried.outs(w, vals), olds)
+        outs = g.op("scf.while", [g.mask] + carried.inits(g), ["tensor<?xi1>"] + [v.type for v in bargs + aargs],
                     regions=[self.region(before, env, [], header=[act] + bargs, mask=act, after=forward),
                              self.region(after, env, [], header=[act2] + olds + aargs, mask=act2, after=carry)])
-        for r, v in zip(op.results, outs[1 + n:]):
-            env[r] = (v, True)
+        fwd.bind(env, op.results, outs[1 + n:])
 
     def for_loop(self, op, ins, env, g) -> None:
         body = op.regions[0]
         (lb, lbb), (ub, ubb), (step, stb) = ins[:3]
-        ctypes = [o.type for o in op.operands[3:]]
-        if not loop_condition(op, self.flags):
-            cflags = [a in self.flags for a in body.args[1:]]
-            inits = [self.as_flagged(g, e, t, f) for e, t, f in zip(ins[3:], ctypes, cflags)]
+        masked = loop_condition(op, self.flags)
+        carried = _Slots(self, g, ins[3:], [o.type for o in op.operands[3:]], body.args[1:], masked)
+        if not masked:
             iv = g.value("index", "i")
-            args = [g.value(batched_type(t) if f else t, "a") for t, f in zip(ctypes, cflags)]
+            args = carried.values(g, "a")
             env[body.args[0]] = (iv, False)
-            env.update({a: (v, f) for a, v, f in zip(body.args[1:], args, cflags)})
-
-            def carry(w, vals):
-                return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, ctypes, cflags)]
-            outs = g.op("scf.for", [lb, ub, step] + inits, [a.type for a in args],
-                        regions=[self.region(body, env, [], header=[iv] + args, after=carry)])
-            for r, v, f in zip(op.results, outs, cflags):
-                env[r] = (v, f)
+            carried.bind(env, body.args[1:], args)
+            outs = g.op("scf.for", [lb, ub, step] + carried.inits(g), [a.type for a in args],
+                        regions=[self.region(body, env, [], header=[iv] + args, after=carried.outs)])
+            carried.bind(env, op.results, outs)
             return
         if lbb or stb:
             raise DgError("vmap: a loop whose start or step differs by example", loc_of(op.location))
         # A trip count per example: one counter, while any example's count is not reached.
-        inits = [lb] + [self.as_batched(g, e, t) for e, t in zip(ins[3:], ctypes)]
-        iv = g.value("index", "i")
-        bargs = [g.value(batched_type(t), "a") for t in ctypes]
-        iv2 = g.value("index", "i")
+        iv, iv2 = g.value("index", "i"), g.value("index", "i")
         act = g.value("tensor<?xi1>", "act")
-        olds = [g.value(batched_type(t), "a") for t in ctypes]
+        bargs, olds = carried.values(g, "a"), carried.values(g, "a")
         env[body.args[0]] = (iv2, False)
-        env.update({a: (v, True) for a, v in zip(body.args[1:], olds)})
+        carried.bind(env, body.args[1:], olds)
 
         def before(w):
             w.block_header([iv] + bargs)
@@ -330,14 +344,61 @@ class FunctionBatcher:
             w.op("scf.condition", [w.any(live), iv, live] + bargs, [])
 
         def carry(w, vals):
-            new = [self.as_batched(w, v, t) for v, t in zip(vals, ctypes)]
             nxt = w.op("arith.addi", [iv2, step], ["index"])[0]
-            return [nxt] + [w.where(w.lift(act, Value(t).tt.rank), a, b) for t, a, b in zip(ctypes, new, olds)]
-        outs = g.op("scf.while", inits, ["index", "tensor<?xi1>"] + [v.type for v in bargs],
+            return [nxt] + carried.merged(w, act, carried.outs(w, vals), olds)
+        outs = g.op("scf.while", [lb] + carried.inits(g), ["index", "tensor<?xi1>"] + [v.type for v in bargs],
                     regions=[before, self.region(body, env, [], header=[iv2, act] + olds, mask=act, after=carry)])
-        for r, v in zip(op.results, outs[2:]):
-            env[r] = (v, True)
+        carried.bind(env, op.results, outs[2:])
 
+
+class _Slots:
+    """The values a loop carries (or forwards), each shared, batched or ragged (its rows carried,
+    where they start and stop fixed). In a loop whose trip count differs by example every slot is
+    batched or ragged, and `merged` keeps an inactive example's values."""
+
+    def __init__(self, fb, g, ins: list, types: list, args: list, masked: bool, like: "_Slots" = None):
+        self.fb, self.types = fb, types
+        self.ins = ins
+        self.rag = {i: e[0] for i, e in enumerate(ins) if e is not None and e[1] == RAGGED}
+        if like is not None:  # forwarded values: ragged where the carried value at their place is
+            self.rag = {i: r for i, r in like.rag.items() if i < len(args) and args[i] in fb.rows}
+        self.kinds = [RAGGED if i in self.rag else (masked or a in fb.flags) for i, a in enumerate(args)]
+        self.segs = {i: rg.segments(g, r) for i, r in self.rag.items()} if masked and like is None else {}
+
+    def values(self, g, prefix: str) -> list:
+        return [g.value(self.rag[i].data.type if k == RAGGED else batched_type(t) if k else t, prefix)
+                for i, (t, k) in enumerate(zip(self.types, self.kinds))]
+
+    def inits(self, g) -> list:
+        return [e[0].data if k == RAGGED else self.fb.as_flagged(g, e, t, k)
+                for e, t, k in zip(self.ins, self.types, self.kinds)]
+
+    def bind(self, env: dict, originals: list, values: list) -> None:
+        for i, (o, v, k) in enumerate(zip(originals, values, self.kinds)):
+            env[o] = (self.rag[i].like(v), RAGGED) if k == RAGGED else (v, k)
+
+    def outs(self, w, vals: list) -> list:
+        out = []
+        for i, (e, t, k) in enumerate(zip(vals, self.types, self.kinds)):
+            if k == RAGGED:
+                r = self.rag[i]
+                if e[1] != RAGGED or e[0].start is not r.start or e[0].stop is not r.stop:
+                    raise _Unplaced("vmap: a loop changes the rows of a value whose first axis differs by example")
+                out.append(e[0].data)
+            else:
+                out.append(self.fb.as_flagged(w, e, t, k))
+        return out
+
+    def merged(self, w, act: Value, new: list, old: list) -> list:
+        """Each slot's new value for the active examples, its old one for the others."""
+        out = []
+        for i, (t, a, b) in enumerate(zip(self.types, new, old)):
+            if i in self.rag:
+                rows = w.dg_op("take", [act, self.segs[i]], {"axis": 0})
+                out.append(w.where(w.lift(rows, a.tt.rank - 1), a, b))
+            else:
+                out.append(w.where(w.lift(act, Value(t).tt.rank), a, b))
+        return out
 
 def _cheap(block) -> bool:
     """Whether a branch is cheap to run for every example: pure dg ops only (no call, loop or

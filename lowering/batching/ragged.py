@@ -1,0 +1,193 @@
+"""Ragged values in a batched function: per-example arrays whose first axis differs by example.
+
+A ragged value holds the rows of every example laid end to end (`data`, the
+per-example type's rank, no batch axis) and where each example's rows start
+and stop (two i64 [B]): the items of a list mapped by `vmap`, their rows
+read with an index tensor (`E[words]`), an array made with a size per
+example (`zeros((n, H))`). The ops that work on rows one by one work on
+`data` as it is; an integer index on the first axis reads one row per
+example (a batched value again); `len` and `x.shape[0]` are per example.
+An op that would mix rows of different examples (a reduction over the first
+axis, a slice of it) is not batched on a ragged value yet: a located error
+says so.
+
+An array made with a size per example gets one more row at its end, which no
+example owns: a write by an inactive example goes there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dg.core.errors import DgError
+from dg.core.locations import loc_of
+from dg.core.types import TensorType
+from dg.core.writer import Value
+from dg.dialects.registry import OPS
+from dg.dialects.batch_rules import elementwise
+from dg.dialects.rules import DYN, BatchBuilder
+
+RAGGED = "ragged"  # the kind of a ragged value in a batched function's environment
+I64 = TensorType("i64", ())
+
+
+@dataclass(eq=False)
+class Ragged:
+    data: Value
+    start: Value  # i64 [B]
+    stop: Value  # i64 [B]
+    scratch: bool = False  # a last row no example owns (where inactive examples write)
+
+    def like(self, data: Value) -> "Ragged":
+        return Ragged(data, self.start, self.stop, self.scratch)
+
+
+def _unsupported(op, why: str):
+    raise DgError(f"vmap cannot batch dg.{op.dg} here: {why}", loc_of(op.location))
+
+
+def lengths(g: BatchBuilder, r: Ragged) -> Value:
+    return g.sub(r.stop, r.start)
+
+
+def rows_at(g: BatchBuilder, r: Ragged, i: Value, fail) -> Value:
+    """The row index of each example's row i (i shared or per example; negative from the end),
+    checked against its length for the active examples (`fail(bad, msg)`); an inactive example's
+    points at a row it owns or the scratch row."""
+    n = lengths(g, r)
+    i = g.where(g.dg_op("lt", [i, g.const(0, i)]), g.add(i, n), i)
+    inside = g.dg_op("and", [g.dg_op("ge", [i, g.const(0, i)]), g.dg_op("lt", [i, n])])
+    fail(g.dg_op("and", [g.mask, g.dg_op("not", [inside])]), "IndexError: index out of range of the example's rows")
+    row = g.add(r.start, i)
+    ok = g.dg_op("and", [g.mask, inside])
+    if r.scratch:
+        last = g.sub(g.dim(r.data, 0), g.const(1, I64))
+        return g.where(ok, row, last)
+    return g.where(ok, row, g.where(g.dg_op("gt", [n, g.const(0, n)]), r.start, g.const(0, n)))
+
+
+def offsets_of(g: BatchBuilder, counts: Value) -> tuple[Value, Value]:
+    """(start, stop) of examples whose row counts are `counts` (an i64 [B]), laid end to end."""
+    zero = g.const(0, I64)
+    offs = g.dg_op("full", [zero, g.add(g.size, g.const(1, I64))], {"shape": (DYN,)})
+    lo = g.dg_op("to_index", [zero])
+    hi = g.dg_op("to_index", [g.size])
+    one = g.dg_op("to_index", [g.const(1, I64)])
+
+    def body(w):
+        iv = w.value("index", "b")
+        acc = w.value(offs.type, "acc")
+        w.block_header([iv, acc])
+        k = w.dg_op("from_index", [iv])
+        total = w.add(w.dg_op("getitem", [acc, k], {"spec": ("i:$",)}), w.dg_op("getitem", [counts, k], {"spec": ("i:$",)}))
+        w.op("scf.yield", [w.dg_op("setitem", [acc, total, w.add(k, w.const(1, I64))], {"spec": ("i:$",)})], [])
+
+    offs = g.op("scf.for", [lo, hi, one, offs], [offs.type], regions=[body])[0]
+    start = g.dg_op("getitem", [offs, g.size], {"spec": ("s::$:",)})
+    stop = g.dg_op("getitem", [offs, g.const(1, I64)], {"spec": ("s:$::",)})
+    return start, stop
+
+
+def rule(fb, g: BatchBuilder, op, ins: list, fail) -> list:
+    """The op with a ragged operand: [(value, kind)] per result."""
+    vals = [v for v, _ in ins]
+    kinds = [k for _, k in ins]
+    rag = [v for v, k in ins if k == RAGGED]
+    first = rag[0]
+    name = op.dg
+    if name == "dim":
+        if op.py["axis"] == 0:
+            return [(lengths(g, first), True)]
+        return [(g.dim(first.data, op.py["axis"]), False)]
+    if name == "getitem":
+        x, *dyn = vals
+        spec = tuple(op.py["spec"])
+        if kinds[0] == RAGGED and spec and spec[0].startswith("i:") and not any(k == RAGGED for k in kinds[1:]):
+            i = dyn[0] if spec[0] == "i:$" else g.const(int(spec[0][2:]), I64)
+            rest_dyn = dyn[1:] if spec[0] == "i:$" else dyn
+            if any(kinds[2 if spec[0] == "i:$" else 1:]):
+                _unsupported(op, "an index per example after the first axis of a ragged value")
+            rows = rows_at(g, x, i if i.tt.rank else g.add(g.dg_op("zeros_like", [x.start]), i), fail)
+            y = g.dg_op("take", [x.data, rows], {"axis": 0})
+            if len(spec) > 1:
+                y = g.dg_op("getitem", [y] + rest_dyn, {"spec": ("s:::",) + spec[1:]})
+            return [(y, True)]
+        if kinds[0] is False and len(dyn) == 1 and kinds[1] == RAGGED and spec[0] == "t:$":
+            return [(dyn[0].like(g.dg_op("getitem", [x, dyn[0].data], {"spec": spec})), RAGGED)]
+        _unsupported(op, "a slice or several indices of a value whose first axis differs by example")
+    if name == "take":
+        (x, idx), (kx, ki) = vals, kinds
+        if kx is False and ki == RAGGED:
+            return [(idx.like(g.dg_op("take", [x, idx.data], op.py)), RAGGED)]
+        if kx == RAGGED and ki is False and op.py["axis"] % op.operands[0].tt.rank:
+            return [(x.like(g.dg_op("take", [x.data, idx], op.py)), RAGGED)]
+        _unsupported(op, "indices along the first axis of a ragged value")
+    if name == "setitem":
+        x, v, *dyn = vals
+        spec = tuple(op.py["spec"])
+        if kinds[0] == RAGGED and spec and spec[0] == "i:$" and all(s == "s:::" for s in spec[1:]) \
+                and kinds[1] != RAGGED:
+            i = dyn[0] if kinds[2] else g.add(g.dg_op("zeros_like", [x.start]), dyn[0])
+            rows = rows_at(g, x, i, fail)
+            v = v if kinds[1] else g.stacked(v)
+            per = op.operands[0].tt.rank - 1  # the rank of one row
+            v = g.lift(v, per) if v.tt.rank < per + 1 else v
+            shape_like = g.dg_op("take", [x.data, rows], {"axis": 0})
+            v = g.add(g.dg_op("zeros_like", [shape_like]), v) if v.tt.shape != shape_like.tt.shape else v
+            return [(x.like(g.dg_op("index_put", [x.data, v, rows], {"axes": (0,), "at": 0})), RAGGED)]
+        _unsupported(op, "a write that is not one row of each example")
+    if name == "full":
+        if op.py["shape"][0] != DYN or kinds[1] is not True or any(kinds[2:]) or kinds[0]:
+            _unsupported(op, "sizes other than the first per example")
+    if name == "matmul":
+        if kinds == [RAGGED, False] and op.operands[0].tt.rank >= 2:
+            return [(first.like(g.dg_op("matmul", vals)), RAGGED)]
+        _unsupported(op, "a product whose left operand is not the ragged one")
+    if OPS[name].batch is elementwise:
+        rank = op.results[0].tt.rank
+        for (v, k), o in zip(ins, op.operands):
+            if k is True:
+                _unsupported(op, "an operand per example beside a value whose first axis differs by example")
+            if k is False and o.tt.rank >= rank and not (isinstance(o.tt.shape[0], int) and o.tt.shape[0] == 1):
+                _unsupported(op, "an operand of the full rank beside a value whose first axis differs by example")
+            if k == RAGGED and (v.start is not first.start or v.stop is not first.stop):
+                _unsupported(op, "values whose first axes differ by example in different ways")
+        data = [v.data if k == RAGGED else v for v, k in ins]
+        return [(first.like(g.dg_op(name, data, op.py)), RAGGED)]
+    if name in ("sum", "mean", "max", "min", "prod", "logsumexp", "var", "argmax", "argmin", "softmax", "log_softmax"):
+        axes = op.py.get("axes", (op.py.get("axis", -1),))
+        r = op.operands[0].tt.rank
+        if all(a % r for a in axes):
+            return [(first.like(g.dg_op(name, [first.data], op.py)), RAGGED)]
+        _unsupported(op, "a reduction over the first axis of a value whose first axis differs by example")
+    _unsupported(op, "its operand's first axis differs by example")
+
+
+def made(fb, g: BatchBuilder, op, ins: list) -> list:
+    """`full` with a first size per example (`zeros((n, H))`): a ragged value, its rows laid end
+    to end, and one scratch row."""
+    (v, _), (n, _) = ins[0], ins[1]
+    counts = g.dg_op("maximum", [g.where(g.mask, n, g.const(0, n)), g.const(0, n)])
+    start, stop = offsets_of(g, counts)
+    total = g.add(g.dg_op("sum", [counts], {"axes": (0,), "keepdims": False}), g.const(1, I64))
+    shape = (DYN,) + tuple(op.py["shape"][1:])
+    data = g.dg_op("full", [v, total] + [x for x, _ in ins[2:]], {"shape": shape})
+    return [(Ragged(data, start, stop, scratch=True), RAGGED)]
+
+
+def segments(g: BatchBuilder, r: Ragged) -> Value:
+    """The example that owns each row of r.data (0 for the rows no example owns): an i64 [rows]."""
+    seg = g.dg_op("full", [g.const(0, I64), g.dim(r.data, 0)], {"shape": (DYN,)})
+    lo = g.dg_op("to_index", [g.const(0, I64)])
+    hi = g.dg_op("to_index", [g.size])
+    one = g.dg_op("to_index", [g.const(1, I64)])
+
+    def body(w):
+        iv = w.value("index", "b")
+        acc = w.value(seg.type, "acc")
+        w.block_header([iv, acc])
+        k = w.dg_op("from_index", [iv])
+        a = w.dg_op("getitem", [r.start, k], {"spec": ("i:$",)})
+        b = w.dg_op("getitem", [r.stop, k], {"spec": ("i:$",)})
+        w.op("scf.yield", [w.dg_op("setitem", [acc, k, a, b], {"spec": ("s:$:$:",)})], [])
+
+    return g.op("scf.for", [lo, hi, one, seg], [seg.type], regions=[body])[0]
