@@ -118,6 +118,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              _choice(DEVICES), "cpu"),
     _on_off("DG_CHECK_NUMERICS", False,
             "1: every load raises at the first op that makes a NaN or an infinity"),
+    _on_off("DG_AUTOBATCH", True,
+            "0: a `for` over a list whose iterations only add up runs one item after another, not batched"),
     Variable("DG_PATH", "folders separated by " + os.pathsep, "none",
              "more folders to look for imported .dg files in, after the importing file's",
              _folders, ()),

@@ -30,35 +30,38 @@ from .params import load_params, save  # noqa: E402  (parameters to .npz files a
 
 
 @user_facing
-def load(path, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None):
+def load(path, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None,
+         autobatch: bool | None = None):
     """Load a `.dg` file; its functions become attributes of the result. `mode`: "compiled",
     "interp" or "shadow" (both, compared op by op; default DG_MODE, else "compiled");
     `check_numerics`: the first op that makes a NaN or an infinity raises (default
-    DG_CHECK_NUMERICS)."""
+    DG_CHECK_NUMERICS); `autobatch`: a `for` over a list whose iterations only add up runs
+    batched, as `vmap` would (default DG_AUTOBATCH, else on)."""
     from .runtime.program import DgModule, source_from_file
 
-    return DgModule(source_from_file(path), mode, device, check_numerics)
+    return DgModule(source_from_file(path), mode, device, check_numerics, autobatch)
 
 
 @user_facing
 def loads(text: str, mode: str | None = None, device: str | None = None, filename: str = "<string>",
-          check_numerics: bool | None = None):
+          check_numerics: bool | None = None, autobatch: bool | None = None):
     """Load dg source text (imports are looked up in the current folder and DG_PATH); the
     options as for `load`."""
     from .runtime.program import DgModule, source_from_text
 
     register_source(filename, text)
-    return DgModule(source_from_text(text, filename, Path.cwd()), mode, device, check_numerics)
+    return DgModule(source_from_text(text, filename, Path.cwd()), mode, device, check_numerics, autobatch)
 
 
 @user_facing
-def function(fn=None, *, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None):
+def function(fn=None, *, mode: str | None = None, device: str | None = None, check_numerics: bool | None = None,
+             autobatch: bool | None = None):
     """Decorator: a Python function whose body is dg syntax, run by dg (the options as for `load`)."""
     from .runtime.embedded import make_function
 
     if fn is None:
-        return lambda f: make_function(f, mode, device, check_numerics)
-    return make_function(fn, mode, device, check_numerics)
+        return lambda f: make_function(f, mode, device, check_numerics, autobatch)
+    return make_function(fn, mode, device, check_numerics, autobatch)
 
 
 @user_facing

@@ -57,7 +57,7 @@ def _wrapped(root, name_hint: str, params_text: str, body: str, more: tuple = ()
         if annotations and i in annotations:
             p.annotation = annotations[i]
     root.source.funcs[name] = fd
-    return DgFunction(root.source, name, root.mode, root.device, root.check_numerics)
+    return DgFunction(root.source, name, root.mode, root.device, root.check_numerics, root.autobatch)
 
 
 def _params(root):

@@ -31,14 +31,14 @@ class EmbeddedSource(Source):
         return None
 
 
-def make_function(fn, mode=None, device=None, check_numerics=None) -> DgFunction:
+def make_function(fn, mode=None, device=None, check_numerics=None, autobatch=None) -> DgFunction:
     fd = function_ast(fn)
     src = EmbeddedSource(fn, fd)
     mode = mode or default_mode()
     device = device or default_device(mode)
     check_mode(mode, device)
     numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
-    f = DgFunction(src, fd.name, mode, device, numerics)
+    f = DgFunction(src, fd.name, mode, device, numerics, autobatch)
     f.__wrapped__ = fn
     f.__doc__ = fn.__doc__
     return f

@@ -161,8 +161,9 @@ class DgModule:
     """What `dg.load` returns: its functions are attributes."""
 
     def __init__(self, source: Source, mode: str | None = None, device: str | None = None,
-                 check_numerics: bool | None = None):
+                 check_numerics: bool | None = None, autobatch: bool | None = None):
         self._source = source
+        self._autobatch = autobatch
         self._mode = mode or default_mode()
         self._device = device or default_device(self._mode)
         self._check_numerics = default_check_numerics() if check_numerics is None else bool(check_numerics)
@@ -176,7 +177,7 @@ class DgModule:
         if fn is None:
             if name not in self._source.funcs:
                 raise AttributeError(f"{self._source.file} has no function '{name}'")
-            fn = DgFunction(self._source, name, self._mode, self._device, self._check_numerics)
+            fn = DgFunction(self._source, name, self._mode, self._device, self._check_numerics, self._autobatch)
             self._functions[name] = fn
             # (an attribute from now on: Python finds it without calling here, a microsecond a call)
             self.__dict__[name] = fn
@@ -211,13 +212,15 @@ def _collector_paused():
 class DgFunction:
     """A dg function callable from Python; specialized per argument signature."""
 
-    def __init__(self, source: Source, name: str, mode: str, device: str, check_numerics: bool = False):
+    def __init__(self, source: Source, name: str, mode: str, device: str, check_numerics: bool = False,
+                 autobatch: bool | None = None):
         self.source = source
         self.name = name
         self.fd = source.funcs[name]
         self.mode = mode
         self.device = device
         self.check_numerics = check_numerics
+        self.autobatch = config.autobatch if autobatch is None else bool(autobatch)
         self._cache: dict = {}
         self._seen: dict = {}  # signature.fingerprint of positional arguments -> (Compiled, signature.weak_floats)
         self._last = None
@@ -276,7 +279,7 @@ class DgFunction:
 
     def _build(self, sig) -> Compiled:
         errors = DgErrors()
-        me = ModuleEmitter(errors)
+        me = ModuleEmitter(errors, autobatch=self.autobatch)
         spec = me.specialize(self.source, self.fd, sig.param_types)
         errors.raise_if_any()
         text = me.module_text()

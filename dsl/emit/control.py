@@ -11,6 +11,7 @@ from .. import ast as A
 from ..controlflow import RET, RETVAL
 from ..values import (POISON, ListVal, PackedList, TypedValue, Undefined, describe_structure, flatten, is_tuple, same_structure,
                       structure, unflatten_like)
+from .autobatch import autobatched
 from .core import INDEX, all_values, show
 
 
@@ -897,14 +898,20 @@ class ControlFlow:
         return stmts
 
     def list_loop(self, s, seq):
-        """`for x in xs` over a list: the list bound once, then a loop over range(len(xs)) that
-        binds x to xs[k]. Written once per loop (its probes and its emissions see the same
+        """`for x in xs` over a list: the list bound once, then, where the iterations only add up
+        (autobatch.py), the body mapped over the items at once; else a loop over range(len(xs))
+        that binds x to xs[k]. Written once per loop (its probes and its emissions see the same
         statements)."""
         done = self.__dict__.setdefault("list_loops", {})
         if id(s) not in done:
             loc = s.loc
             tag = self.fresh()[1:]
             q, k = A.Name(loc, f"$list{tag}"), A.Name(loc, f"$list{tag}_k")
+            batched = autobatched(self, s, q.id)
+            if batched is not None:
+                done[id(s)] = (q.id, batched)
+                self.env[q.id] = seq
+                return batched
             loop = A.For(loc, k, A.Call(loc, A.Name(loc, "range"), [A.Call(loc, A.Name(loc, "len"), [q])]),
                          [A.Assign(loc, [s.target], A.Subscript(loc, q, [k])), *s.body], stops=s.stops)
             done[id(s)] = (q.id, [loop])

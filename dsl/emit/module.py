@@ -40,8 +40,9 @@ def _unreserved(name: str) -> str:
 
 class ModuleEmitter:
     """Emits the specializations reachable from one entry call into one module."""
-    def __init__(self, errors: DgErrors | None = None):
+    def __init__(self, errors: DgErrors | None = None, autobatch: bool = False):
         self.errors = errors or DgErrors()
+        self.autobatch = autobatch  # a `for` over a list that only adds up runs as a vmap (autobatch.py)
         self.specs: dict = {}
         self.order: list[Spec] = []
         self.in_progress: dict = {}
