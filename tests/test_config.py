@@ -26,7 +26,7 @@ def clean(monkeypatch):
 
 def test_the_kinds_cover_every_variable():
     assert set(SWITCHES) | set(PATHS) | {"DG_MODE", "DG_DEVICE", "DG_BLAS", "DG_NUM_THREADS"} == set(VARIABLES)
-    assert len(VARIABLES) == 17
+    assert len(VARIABLES) == 18
 
 
 def test_each_variable_has_its_property():
@@ -37,7 +37,7 @@ def test_each_variable_has_its_property():
 
 def test_defaults(clean):
     assert {name: getattr(config, name[3:].lower()) for name in VARIABLES} == {
-        "DG_MODE": "compiled", "DG_DEVICE": "cpu", "DG_CHECK_NUMERICS": False, "DG_PATH": (),
+        "DG_MODE": "compiled", "DG_DEVICE": "cpu", "DG_CHECK_NUMERICS": False, "DG_AUTOBATCH": True, "DG_PATH": (),
         "DG_CACHE": True, "DG_CACHE_DIR": None, "DG_QUICK_START": True, "DG_TIERED": False,
         "DG_LOG_COMPILES": False, "DG_TRACEBACK_FILTERING": True, "DG_VERIFY_PASSES": False,
         "DG_NUM_THREADS": None, "DG_BLAS": ("mkl", "openblas", "cblas"), "DG_KEEP_MEMORY": True,
