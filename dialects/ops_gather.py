@@ -385,3 +385,83 @@ register(OpDef(
     lower=_lower_index_put,
     vjp=_vjp_index_put, jvp=linear(0, 1),
 ))
+
+
+# ---------------------------------------------------------------- put_rows
+def _put_rows_rule(types):
+    x, v, rows = types
+    if x.rank < 1 or v.rank != x.rank or rows.rank != 1 or not is_int(rows.dtype) or v.dtype != x.dtype:
+        raise ShapeError(f"put_rows takes x, rows of x's rank and an integer vector, got {x}, {v}, {rows}")
+    return x
+
+
+def _put_rows(x, v, rows):
+    n = x.shape[0]
+    if np.any((rows < 0) | (rows >= n)):
+        raise IndexError(OUT_OF_BOUNDS.format(int(rows[(rows < 0) | (rows >= n)][0]), n, axis=0))
+    if len(v) != len(rows):
+        raise ValueError(VALUE_MISFIT.format(v.shape[0], len(rows), axis=0))
+    for i in range(1, x.ndim):
+        if v.shape[i] != x.shape[i]:
+            raise ValueError(VALUE_MISFIT.format(v.shape[i], x.shape[i], axis=i))
+    out = np.array(x, copy=True)
+    for k in range(len(rows)):  # (a repeated row: the last write wins)
+        out[rows[k]] = v[k]
+    return out
+
+
+def _lower_put_rows(b, op):
+    """A copy of x, then one row written per index: time in the rows written, not in x's size."""
+    x, v, rows = op.operands
+    xt, vt, rt = op.types
+    n = b.dim(x, xt, 0)
+    k_n = b.dim(rows, rt, 0)
+    fail_if(b, b.cmp("ne", b.dim(v, vt, 0), k_n, "index"),
+            "ValueError: " + VALUE_MISFIT.replace("{axis}", "0"), ((b.dim(v, vt, 0), "index"), (k_n, "index")))
+    sizes = [b.dim(x, xt, i) for i in range(1, xt.rank)]
+    for i in range(1, xt.rank):
+        fail_if(b, b.cmp("ne", b.dim(v, vt, i), sizes[i - 1], "index"),
+                "ValueError: " + VALUE_MISFIT.replace("{axis}", str(i)), ((b.dim(v, vt, i), "index"), (sizes[i - 1], "index")))
+    zero, one = b.const(0, "index"), b.const(1, "index")
+    acc, k, out = b.fresh("acc"), b.fresh("k"), b.fresh("put")
+    t = xt.mlir()
+    row_t = TensorType(xt.dtype, (1,) + tuple(xt.shape[1:])).mlir()
+    b.line(f"{out} = scf.for {k} = {zero} to {k_n} step {one} iter_args({acc} = {x}) -> ({t}) {{")
+    with b.nested():
+        r = b.assign(f"tensor.extract {rows}[{k}] : {rt.mlir()}", "r")
+        i = index_in_range(b, r, n, OUT_OF_BOUNDS.replace("{axis}", "0"))
+        offs = lambda at: ", ".join([at] + ["0"] * len(sizes))  # noqa: E731
+        szs = ", ".join(["1"] + [str(d) if isinstance(d, int) else s for d, s in zip(xt.shape[1:], sizes)])
+        ones = ", ".join(["1"] * xt.rank)
+        row = b.assign(f"tensor.extract_slice {v}[{offs(k)}] [{szs}] [{ones}] : {vt.mlir()} to {row_t}", "row")
+        put = b.assign(f"tensor.insert_slice {row} into {acc}[{offs(i)}] [{szs}] [{ones}] : {row_t} into {t}", "p")
+        b.line(f"scf.yield {put} : {t}")
+    b.line("}")
+    return out
+
+
+def _vjp_put_rows(g, op, d):
+    """dx: d with the written rows zero; dv: d's written rows, where a row is written twice only at
+    its last (winning) write."""
+    x, v, rows = op.operands
+    dx = g.dg_op("put_rows", [d, g.zeros_like(v), rows])
+    zero, one = g.const(0, rows), g.const(1, rows)
+    pos = g.dg_op("arange", [zero, g.dim(rows, 0), one], {"size": -2, "dtype": "i64"})
+    owner = g.dg_op("put_rows", [g.dg_op("full", [zero, g.dim(x, 0)], {"shape": (-2,)}), pos, rows])
+    won = g.dg_op("eq", [g.dg_op("take", [owner, rows], {"axis": 0}), pos])
+    part = g.dg_op("take", [d, rows], {"axis": 0})
+    won = g.dg_op("reshape", [won], {"shape": (-1,) + (1,) * (part.tt.rank - 1)}) if part.tt.rank > 1 else won
+    return [dx, g.where(won, part, g.zeros_like(part)), None]
+
+
+register(OpDef(
+    name="put_rows", impl=_put_rows, nargs=3, infer=_put_rows_rule,
+    sample=lambda rng: ([rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32),
+                         np.array([3, 0])], {}),
+    doc="""A copy of x with row rows[k] set to v[k], for each k (a repeated row: the last write wins);
+    time in the rows written. What a batch writes, one row per example.
+
+        %y = "dg.put_rows"(%x, %v, %r) : (tensor<5x3xf32>, tensor<2x3xf32>, tensor<2xi64>) -> tensor<5x3xf32>""",
+    lower=_lower_put_rows,
+    vjp=_vjp_put_rows, jvp=linear(0, 1),
+))

@@ -364,6 +364,7 @@ class _Slots:
             self.rag = {i: r for i, r in like.rag.items() if i < len(args) and args[i] in fb.rows}
         self.kinds = [RAGGED if i in self.rag else (masked or a in fb.flags) for i, a in enumerate(args)]
         self.segs = {i: rg.segments(g, r) for i, r in self.rag.items()} if masked and like is None else {}
+        self.kept: set = set()  # the ragged slots whose inactive rows the body does not touch
 
     def values(self, g, prefix: str) -> list:
         return [g.value(self.rag[i].data.type if k == RAGGED else batched_type(t) if k else t, prefix)
@@ -375,7 +376,7 @@ class _Slots:
 
     def bind(self, env: dict, originals: list, values: list) -> None:
         for i, (o, v, k) in enumerate(zip(originals, values, self.kinds)):
-            env[o] = (self.rag[i].like(v), RAGGED) if k == RAGGED else (v, k)
+            env[o] = (self.rag[i].like(v, kept=True), RAGGED) if k == RAGGED else (v, k)
 
     def outs(self, w, vals: list) -> list:
         out = []
@@ -384,6 +385,8 @@ class _Slots:
                 r = self.rag[i]
                 if e[1] != RAGGED or e[0].start is not r.start or e[0].stop is not r.stop:
                     raise _Unplaced("vmap: a loop changes the rows of a value whose first axis differs by example")
+                if e[0].kept:
+                    self.kept.add(i)
                 out.append(e[0].data)
             else:
                 out.append(self.fb.as_flagged(w, e, t, k))
@@ -393,7 +396,9 @@ class _Slots:
         """Each slot's new value for the active examples, its old one for the others."""
         out = []
         for i, (t, a, b) in enumerate(zip(self.types, new, old)):
-            if i in self.rag:
+            if i in self.kept:
+                out.append(a)
+            elif i in self.rag:
                 rows = w.dg_op("take", [act, self.segs[i]], {"axis": 0})
                 out.append(w.where(w.lift(rows, a.tt.rank - 1), a, b))
             else:

@@ -36,9 +36,12 @@ class Ragged:
     start: Value  # i64 [B]
     stop: Value  # i64 [B]
     scratch: bool = False  # a last row no example owns (where inactive examples write)
+    # Whether the rows of the examples inactive here are the loop's own (written only where the
+    # example is active): a loop then keeps them without a select per row.
+    kept: bool = False
 
-    def like(self, data: Value) -> "Ragged":
-        return Ragged(data, self.start, self.stop, self.scratch)
+    def like(self, data: Value, kept: bool = False) -> "Ragged":
+        return Ragged(data, self.start, self.stop, self.scratch, kept)
 
 
 def _unsupported(op, why: str):
@@ -133,14 +136,14 @@ def rule(fb, g: BatchBuilder, op, ins: list, fail) -> list:
             v = g.lift(v, per) if v.tt.rank < per + 1 else v
             shape_like = g.dg_op("take", [x.data, rows], {"axis": 0})
             v = g.add(g.dg_op("zeros_like", [shape_like]), v) if v.tt.shape != shape_like.tt.shape else v
-            return [(x.like(g.dg_op("index_put", [x.data, v, rows], {"axes": (0,), "at": 0})), RAGGED)]
+            return [(x.like(g.dg_op("put_rows", [x.data, v, rows]), kept=x.kept), RAGGED)]
         _unsupported(op, "a write that is not one row of each example")
     if name == "full":
         if op.py["shape"][0] != DYN or kinds[1] is not True or any(kinds[2:]) or kinds[0]:
             _unsupported(op, "sizes other than the first per example")
     if name == "matmul":
         if kinds == [RAGGED, False] and op.operands[0].tt.rank >= 2:
-            return [(first.like(g.dg_op("matmul", vals)), RAGGED)]
+            return [(first.like(g.dg_op("matmul", [first.data, vals[1]])), RAGGED)]
         _unsupported(op, "a product whose left operand is not the ragged one")
     if OPS[name].batch is elementwise:
         rank = op.results[0].tt.rank
