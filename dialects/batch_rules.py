@@ -99,6 +99,8 @@ def matmul(g: BatchBuilder, op: OpView, batched: list) -> list:
     """a @ b: a vector made a matrix of one row (b: of one column), the batch axis leading as
     the product's broadcast batch axes, the added axis squeezed again."""
     (a, b), (ta, tb) = op.operands, op.types
+    if ta.rank == 2 and tb.rank == 1 and not batched[0]:  # W @ x per example: the batch's x @ W.T, one product
+        return [g.dg_op("matmul", [b, g.dg_op("transpose", [a], {"perm": (1, 0)})])]
     ra, rb = max(ta.rank, 2), max(tb.rank, 2)
     if ta.rank == 1:
         a = g.dg_op("expand_dims", [a], {"axes": (a.tt.rank - 1,)})

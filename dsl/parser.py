@@ -526,21 +526,24 @@ class _ToAst(Transformer):
         dtype = c[0]
         if len(c) == 1:
             return A.TypeExpr(_loc(dtype), _name(dtype), None)
+        if _name(dtype) == "list":  # list[T]
+            if len(c) != 2 or isinstance(c[1], Token):
+                _fail("list[...] takes one type: list[f32[?, 3]]", dtype)
+            return A.ListTypeExpr(_loc(dtype), c[1])
         dims = []
         for d in c[1:]:
-            if d.type == "INT":
+            if isinstance(d, A.TypeExpr) and d.dims is None:  # a name
+                dims.append(d.dtype)
+            elif not isinstance(d, Token):
+                _fail("a dimension is an integer, a name or ?", dtype)
+            elif d.type == "INT":
                 dims.append(int(self.int_lit([d]).value))
-            elif d.type == "NAME":
-                dims.append(_name(d))
             else:  # QMARK
                 dims.append(None)
         return A.TypeExpr(_loc(dtype), _name(dtype), dims)
 
     def tuple_type(self, c):
         return A.TupleTypeExpr(_loc(c[0]), c[1:])
-
-    def list_type(self, c):
-        return A.ListTypeExpr(_loc(c[0]), c[1])
 
     def record_type(self, c):
         keys, elts = [], []
@@ -698,6 +701,8 @@ def _describe_token(tok: Token) -> str:
 
 
 def _describe_expected(expected) -> str:
+    if {"INT", "NAME", "QMARK"} <= set(expected):  # a dimension (or list's item type)
+        return " (expected an integer, a name or '?')"
     if "STRING" in expected and "NAME" in expected and "PASS" not in expected:
         return " (expected an expression)"  # rather than a list of all that can start one
     names = []

@@ -251,9 +251,14 @@ def _packed(x, declared: PackedList, p: A.Param, fn: str) -> list:
     for j, t in enumerate(item_types):
         arrs = [it[j] for it in items]
         for i, a in enumerate(arrs):
-            if a.ndim != t.rank or any(a.shape[1:] != arrs[0].shape[1:] for _ in (0,)):
+            if a.ndim != t.rank or a.shape[1:] != arrs[0].shape[1:]:
                 raise DgTypeError(f"{where}: item {i} is {_describe(a)}; the items of a list must be of rank {t.rank} "
                                   f"and differ only in their first axis", p.loc)
+            first = t.shape[0] if t.rank else None
+            if (isinstance(first, int) or getattr(first, "name", None)) and a.shape[0] != (
+                    first if isinstance(first, int) else arrs[0].shape[0]):
+                raise DgTypeError(f"{where}: item {i} is {_describe(a)}; the list declares items of one size in their "
+                                  f"first axis ({first if isinstance(first, int) else first.name})", p.loc)
         if t.rank == 0:
             data = np.asarray(arrs, dtype=np_dtype(t.dtype)) if arrs else np.zeros(0, np_dtype(t.dtype))
             offsets = np.arange(len(arrs) + 1, dtype=np.int64)

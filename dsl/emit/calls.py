@@ -159,10 +159,17 @@ class Calls:
                     if t.rank == 0:  # scalar items: the packed leaf is their batch
                         leaves.append(data)
                         mapped.append(True)
+                    elif isinstance(t.shape[0], int) or t.shape[0].name:  # items of one declared size: a batch
+                        n_items = self.list_len(v, loc)
+                        shape = (-2, t.shape[0] if isinstance(t.shape[0], int) else -1) + tuple(
+                            d if isinstance(d, int) else -2 for d in t.shape[1:])
+                        dims = [self.shape_dim(data, 1 + k, loc) for k, d in enumerate(t.shape[1:]) if not isinstance(d, int)]
+                        leaves.append(self.op("reshape", [data, n_items] + dims, {"shape": shape}, loc))
+                        mapped.append(True)
                     else:  # rows of each item, laid end to end
                         leaves.append((data, offsets))
                         mapped.append("ragged")
-                    own.append(TypedValue(data.name, t if t.rank == 0 else data.type))
+                    own.append(TypedValue(data.name, t if mapped[-1] is True else data.type))
                     owners.append((i, None))
                 ghosts.append(unflatten_like(v.item, own))
                 continue

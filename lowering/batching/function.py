@@ -151,6 +151,12 @@ class FunctionBatcher:
             return self.for_loop(op, ins, env, g)
         raise DgError(f"vmap cannot batch '{op.name}' of values that differ by example", loc_of(op.location))
 
+    def dense_op(self, op, ins, g) -> list:
+        """The op's own batching rule: [(value, kind)] per result."""
+        env: dict = {}
+        self.dg_op(op, ins, env, g)
+        return [env[r] for r in op.results]
+
     def dg_op(self, op, ins, env, g) -> None:
         opdef = OPS[op.dg]
         rule = opdef.batch or per_example
@@ -199,14 +205,15 @@ class FunctionBatcher:
     # ------------------------------------------------------------ control flow
     def region(self, block, env: dict, outs: list, header: list | None = None, mask=None, after=None):
         """A region writer: `header` (block arguments' values, written as its header) or none (an
-        if's), its ops under `mask` (the enclosing one when None), then `after(w, values)` giving the
-        terminator's operands from those of the original terminator."""
+        if's), its ops under `mask` (the enclosing one when None; a function of the writer: the mask
+        it writes after the header), then `after(w, values)` giving the terminator's operands from
+        those of the original terminator."""
         def write(w: BatchBuilder):
             saved = w.mask
-            if mask is not None:
-                w.mask = mask
             if header is not None:
                 w.block_header(header)
+            if mask is not None:
+                w.mask = mask(w) if callable(mask) else mask
             self.block(block, env, w)
             t = block.ops[-1]
             w.loc = t.loc
@@ -331,24 +338,28 @@ class FunctionBatcher:
             return
         if lbb or stb:
             raise DgError("vmap: a loop whose start or step differs by example", loc_of(op.location))
-        # A trip count per example: one counter, while any example's count is not reached.
-        iv, iv2 = g.value("index", "i"), g.value("index", "i")
-        act = g.value("tensor<?xi1>", "act")
-        bargs, olds = carried.values(g, "a"), carried.values(g, "a")
-        env[body.args[0]] = (iv2, False)
+        # A trip count per example: one counter up to the largest active example's bound (a
+        # `for` still, which gradients tape directly), each iteration masked to the examples whose
+        # bound it is below.
+        first = g.dg_op("from_index", [lb])
+        bounds = g.where(g.mask, ub, g.add(g.dg_op("zeros_like", [ub]), first))
+        top = g.dg_op("maximum", [g.dg_op("max", [bounds], {"axes": (0,), "keepdims": False}), first])
+        iv = g.value("index", "i")
+        olds = carried.values(g, "a")
+        env[body.args[0]] = (iv, False)
         carried.bind(env, body.args[1:], olds)
+        act = None
 
-        def before(w):
-            w.block_header([iv] + bargs)
-            live = w.dg_op("and", [w.mask, w.dg_op("lt", [w.dg_op("from_index", [iv]), ub])])
-            w.op("scf.condition", [w.any(live), iv, live] + bargs, [])
+        def header(w):
+            nonlocal act
+            act = w.dg_op("and", [w.mask, w.dg_op("lt", [w.dg_op("from_index", [iv]), ub])])
+            return act
 
         def carry(w, vals):
-            nxt = w.op("arith.addi", [iv2, step], ["index"])[0]
-            return [nxt] + carried.merged(w, act, carried.outs(w, vals), olds)
-        outs = g.op("scf.while", [lb] + carried.inits(g), ["index", "tensor<?xi1>"] + [v.type for v in bargs],
-                    regions=[before, self.region(body, env, [], header=[iv2, act] + olds, mask=act, after=carry)])
-        carried.bind(env, op.results, outs[2:])
+            return carried.merged(w, act, carried.outs(w, vals), olds)
+        outs = g.op("scf.for", [lb, g.dg_op("to_index", [top]), step] + carried.inits(g), [v.type for v in olds],
+                    regions=[self.region(body, env, [], header=[iv] + olds, mask=header, after=carry)])
+        carried.bind(env, op.results, outs)
 
 
 class _Slots:

@@ -44,8 +44,30 @@ class Ragged:
         return Ragged(data, self.start, self.stop, self.scratch, kept)
 
 
+class _Dense(Exception):
+    """No rule on ragged rows here: the op runs on the examples' rows made one batched array."""
+
+
 def _unsupported(op, why: str):
-    raise DgError(f"vmap cannot batch dg.{op.dg} here: {why}", loc_of(op.location))
+    raise _Dense(why)
+
+
+def densified(g: BatchBuilder, r: Ragged, fail) -> Value:
+    """A ragged value as a batched array [B, n, ...]: where every example has n rows, laid one
+    after another (a list of items of one size, say); a located failure where they are not."""
+    i64 = I64
+    n = lengths(g, r)
+    zero = g.const(0, i64)
+    first = g.dg_op("getitem", [r.start, zero], {"spec": ("i:$",)})
+    n0 = g.dg_op("getitem", [n, zero], {"spec": ("i:$",)})
+    start = g.dg_op("arange", [zero, g.size, g.const(1, i64)], {"size": DYN, "dtype": "i64"})
+    laid = g.dg_op("and", [g.dg_op("eq", [n, n0]), g.dg_op("eq", [r.start, g.add(first, g.mul(start, n0))])])
+    fail(g.dg_op("not", [laid]), "vmap: this op needs every example's first axis of one size")
+    rows = g.dg_op("getitem", [r.data, first, g.add(first, g.mul(g.size, n0))], {"spec": ("s:$:$:",)})
+    rest = r.data.tt.shape[1:]
+    dims = [g.dim(r.data, 1 + i) for i, d in enumerate(rest) if not isinstance(d, int)]
+    shape = (DYN, DYN) + tuple(d if isinstance(d, int) else DYN for d in rest)
+    return g.dg_op("reshape", [rows, g.size, n0] + dims, {"shape": shape})
 
 
 def lengths(g: BatchBuilder, r: Ragged) -> Value:
@@ -91,7 +113,18 @@ def offsets_of(g: BatchBuilder, counts: Value) -> tuple[Value, Value]:
 
 
 def rule(fb, g: BatchBuilder, op, ins: list, fail) -> list:
-    """The op with a ragged operand: [(value, kind)] per result."""
+    """The op with a ragged operand: [(value, kind)] per result; where no rule of ragged rows
+    takes it, the op's own batching rule on the ragged operands made batched arrays."""
+    try:
+        return _ragged_rule(g, op, ins, fail)
+    except _Dense as e:
+        dense = [(densified(g, v, fail), True) if k == RAGGED else (v, k) for v, k in ins]
+        if op.dg in ("dim", "getitem", "setitem", "take", "full"):  # (those that shape rows)
+            raise DgError(f"vmap cannot batch dg.{op.dg} here: {e}", loc_of(op.location)) from None
+        return fb.dense_op(op, dense, g)
+
+
+def _ragged_rule(g: BatchBuilder, op, ins: list, fail) -> list:
     vals = [v for v, _ in ins]
     kinds = [k for _, k in ins]
     rag = [v for v, k in ins if k == RAGGED]
@@ -163,6 +196,7 @@ def rule(fb, g: BatchBuilder, op, ins: list, fail) -> list:
             return [(first.like(g.dg_op(name, [first.data], op.py)), RAGGED)]
         _unsupported(op, "a reduction over the first axis of a value whose first axis differs by example")
     _unsupported(op, "its operand's first axis differs by example")
+    return []
 
 
 def made(fb, g: BatchBuilder, op, ins: list) -> list:

@@ -175,6 +175,12 @@ def test_a_list_of_records_comes_back_as_a_list_of_dicts(m):
             assert np.asarray(g["t"]).shape == () and float(g["t"]) == float(w["t"])
 
 
+def test_items_given_as_nested_python_lists(m):
+    items = [[[1.0, 2.0, 3.0]], [[4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]]
+    assert m.count(items) == 2
+    _same_arrays(m.same(items), [np.array(x, np.float32) for x in items])
+
+
 def test_scalar_items(m):
     xs = [np.float32(1.5), 2.0, np.float32(-3.0)]
     got = m.same_scalars(xs)
@@ -245,9 +251,11 @@ def test_for_over_a_list_reducing_whole_items_one_by_one(m_one_by_one):
 
 
 @pytest.mark.xfail(strict=True, reason="automatic batching takes a `for x in xs: total = total + sum(x * x) ...` "
-                   "loop and the batch pass then refuses the reduction over the item's (ragged) first axis: "
-                   "'vmap cannot batch dg.sum here' where the loop one item after another is fine; autobatch "
-                   "should leave a body it cannot batch as a loop")
+                   "loop whose body reduces over an item's first axis, which the batch pass cannot do on items of "
+                   "different lengths ('vmap cannot batch dg.sum here: a reduction over the first axis...', or with "
+                   "the densifying fallback 'vmap: this op needs every example's first axis of one size (example 1 "
+                   "of the batch)'), where the loop one item after another is fine: autobatch should leave such a "
+                   "body a loop (§3.1: 'computing the same values')")
 def test_for_over_a_list_reducing_whole_items(m):
     np.testing.assert_allclose(m.whole_items(XS3, V3), sum(float((x * x).sum()) for x in XS3) * V3.sum(),
                                rtol=RTOL, atol=ATOL)
@@ -366,7 +374,8 @@ def bi(w: f32[H, H], x: f32[?, H]) -> f32[H]:
     return s
 
 def bi_loss(w: f32[H, H], x: f32[?, H]) -> f32:
-    return sum(bi(w, x) * bi(w, x))
+    h = bi(w, x)
+    return sum(h * h)
 
 def embed_loss(E: f32[V, H], words: i64[?]) -> f32:
     h = embed(E, words)
@@ -392,10 +401,16 @@ def mat_vec(x: f32[?, H], u: f32[H]) -> f32:
     y = x @ u
     return y[-1]
 
+def row_total(x: f32[?, H]) -> f32:
+    return sum(x)
+
 def double(x: f32[?, H]) -> f32[?, H]:
     return x * 2.0
 
 def batch_rnn(w: f32[H, H], xs: list[f32[?, H]]) -> f32[?, H]:
+    return vmap(rnn, in_axes=(None, 0))(w, xs)
+
+def batch_rnn4(w: f32[4, 4], xs: list[f32[?, 4]]) -> f32[?, 4]:
     return vmap(rnn, in_axes=(None, 0))(w, xs)
 
 def batch_backwards(w: f32[H, H], xs: list[f32[?, H]]) -> f32[?, H]:
@@ -436,12 +451,6 @@ def batch_loss(w: f32[H, H], xs: list[f32[?, H]]) -> f32:
 
 def batch_embed_loss(E: f32[V, H], ws: list[i64[?]]) -> f32:
     return sum(vmap(embed_loss, in_axes=(None, 0))(E, ws))
-
-def loop_loss(w: f32[H, H], xs: list[f32[?, H]]) -> f32:
-    total = 0.0
-    for x in xs:
-        total += bi_loss(w, x)
-    return total
 
 def per_example_grads(w: f32[H, H], xs: list[f32[?, H]]) -> f32[?, H, H]:
     return vmap(grad(bi_loss), in_axes=(None, 0))(w, xs)
@@ -579,6 +588,14 @@ def test_a_list_and_an_array_must_agree_on_the_batch_size(v):
         dg.vmap(v.row)(FULL, np.array([0, 0, 0, 0, 0]))
 
 
+def test_a_reduction_over_an_items_rows_is_a_located_error(v):
+    """docs/batching.md: an op that would mix the rows of different examples (a reduction over the
+    first axis of a ragged value) is a located error for now."""
+    with pytest.raises(dg.DgError) as e:
+        dg.vmap(v.row_total)(FULL)
+    _located(e.value, VSRC, VMAP, "return sum(x)")
+
+
 def test_a_list_maps_over_its_items_only(v):
     with pytest.raises(dg.DgTypeError) as e:
         v.batch_bad_axis(FULL)
@@ -593,9 +610,6 @@ def test_grad_of_a_sum_of_vmap_over_a_list(v):
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(v.batch_loss(W, XS), sum(float((np_bi(W, x) ** 2).sum()) for x in XS),
                                rtol=1e-4, atol=1e-5)
-    # the same sum written as a loop over the list (automatically batched)
-    np.testing.assert_allclose(v.loop_loss(W, XS), v.batch_loss(W, XS), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(dg.grad(v.loop_loss)(W, XS), want, rtol=1e-4, atol=1e-5)
     # embedding rows gathered by every word of every example: the gradient scatters back
     g = dg.grad(v.batch_embed_loss)(E, WORDS)
     want = sum(dg.grad(v.embed_loss)(E, w) for w in WORDS)
@@ -624,13 +638,15 @@ def test_per_example_gradients_over_a_list(v):
     np.testing.assert_allclose(dg.vmap(dg.grad(v.bi_loss), in_axes=(None, 0))(W, XS), want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap over an empty list: in dg code the batched function's checks take "
-                   "argmax of an empty bool [0] ('ValueError: attempt to get argmax of an empty sequence', as for "
-                   "any vmap over a batch of 0); from Python an empty list is not taken for a list at all "
-                   "(VmapFunction.__call__ needs a non-empty list: \"argument 'x' of rnn() has type f32\")")
+@pytest.mark.xfail(strict=True, reason="vmap over an empty list: in dg code the batched function reduces over "
+                   "the empty batch (the argmax naming a failed check's example, the max of the examples' loop "
+                   "bounds) and NumPy's ValueError comes out as a DgRuntimeError ('attempt to get argmax of an "
+                   "empty sequence' / 'zero-size array to reduction operation maximum'); from Python an empty list "
+                   "is not taken for a list at all (VmapFunction.__call__ wants a non-empty one: \"argument 'x' of "
+                   "rnn() has type f32, but f32[?, H] was declared\")")
 @pytest.mark.parametrize("where", ["dg", "python"])
 def test_vmap_over_an_empty_list(v, where):
-    got = v.batch_rnn(W, []) if where == "dg" else dg.vmap(v.rnn, in_axes=(None, 0))(W, [])
+    got = v.batch_rnn4(W, []) if where == "dg" else dg.vmap(v.rnn, in_axes=(None, 0))(W, [])
     assert got.shape == (0, H)
 
 
