@@ -169,19 +169,20 @@ class VmapFunction(_Derived):
     @user_facing
     def __call__(self, *args, **kwargs):
         """A Python list at a mapped position is a list (§1.3): its items are the examples."""
-        lists = tuple(i for i in self.unannotated if i < len(args) and isinstance(args[i], list)
-                      and args[i] and is_structure(args[i]))
+        params_ = self.root.fd.params
+        lists = tuple(i for i in self.unannotated if i < len(args) and isinstance(args[i], list) and (
+            is_structure(args[i]) if args[i] else params_[i].annotation is not None))
         if not lists:
             return self._fn()(*args, **kwargs)
-        key = (self.expr(), "lists", lists, tuple(_item_annotation(args[i][0]) for i in lists))
+        items = tuple(None if params_[i].annotation is not None else _item_annotation(args[i][0]) for i in lists)
+        key = (self.expr(), "lists", lists, items)
         made = self.root.gradients
         if key not in made:
             params, names = _params(self.root)
             anns = {}
-            for i in lists:
-                declared = self.root.fd.params[i].annotation
-                item = declared if declared is not None else parse_type(key[3][lists.index(i)], "<dg.vmap>",
-                                                                        register=False)
+            for i, text in zip(lists, items):
+                declared = params_[i].annotation
+                item = declared if text is None else parse_type(text, "<dg.vmap>", register=False)
                 anns[i] = A.ListTypeExpr(item.loc, item)
             made[key] = _wrapped(self.root, self.kind, params, f"return {self.expr()}({names})",
                                  unannotated=self.unannotated, annotations=anns)

@@ -235,10 +235,11 @@ def _element_type(arr: np.ndarray, p: A.Param, fd: A.FuncDef, path: str = "") ->
     return dt
 
 
-def _packed(x, declared: PackedList, p: A.Param, fn: str) -> list:
+def _packed(x, declared: PackedList, p: A.Param, fn: str, sizes: dict | None = None) -> list:
     """(leaf, path) for each value of a list argument (a Python list of items of the declared item
     structure): per leaf of the item, the items' leaves concatenated along their first axis, then
-    the offsets where each starts and the end. Items differ only in their first axis."""
+    the offsets where each starts and the end. Items differ only in their first axis. An empty
+    list's named sizes are those the arguments before it gave (`sizes`), else 0."""
     where = f"argument '{p.name}' of {fn}()"
     if not isinstance(x, (list, tuple)) or _array_like(x):
         raise DgTypeError(f"{where} must be a list, got {_describe(x)}", p.loc)
@@ -263,7 +264,9 @@ def _packed(x, declared: PackedList, p: A.Param, fn: str) -> list:
             data = np.asarray(arrs, dtype=np_dtype(t.dtype)) if arrs else np.zeros(0, np_dtype(t.dtype))
             offsets = np.arange(len(arrs) + 1, dtype=np.int64)
         else:
-            rest = arrs[0].shape[1:] if arrs else tuple(d if isinstance(d, int) else 0 for d in t.shape[1:])
+            known = sizes or {}
+            rest = arrs[0].shape[1:] if arrs else tuple(
+                d if isinstance(d, int) else known[d.name][0] if d.name in known else 0 for d in t.shape[1:])
             data = np.concatenate(arrs) if arrs else np.zeros((0,) + tuple(rest), np_dtype(t.dtype))
             offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
             np.cumsum([len(a) for a in arrs], out=offsets[1:])
@@ -393,7 +396,7 @@ def _checked_signature(fd: A.FuncDef, values: list):
     for p, pp, x in zip(fd.params, _plan(fd), values):
         if isinstance(pp, tuple):  # a declared structure
             declared, skey, leaf_plans = pp
-            leaves = _packed(x, declared, p, fd.name) if isinstance(declared, PackedList) else \
+            leaves = _packed(x, declared, p, fd.name, sizes) if isinstance(declared, PackedList) else \
                 _match(x, declared, p, fd.name)
             for (leaf, path), lp in zip(leaves, leaf_plans):
                 arrays.append(_checked_leaf(leaf, lp, p, fd, sizes, path))

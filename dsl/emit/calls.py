@@ -2,6 +2,8 @@
 specialized for the arguments' types, a gradient a declaration the autodiff pass defines."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .. import ast as A
@@ -108,10 +110,11 @@ class Calls:
         head, names = self.results(len(res_types))
         self.line(f"{head}func.call @{symbol}({', '.join(v.name for v in vals)}) : "
                   f"({', '.join(v.type.mlir() for v in vals)}) -> ({', '.join(t.mlir() for t in res_types)}) {self.loc_text(loc)}")
-        outs = [TypedValue(n, t) for n, t in zip(names, res_types)]
+        outs = iter([TypedValue(n, t) for n, t in zip(names, res_types)])
         if proto is None:
             return None
-        return unflatten_like(proto, outs)
+        # (a Given leaf, a list's offsets in its gradient, is no result: the value it holds)
+        return unflatten_like(proto, [x.value if isinstance(x, Given) else next(outs) for x in flatten(proto)])
 
     def resolve_call(self, ref, args, kwargs, loc, out_axes: bool = False):
         """(symbol, argument values, result types, result structure) of a call, or None after an
@@ -250,14 +253,18 @@ class Calls:
                 return None
             start, tree = groups[i]
             leaves = flatten(tree)
+            offsets = _list_offsets(tree)
             for j, (v, path) in enumerate(zip(leaves, leaf_paths(tree))):
+                if j in offsets:  # a list's offsets: its gradient's are its own
+                    continue
                 if not is_float(v.dtype):
                     what = f"argument {i}" + (f" at {path}" if path else "")
                     self.error(f"{ref.kind}(): cannot differentiate with respect to {what}: "
                                f"it is {v.type}, not a float tensor", loc)
                     return None
                 flat_wrt.append(start + j)
-            gtrees.append(unflatten_like(tree, [TypedValue(None, v.type) for v in leaves]))
+            gtrees.append(unflatten_like(tree, [Given(v) if j in offsets else TypedValue(None, v.type)
+                                                for j, v in enumerate(leaves)]))
         if len(res_types) != 1 or res_types[0].rank or not is_float(res_types[0].dtype):
             shown = ", ".join(str(t) for t in res_types) or "nothing"
             self.error(f"{ref.kind}() needs a function that returns one float scalar; it returns {shown}", loc)
@@ -406,3 +413,27 @@ class Calls:
 def _static_free(tree, values) -> bool:
     """Whether a structure's leaf count differs from its values' (then the values are a tuple)."""
     return len(flatten(tree)) != len(values)
+
+
+@dataclass(frozen=True)
+class Given:
+    """A leaf of a call's result structure that the call does not return: the value it holds."""
+    value: object
+
+
+def _list_offsets(tree) -> set:
+    """The positions, among a structure's leaves, of the offsets of the lists in it."""
+    out, k = set(), 0
+
+    def walk(t):
+        nonlocal k
+        if isinstance(t, PackedList):
+            out.update(k + j for j in range(1, len(t), 2))
+            k += len(t)
+        elif isinstance(t, tuple):
+            for e in t:
+                walk(e)
+        else:
+            k += 1
+    walk(tree)
+    return out

@@ -75,17 +75,31 @@ class Batcher:
         if target.body is None and of in mod.texts:
             target = mod.reread(of)
         g = BatchBuilder(mod.counter)
-        args = [g.value(batched_type(a.type) if m else a.type, "arg") for a, m in zip(f.args, mapped)]
-        mask = g.value("tensor<?xi1>", "mask")
         g.loc = f.loc
+        ins, params, at = [], [], []  # the batched forward's arguments, this function's, where each f arg starts
+        for i, (a, m) in enumerate(zip(f.args, mapped)):
+            at.append(len(ins))
+            if m == RAGGED:
+                if i in wrt:
+                    raise DgError("vmap of a gradient with respect to a list's item is not batched yet",
+                                  loc_of(f.location))
+                vals = [g.value(a.type, "arg"), g.value("tensor<?xi64>", "start"), g.value("tensor<?xi64>", "stop")]
+                params += vals
+                ins += vals
+                continue
+            v = g.value(batched_type(a.type) if m else a.type, "arg")
+            params.append(v)
+            ins.append(v)
+        mask = g.value("tensor<?xi1>", "mask")
         g.mask = mask
         g.size = g.dim(mask, 0)
-        inner = tuple(m or i in wrt for i, m in enumerate(mapped))
+        for i in wrt:
+            if not mapped[i]:
+                ins[at[i]] = conform(g, g.stacked(ins[at[i]]), batched_type(f.args[i].type))
+        inner = tuple(m if m == RAGGED else bool(m) or i in wrt for i, m in enumerate(mapped))
         fwd = self.batched(of, inner)
         mod.reread(fwd)
-        ins = [conform(g, a if m else g.stacked(a), batched_type(t.type)) if i in wrt else a
-               for i, (a, m, t) in enumerate(zip(args, mapped, f.args))]
-        pull = vjp_function(mod, fwd, tuple(wrt))
+        pull = vjp_function(mod, fwd, tuple(at[i] for i in wrt))
         one = g.const(1.0, Value(target.result_types[0]).tt)
         ones = g.dg_op("broadcast_to", [g.dg_op("expand_dims", [one], {"axes": (0,)}), g.size], {"shape": (DYN,)})
         vt = batched_type(target.result_types[0])
@@ -93,7 +107,7 @@ class Batcher:
         outs = g.op("func.call", ins + [mask, conform(g, ones, vt)], out_types, {"callee": f"@{pull}"})
         outs = outs if kind == "value_and_grad" else outs[1:]
         g.op("func.return", outs, [])
-        mod.write(name, args + [mask], [batched_type(t) for t in f.result_types], f.loc, g)
+        mod.write(name, params + [mask], [batched_type(t) for t in f.result_types], f.loc, g)
 
 
 def define_vmap(mod: Derivatives, sym: str) -> None:

@@ -34,7 +34,7 @@ from dg.dialects.rules import DYN, BatchBuilder, OpView, Shared
 from ..ad.activity import TERMINATORS
 from . import ragged as rg
 from .flags import batched_values, loop_condition
-from .ragged import RAGGED, Ragged
+from .ragged import I64, RAGGED, Ragged
 
 
 class _Unplaced(DgError):
@@ -184,7 +184,9 @@ class FunctionBatcher:
     def fail(self, g, bad: Value, msg: str | None, op=None) -> None:
         """A check that fails where `bad` (a bool [B]) holds, naming the first such example: `op`'s
         own (an assert's), or a `check` saying `msg`."""
-        first = g.dg_op("argmax", [g.dg_op("cast", [bad], {"dtype": "i64"})], {"axes": (0,), "keepdims": False})
+        # (one more, false, entry: an empty batch's argmax)
+        flags = g.dg_op("concat", [g.dg_op("cast", [bad], {"dtype": "i64"}), _one_more(g, g.const(0, I64))], {"axis": 0})
+        first = g.dg_op("argmax", [flags], {"axes": (0,), "keepdims": False})
         fine = g.dg_op("not", [g.dg_op("from_i1", [g.any(bad)])])
         if op is not None:
             g.op(op.name, [fine, first], [], {k: v for k, v in op.attrs.items()})
@@ -343,7 +345,8 @@ class FunctionBatcher:
         # bound it is below.
         first = g.dg_op("from_index", [lb])
         bounds = g.where(g.mask, ub, g.add(g.dg_op("zeros_like", [ub]), first))
-        top = g.dg_op("maximum", [g.dg_op("max", [bounds], {"axes": (0,), "keepdims": False}), first])
+        top = g.dg_op("max", [g.dg_op("concat", [bounds, _one_more(g, first)], {"axis": 0})],
+                      {"axes": (0,), "keepdims": False})  # (with the start: an empty batch's loop runs no step)
         iv = g.value("index", "i")
         olds = carried.values(g, "a")
         env[body.args[0]] = (iv, False)
@@ -421,3 +424,8 @@ def _cheap(block) -> bool:
     check), whose results for the examples that did not take it are dropped."""
     return all(op.name == "scf.yield" or op.dg is not None and OPS[op.dg].pure and not op.regions
                for op in block.ops) and len(block.ops) <= 16
+
+
+def _one_more(g: BatchBuilder, v: Value) -> Value:
+    """A 0-d value as a vector of one element."""
+    return g.dg_op("expand_dims", [v], {"axes": (0,)})

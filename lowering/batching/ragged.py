@@ -194,6 +194,8 @@ def _ragged_rule(g: BatchBuilder, op, ins: list, fail) -> list:
         r = op.operands[0].tt.rank
         if all(a % r for a in axes):
             return [(first.like(g.dg_op(name, [first.data], op.py)), RAGGED)]
+        if name in ("sum", "mean", "max", "min"):
+            return [(over_rows(g, first, name, tuple(a % r for a in axes), op.py["keepdims"]), True)]
         _unsupported(op, "a reduction over the first axis of a value whose first axis differs by example")
     _unsupported(op, "its operand's first axis differs by example")
     return []
@@ -228,3 +230,39 @@ def segments(g: BatchBuilder, r: Ragged) -> Value:
         w.op("scf.yield", [w.dg_op("setitem", [acc, k, a, b], {"spec": ("s:$:$:",)})], [])
 
     return g.op("scf.for", [lo, hi, one, seg], [seg.type], regions=[body])[0]
+
+
+def over_rows(g: BatchBuilder, r: Ragged, name: str, axes: tuple, keepdims: bool) -> Value:
+    """A reduction (sum, mean, max, min) over `axes`, the first among them: per example, over its
+    own rows. The other axes first; then each example's rows picked by a [B, rows] membership
+    (a product for a sum, a masked reduction for max and min)."""
+    data = r.data
+    rest = tuple(a for a in axes if a)
+    if rest:
+        data = g.dg_op("sum" if name == "mean" else name, [data], {"axes": rest, "keepdims": True})
+    n_rows = g.dim(data, 0)
+    pos = g.dg_op("arange", [g.const(0, I64), n_rows, g.const(1, I64)], {"size": DYN, "dtype": "i64"})
+    start = g.dg_op("expand_dims", [r.start], {"axes": (1,)})
+    stop = g.dg_op("expand_dims", [r.stop], {"axes": (1,)})
+    member = g.dg_op("and", [g.dg_op("ge", [pos, start]), g.dg_op("lt", [pos, stop])])  # [B, rows]
+    if name in ("sum", "mean"):
+        flat = g.dg_op("reshape", [data, n_rows], {"shape": (DYN, -1)})
+        y = g.dg_op("matmul", [g.dg_op("cast", [member], {"dtype": data.tt.dtype}), flat])
+        dims = [g.dim(data, 1 + i) for i, d in enumerate(data.tt.shape[1:]) if not isinstance(d, int)]
+        y = g.dg_op("reshape", [y, g.size] + dims, {"shape": (DYN,) + tuple(d if isinstance(d, int) else DYN
+                                                                        for d in data.tt.shape[1:])})
+        if name == "mean":
+            count = g.mul(g.dg_op("cast", [lengths(g, r)], {"dtype": data.tt.dtype}), g.const(1.0, data))
+            for a in rest:
+                count = g.mul(count, g.dg_op("cast", [g.dim(r.data, a)], {"dtype": data.tt.dtype}))
+            y = g.div(y, g.lift(count, y.tt.rank - 1))
+    else:
+        wide = g.dg_op("expand_dims", [data], {"axes": (0,)})  # [1, rows, ...]
+        keep = member if data.tt.rank == 1 else \
+            g.dg_op("expand_dims", [member], {"axes": tuple(range(2, data.tt.rank + 1))})  # [B, rows, 1, ...]
+        far = g.const(float("-inf") if name == "max" else float("inf"), data)
+        y = g.dg_op(name, [g.where(keep, wide, far)], {"axes": (1,), "keepdims": False})
+    if not keepdims:
+        y = g.dg_op("squeeze", [y], {"axes": tuple(a for a in rest)}) if rest else y
+        return y
+    return g.dg_op("expand_dims", [y], {"axes": (1,)})

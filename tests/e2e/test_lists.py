@@ -250,12 +250,6 @@ def test_for_over_a_list_reducing_whole_items_one_by_one(m_one_by_one):
                                rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.xfail(strict=True, reason="automatic batching takes a `for x in xs: total = total + sum(x * x) ...` "
-                   "loop whose body reduces over an item's first axis, which the batch pass cannot do on items of "
-                   "different lengths ('vmap cannot batch dg.sum here: a reduction over the first axis...', or with "
-                   "the densifying fallback 'vmap: this op needs every example's first axis of one size (example 1 "
-                   "of the batch)'), where the loop one item after another is fine: autobatch should leave such a "
-                   "body a loop (§3.1: 'computing the same values')")
 def test_for_over_a_list_reducing_whole_items(m):
     np.testing.assert_allclose(m.whole_items(XS3, V3), sum(float((x * x).sum()) for x in XS3) * V3.sum(),
                                rtol=RTOL, atol=ATOL)
@@ -277,9 +271,6 @@ def test_gradients_flow_through_items(m, m_one_by_one):
     np.testing.assert_allclose(dg.grad(m_one_by_one.adds_up_records)(V3, XY), want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="§1.3 says the gradient of a list is a list, but grad with respect to a "
-                   "list argument is refused: 'cannot differentiate with respect to argument 0 at [:].offsets: "
-                   "it is i64[?], not a float tensor'")
 def test_the_gradient_of_a_list_is_a_list(m):
     g = dg.grad(m.by_index, wrt=0)(XS3, V3)
     assert isinstance(g, list) and len(g) == len(XS3)
@@ -312,9 +303,6 @@ def test_a_named_trailing_size_is_checked_across_arguments(m):
     assert "'D'" in _located(e.value, SRC, LISTS, "def named_width(")
 
 
-@pytest.mark.xfail(strict=True, reason="an empty list packs its leaf with size 0 for a named trailing axis "
-                   "(runtime/signature.py _packed), so 'size D is 3 in axis 0 of w but 0 in axis 1 of xs[:]': "
-                   "an empty list should agree with any size")
 def test_an_empty_list_with_a_named_trailing_size(m):
     assert float(m.named_width(np.ones(3, np.float32), [])) == 0.0
 
@@ -564,9 +552,6 @@ def test_records_and_scalar_items_in_dg_code(v):
     np.testing.assert_allclose(dg.vmap(v.square)(xs), [4.0, 9.0, 0.25], rtol=RTOL)
 
 
-@pytest.mark.xfail(strict=True, reason="dg.vmap from Python with a list of dicts at a mapped position: "
-                   "VmapFunction.__call__ makes an annotation from np.asarray(item) even where the parameter "
-                   "is annotated, and fails with 'dg.vmap: a list item of dtype object is not a dg element type'")
 def test_vmap_over_a_list_of_records_from_python(v):
     np.testing.assert_allclose(dg.vmap(v.record_item)(RECORDS), [3.0, 0.0, -7.0], rtol=RTOL)
 
@@ -588,12 +573,9 @@ def test_a_list_and_an_array_must_agree_on_the_batch_size(v):
         dg.vmap(v.row)(FULL, np.array([0, 0, 0, 0, 0]))
 
 
-def test_a_reduction_over_an_items_rows_is_a_located_error(v):
-    """docs/batching.md: an op that would mix the rows of different examples (a reduction over the
-    first axis of a ragged value) is a located error for now."""
-    with pytest.raises(dg.DgError) as e:
-        dg.vmap(v.row_total)(FULL)
-    _located(e.value, VSRC, VMAP, "return sum(x)")
+def test_a_reduction_over_an_items_rows_is_per_example(v):
+    """A reduction over the first axis of a ragged value reduces each example's own rows."""
+    np.testing.assert_allclose(dg.vmap(v.row_total)(FULL), [v.row_total(x) for x in FULL], rtol=1e-5, atol=1e-6)
 
 
 def test_a_list_maps_over_its_items_only(v):
@@ -628,22 +610,12 @@ def test_vmap_of_products_with_shared_operands(v):
     _check_batch(dg.vmap(v.mat_vec, in_axes=(0, None))(FULL, u), lambda x: v.mat_vec(x, u), (), FULL)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap of grad over a list (per-example gradients; §3.1: vmap composes "
-                   "with grad in any order) makes IR that does not parse: \"'func.call' op incorrect number of "
-                   "operands for callee\" (@bi_loss__grad_0__batch_0r called without the list's rows split into "
-                   "start and stop), raised as a RuntimeError, not a DgError")
 def test_per_example_gradients_over_a_list(v):
     want = np.stack([dg.grad(v.bi_loss)(W, x) for x in XS])
     np.testing.assert_allclose(v.per_example_grads(W, XS), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dg.vmap(dg.grad(v.bi_loss), in_axes=(None, 0))(W, XS), want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap over an empty list: in dg code the batched function reduces over "
-                   "the empty batch (the argmax naming a failed check's example, the max of the examples' loop "
-                   "bounds) and NumPy's ValueError comes out as a DgRuntimeError ('attempt to get argmax of an "
-                   "empty sequence' / 'zero-size array to reduction operation maximum'); from Python an empty list "
-                   "is not taken for a list at all (VmapFunction.__call__ wants a non-empty one: \"argument 'x' of "
-                   "rnn() has type f32, but f32[?, H] was declared\")")
 @pytest.mark.parametrize("where", ["dg", "python"])
 def test_vmap_over_an_empty_list(v, where):
     got = v.batch_rnn4(W, []) if where == "dg" else dg.vmap(v.rnn, in_axes=(None, 0))(W, [])
