@@ -410,8 +410,9 @@ def _put_rows(x, v, rows):
     return out
 
 
-def _lower_put_rows(b, op):
-    """A copy of x, then one row written per index: time in the rows written, not in x's size."""
+def _lower_put_rows(b, op, add: bool = False):
+    """A copy of x, then one row written (or, with `add`, added) per index: time in the rows
+    written, not in x's size."""
     x, v, rows = op.operands
     xt, vt, rt = op.types
     n = b.dim(x, xt, 0)
@@ -434,6 +435,9 @@ def _lower_put_rows(b, op):
         szs = ", ".join(["1"] + [str(d) if isinstance(d, int) else s for d, s in zip(xt.shape[1:], sizes)])
         ones = ", ".join(["1"] * xt.rank)
         row = b.assign(f"tensor.extract_slice {v}[{offs(k)}] [{szs}] [{ones}] : {vt.mlir()} to {row_t}", "row")
+        if add:  # the row there, plus v's row
+            have = b.assign(f"tensor.extract_slice {acc}[{offs(i)}] [{szs}] [{ones}] : {t} to {row_t}", "have")
+            row = b.assign(f"linalg.add ins({have}, {row} : {row_t}, {row_t}) outs({have} : {row_t}) -> {row_t}", "sum")
         put = b.assign(f"tensor.insert_slice {row} into {acc}[{offs(i)}] [{szs}] [{ones}] : {row_t} into {t}", "p")
         b.line(f"scf.yield {put} : {t}")
     b.line("}")
@@ -464,4 +468,28 @@ register(OpDef(
         %y = "dg.put_rows"(%x, %v, %r) : (tensor<5x3xf32>, tensor<2x3xf32>, tensor<2xi64>) -> tensor<5x3xf32>""",
     lower=_lower_put_rows,
     vjp=_vjp_put_rows, jvp=linear(0, 1),
+))
+
+
+def _add_rows(x, v, rows):
+    n = x.shape[0]
+    if np.any((rows < 0) | (rows >= n)):
+        raise IndexError(OUT_OF_BOUNDS.format(int(rows[(rows < 0) | (rows >= n)][0]), n, axis=0))
+    if len(v) != len(rows):
+        raise ValueError(VALUE_MISFIT.format(v.shape[0], len(rows), axis=0))
+    out = np.array(x, copy=True)
+    np.add.at(out, rows, v)
+    return out
+
+
+register(OpDef(
+    name="add_rows", impl=_add_rows, nargs=3, infer=_put_rows_rule,
+    sample=lambda rng: ([rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((3, 3)).astype(np.float32),
+                         np.array([3, 0, 3])], {}),
+    doc="""A copy of x with v[k] added to row rows[k], for each k (repeated rows add up); time in the
+    rows added. The gradient of a take of rows: what it read, added back where it read it.
+
+        %y = "dg.add_rows"(%x, %v, %r) : (tensor<5x3xf32>, tensor<3x3xf32>, tensor<3xi64>) -> tensor<5x3xf32>""",
+    lower=lambda b, op: _lower_put_rows(b, op, add=True),
+    vjp=lambda g, op, d: [d, g.dg_op("take", [d, op.operands[2]], {"axis": 0}), None], jvp=linear(0, 1),
 ))

@@ -481,8 +481,22 @@ def _flat(g, v, start: int, count: int):
 
 
 def _vjp_take(g, op, d):
+    """Rows taken (axis 0): what each read, added back at its row (repeated rows add up), in time
+    of the rows read; added to an adjoint x already has, only those rows. Else a one-hot
+    contraction."""
     x, idx = op.operands
-    return [_take_grad(g, x, idx, d, op.attrs.get("axis", 0)), None]
+    axis = op.attrs.get("axis", 0)
+    if axis % x.tt.rank or x.tt.rank < 1:
+        return [_take_grad(g, x, idx, d, axis), None]
+    n = g.dg_op("cast", [g.dim(x, 0)], {"dtype": idx.tt.dtype})
+    rows = g.where(g.dg_op("lt", [idx, g.const(0, idx)]), g.add(idx, n), idx)
+    if rows.tt.rank == 0:  # one row
+        rows, d = (g.dg_op("expand_dims", [v], {"axes": (0,)}) for v in (rows, d))
+    elif rows.tt.rank != 1:  # the indices as one axis, d's leading axes of them too
+        rows, d = _flat(g, rows, 0, rows.tt.rank), _flat(g, d, 0, rows.tt.rank)
+    if rows.tt.dtype != "i64":
+        rows = g.dg_op("cast", [rows], {"dtype": "i64"})
+    return [g.rows_added(x, d, rows), None]
 
 
 register(OpDef(

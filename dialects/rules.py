@@ -89,6 +89,13 @@ class RuleBuilder(Writer):
         self.parts[dx] = add
         return dx
 
+    def rows_added(self, x: Value, d: Value, rows: Value) -> Value:
+        """The adjoint of rows of x read at `rows` (an i64 vector; d: what they got): zero but for
+        those rows, to which d's add up; added to an adjoint x already has, only those rows."""
+        dx = self.dg_op("add_rows", [self.zeros_like(x), d, rows])
+        self.parts[dx] = lambda g, acc: g.dg_op("add_rows", [acc, d, rows])
+        return dx
+
     def const(self, value, like: Value | TensorType) -> Value:
         t = like.tt if isinstance(like, Value) else like
         t = TensorType(t.dtype, ())

@@ -54,6 +54,7 @@ from __future__ import annotations
 from dg.core.errors import DgError
 from dg.core.locations import backward_loc, loc_of
 from dg.core.writer import Value
+from dg.dialects.batch_rules import elementwise
 from dg.dialects.registry import OPS
 from dg.dialects.rules import RuleBuilder
 
@@ -114,37 +115,85 @@ def forward_sweep(s: Sweep, block: Block, env: dict, w: RuleBuilder, effects: bo
     return info
 
 
+def undo_writes(op: Op, skip: set) -> dict:
+    """The slots of a `for` loop whose body changes the carried value only by writing rows of it
+    (`put_rows` of the block argument, at the body's top level, at rows shaped as a value from
+    outside the loop): slot -> (that op, that value). Such a slot is taped as an undo log (the rows
+    it overwrites, and where), not whole each iteration."""
+    body = op.regions[0]
+    made = {r: o for o in body.ops for r in o.results}
+    inside = set(body.args) | set(made)
+
+    def outside_like(v, depth=0):
+        """A value from outside the loop of v's type, that v is made from element by element."""
+        if v not in inside:
+            return v
+        o = made.get(v)
+        if o is None or o.dg is None or OPS[o.dg].batch is not elementwise or depth > 8:
+            return None
+        for x in o.operands:
+            if x.type == v.type:
+                found = outside_like(x, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    out = {}
+    for i, y in enumerate(body.ops[-1].operands):
+        w = made.get(y)
+        if i not in skip and w is not None and w.dg == "put_rows" and w.operands[0] is body.args[1 + i]:
+            like = outside_like(w.operands[2])
+            if like is not None:
+                out[i] = (w, like)
+    return out
+
+
 def tape_for(s: Sweep, op: Op, env: dict, w: RuleBuilder) -> dict:
     lb, ub, st = (env[o] for o in op.operands[:3])
     inits = [env[o] for o in op.operands[3:]]
     n = trip_count(w, lb, ub, st)
     rows = arith(w, "addi", n, index(w, 1))  # one row per iteration, then the final values
     skip = s.mod.untaped(op)
-    taped = [i for i in range(len(inits)) if i not in skip]
+    undo = undo_writes(op, skip)
+    taped = [i for i in range(len(inits)) if i not in skip and i not in undo]
     tapes = [w.dg_op("tape_alloc", [tape_value(w, inits[i]), rows]) for i in taped]
     body = op.regions[0]
+    # An undo log per written slot: the rows each iteration overwrites, and their indices.
+    logs = []
+    for i, (_, like) in undo.items():
+        at = w.dg_op("zeros_like", [env[like]])
+        logs += [w.dg_op("tape_alloc", [w.dg_op("take", [inits[i], at], {"axis": 0}), rows]),
+                 w.dg_op("tape_alloc", [at, rows])]
 
     def write(w2):
         iv = w2.value("index", "iv")
         carried = [w2.value(a.type, "a") for a in body.args[1:]]
         tin = [w2.value(t.type, "tape") for t in tapes]
-        w2.block_header([iv] + carried + tin)
+        lin = [w2.value(t.type, "log") for t in logs]
+        w2.block_header([iv] + carried + tin + lin)
         env[body.args[0]] = iv
         env.update(zip(body.args[1:], carried))
         k = arith(w2, "divsi", arith(w2, "subi", iv, lb), st)
         tout = [w2.dg_op("tape_push", [t, k, tape_value(w2, carried[i])]) for t, i in zip(tin, taped)]
         copy_block(body, env, w2, effects=True)
+        lout = []
+        for (i, (wr, _)), old_t, at_t in zip(undo.items(), lin[0::2], lin[1::2]):
+            where = env[wr.operands[2]]
+            lout += [w2.dg_op("tape_push", [old_t, k, w2.dg_op("take", [carried[i], where], {"axis": 0})]),
+                     w2.dg_op("tape_push", [at_t, k, where])]
         t = body.ops[-1]
         w2.loc = t.loc
-        w2.op("scf.yield", [env[o] for o in t.operands] + tout, [])
+        w2.op("scf.yield", [env[o] for o in t.operands] + tout + lout, [])
 
     w.loc = op.loc
-    res = w.op("scf.for", [lb, ub, st] + inits + tapes, [r.type for r in op.results] + [t.type for t in tapes],
-               regions=[write])
+    res = w.op("scf.for", [lb, ub, st] + inits + tapes + logs,
+               [r.type for r in op.results] + [t.type for t in tapes + logs], regions=[write])
     m = len(op.results)
     env.update(zip(op.results, res[:m]))
-    pushed = [w.dg_op("tape_push", [t, n, tape_value(w, res[i])]) for t, i in zip(res[m:], taped)]
-    return {"tapes": by_slot(skip, m, pushed), "n": n, "lb": lb, "st": st}
+    pushed = [w.dg_op("tape_push", [t, n, tape_value(w, res[i])]) for t, i in zip(res[m:m + len(tapes)], taped)]
+    log = res[m + len(tapes):]
+    return {"tapes": by_slot(skip | set(undo), m, pushed), "n": n, "lb": lb, "st": st,
+            "undo": {i: (log[2 * j], log[2 * j + 1]) for j, i in enumerate(undo)}}
 
 
 def count_while(op: Op, env: dict, w: RuleBuilder) -> Value:
@@ -331,23 +380,34 @@ def seed_next(s: Sweep, w: RuleBuilder, op: Op, body: Block, tapes: list, k: Val
         accumulate(w, inner, y[i], d, inner_env[y[i]])
 
 
-def for_step(s: Sweep, op: Op, env: dict, tapes: list, base: Value | None, carried: list):
+def for_step(s: Sweep, op: Op, env: dict, tapes: list, base: Value | None, carried: list, undo: dict | None = None):
     """One iteration of a `for` loop's reverse, as `countdown` writes it: the carried values
     read from row k of `tapes` (None at an untaped slot), the body recomputed and reversed.
-    The iteration is base + k of the loop (k itself without a base)."""
+    The iteration is base + k of the loop (k itself without a base). With `undo` (slot -> its
+    undo log: the rows iteration k overwrote, and where), the step takes those slots' values
+    after iteration k as state and gives back their values before it, the rows put back."""
     body = op.regions[0]
     lb, st = env[op.operands[0]], env[op.operands[2]]
+    undo = undo or {}
 
-    def step(w2, k, d_in, inner):
+    def step(w2, k, d_in, inner, after=()):
         inner_env = dict(env)
         g = k if base is None else arith(w2, "addi", base, k)
         inner_env[body.args[0]] = arith(w2, "addi", lb, arith(w2, "muli", g, st))
         read_rows(s, w2, op, body.args[1:], tapes, k, env, inner_env)
+        before = []
+        for (i, (old_t, at_t)), cur in zip(undo.items(), after):
+            before.append(w2.dg_op("put_rows", [cur, w2.dg_op("tape_read", [old_t, k]), w2.dg_op("tape_read", [at_t, k])]))
+            inner_env[body.args[1 + i]] = before[-1]
         info2 = forward_sweep(s, body, inner_env, w2, effects=False)
+        y = body.ops[-1].operands
+        for i, cur in zip(undo, after):  # (what the body yields there: the value after the step, as it is)
+            inner_env[y[i]] = cur
         seed_next(s, w2, op, body, tapes, k, env, inner_env, inner, carried, d_in)
         reverse_sweep(s, body, inner_env, inner, w2, info2)
-        return [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
+        outs = [inner[body.args[1 + i]] if body.args[1 + i] in inner else w2.zeros_like(d)
                 for i, d in zip(carried, d_in)]
+        return (outs, before) if undo else outs
     return step
 
 
@@ -362,8 +422,10 @@ def reverse_for(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder, info: di
         d_res, f_res = checkpoint.reverse_segments(s, w, op, env, info, d_init, free, f_init, loc,
                                                    lambda tapes, base: for_step(s, op, env, tapes, base, carried))
     else:
+        undo = info.get("undo", {})
         d_res, f_res = countdown(w, loc, info["n"], index(w, 1), d_init, free, f_init,
-                                 for_step(s, op, env, info["tapes"], None, carried))
+                                 for_step(s, op, env, info["tapes"], None, carried, undo),
+                                 state=[env[op.results[i]] for i in undo])
     settle(w, adj, free, f_res, [op.operands[3 + i] for i in carried], d_res, env)
 
 

@@ -95,25 +95,27 @@ def accumulate(w: RuleBuilder, adj: dict, v: Value, d: Value, like: Value) -> No
 
 
 def countdown(w: RuleBuilder, loc: str, trips: Value, one: Value, d_init: list, free: list, f_init: list,
-              step) -> tuple:
+              step, state: list = ()) -> tuple:
     """The reverse of a loop: an scf.for over k = trips-1 .. 0 carrying the adjoints of the loop-carried
     values (d_init) and of the free values (f_init). `step(w2, k, d_in, inner)` writes one iteration:
     `inner` starts as the free values' adjoints and is updated in place; it returns the carried adjoints.
-    Returns (carried results, free results)."""
+    With `state` (values the reverse carries besides: an undone carried value), the step takes
+    them too and returns (carried adjoints, next state). Returns (carried results, free results)."""
     zero = index(w, 0)
 
     def write(w2):
         j = w2.value("index", "j")
         d_in = [w2.value(v.type, "d") for v in d_init]
         f_in = [w2.value(v.type, "d") for v in f_init]
-        w2.block_header([j] + d_in + f_in)
+        s_in = [w2.value(v.type, "s") for v in state]
+        w2.block_header([j] + d_in + f_in + s_in)
         k = arith(w2, "subi", arith(w2, "subi", trips, one), j)
         inner = dict(zip(free, f_in))
-        outs = step(w2, k, d_in, inner)
+        outs, s_out = step(w2, k, d_in, inner, s_in) if state else (step(w2, k, d_in, inner), [])
         w2.loc = loc
-        w2.op("scf.yield", outs + [inner[v] for v in free], [])
+        w2.op("scf.yield", outs + [inner[v] for v in free] + s_out, [])
 
     w.loc = loc
-    res = w.op("scf.for", [zero, trips, one] + d_init + f_init, [v.type for v in d_init + f_init],
-               regions=[write])
-    return res[:len(d_init)], res[len(d_init):]
+    res = w.op("scf.for", [zero, trips, one] + d_init + f_init + list(state),
+               [v.type for v in d_init + f_init + list(state)], regions=[write])
+    return res[:len(d_init)], res[len(d_init):len(d_init) + len(f_init)]

@@ -281,5 +281,6 @@ def test_vmap_mistakes_are_located(mode, src, message):
 def test_the_batch_stage_shows_the_batched_function(m):
     text = m.batch_loss.ir("batch", args=(W, XS, NS))
     assert "func.func @loss__batch_011" in text
-    assert "scf.while" in text  # the for over a per-example range
+    # the for over a per-example range: up to the largest bound, each step masked
+    assert '"dg.max"' in text and "scf.for" in text
     assert "dg.kind" not in text
