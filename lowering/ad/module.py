@@ -91,6 +91,8 @@ class Derivatives:
         self.untaped_slots: dict = {}  # loop op -> untaped(op)
         self.appended_slots: dict = {}  # loop op -> the untaped slots that are tapes it appends to
         self.cycles: dict = {}  # function -> whether it can call itself (recursive)
+        # The declarations' attributes (`dg.kind`, ...), kept once their bodies are written
+        self.declared = {f.sym: dict(f.attrs) for f in funcs if f.body is None and "dg.kind" in f.attrs}
         self.note_placeholders(funcs)
         self.checkpoints = {f.sym: (unquoted(f.attrs["dg.of"]).lstrip("@"), int(f.attrs["dg.slots"].split(":")[0]))
                             for f in funcs if unquoted(f.attrs.get("dg.kind", "")) == "checkpoint"}

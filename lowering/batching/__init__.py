@@ -52,9 +52,10 @@ class Batcher:
         while name in mod.funcs or name in mod.texts:
             name += "_"
         mod.names[key] = name
-        kind = unquoted(f.attrs.get("dg.kind", ""))
+        attrs = mod.declared.get(sym, f.attrs)
+        kind = unquoted(attrs.get("dg.kind", ""))
         if kind in GRADIENTS:
-            self.batched_gradient(f, kind, name, mapped)
+            self.batched_gradient(mod.funcs[sym], attrs, kind, name, mapped)
             return name
         if f.body is None:
             if sym not in mod.texts:
@@ -63,14 +64,14 @@ class Batcher:
         FunctionBatcher(self, f, name, mapped).write()
         return name
 
-    def batched_gradient(self, f, kind: str, name: str, mapped: tuple) -> None:
+    def batched_gradient(self, f, attrs: dict, kind: str, name: str, mapped: tuple) -> None:
         """`grad(g)` or `value_and_grad(g)` batched: the pullback of g batched, with the
         differentiated arguments batched too (stacked where they are shared), of a cotangent of
         ones. Examples are independent, so the gradient of the batch's sum with respect to
         example b's copy of an argument is example b's gradient."""
         mod = self.mod
-        of = unquoted(f.attrs["dg.of"]).lstrip("@")
-        wrt = ints(f.attrs["dg.wrt"])
+        of = unquoted(attrs["dg.of"]).lstrip("@")
+        wrt = ints(attrs["dg.wrt"])
         target = mod.funcs[of]
         if target.body is None and of in mod.texts:
             target = mod.reread(of)

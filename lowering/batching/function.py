@@ -72,6 +72,7 @@ class FunctionBatcher:
         self.f = f
         self.name = name
         self.mapped = mapped
+        self.undefs: set = set()  # the placeholders (dg.undef) written
 
     def write(self) -> None:
         f, mod = self.f, self.batcher.mod
@@ -107,6 +108,10 @@ class FunctionBatcher:
         if b == RAGGED:
             raise _Unplaced("vmap: a value whose first axis differs by example cannot be stacked here "
                             "(returned, or chosen by a condition per example)")
+        if not b and v in self.undefs:  # a placeholder stays one: a batch of them, not a copy
+            tt = Value(batched_type(t)).tt
+            return g.dg_op("undef", [], {"shape": tuple(d if isinstance(d, int) else DYN for d in tt.shape),
+                                         "dtype": tt.dtype}, result_types=[tt])
         if not b:
             v = g.stacked(v)
         return conform(g, v, batched_type(t))
@@ -138,6 +143,8 @@ class FunctionBatcher:
         if not any(flags) and not op.regions:
             outs = g.op(op.name, [v for v, _ in ins], [r.type for r in op.results], op.attrs)
             env.update({r: (v, False) for r, v in zip(op.results, outs)})
+            if op.dg == "undef":  # a placeholder (an early return's value before it is given)
+                self.undefs.add(outs[0])
             return None
         if op.name.startswith("dg."):
             return self.dg_op(op, ins, env, g)
@@ -377,6 +384,9 @@ class _Slots:
         if like is not None:  # forwarded values: ragged where the carried value at their place is
             self.rag = {i: r for i, r in like.rag.items() if i < len(args) and args[i] in fb.rows}
         self.kinds = [RAGGED if i in self.rag else (masked or a in fb.flags) for i, a in enumerate(args)]
+        if masked and any(t in ("index", "i1") for t in types):
+            raise _Unplaced("vmap cannot batch a loop that carries an index or an i1 (a gradient's counter) "
+                            "and whose trip count differs by example")
         self.segs = {i: rg.segments(g, r) for i, r in self.rag.items()} if masked and like is None else {}
         self.kept: set = set()  # the ragged slots whose inactive rows the body does not touch
 
@@ -415,6 +425,8 @@ class _Slots:
             elif i in self.rag:
                 rows = w.dg_op("take", [act, self.segs[i]], {"axis": 0})
                 out.append(w.where(w.lift(rows, a.tt.rank - 1), a, b))
+            elif any(not isinstance(d, int) for d in Value(t).tt.shape):
+                out.append(_merged_sized(w, act, a, b, t))
             else:
                 out.append(w.where(w.lift(act, Value(t).tt.rank), a, b))
         return out
@@ -429,3 +441,26 @@ def _cheap(block) -> bool:
 def _one_more(g: BatchBuilder, v: Value) -> Value:
     """A 0-d value as a vector of one element."""
     return g.dg_op("expand_dims", [v], {"axes": (0,)})
+
+
+def _merged_sized(w, act: Value, new: Value, old: Value, t: str) -> Value:
+    """where(act, new, old) for a slot whose sizes are not all static: where the old value is
+    empty and the new one not (an early return's placeholder, given its value by the active
+    examples), the new value as it is."""
+    zero = w.const(0, I64)
+    sizes = [w.dim(v, 1 + k) for v in (old, new) for k, d in enumerate(Value(t).tt.shape) if not isinstance(d, int)]
+    half = len(sizes) // 2
+    empty = w.dg_op("eq", [sizes[0], zero])
+    for s in sizes[1:half]:
+        empty = w.dg_op("or", [empty, w.dg_op("eq", [s, zero])])
+    filled = w.dg_op("ne", [sizes[half], zero])
+    for s in sizes[half + 1:]:
+        filled = w.dg_op("and", [filled, w.dg_op("ne", [s, zero])])
+    fresh = w.dg_op("to_i1", [w.dg_op("and", [empty, filled])])
+
+    def pick(v):
+        def write(w2):
+            w2.op("scf.yield", [v(w2)], [])
+        return write
+    return w.op("scf.if", [fresh], [new.type], regions=[pick(lambda w2: new), pick(
+        lambda w2: w2.where(w2.lift(act, Value(t).tt.rank), new, old))])[0]

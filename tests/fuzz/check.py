@@ -6,8 +6,11 @@ program asks, their tangents through `dg.jvp`), and compares: the entry's
 results between modes, the gradients between modes, the tangents between
 modes and against the gradients (forward mode against reverse mode), and
 (for f64 programs) the interpreter's gradients against central finite
-differences. Arguments may be records and tuples (dicts and tuples of
-arrays). The first problem found is the outcome:
+differences; and the entry mapped over a batch (`dg.vmap`, in the
+interpreter) against the entry called once per example, on a batch of two:
+the arguments as they are, and their floats moved a little (so that
+conditions may go each their own way). Arguments may be records and tuples
+(dicts and tuples of arrays). The first problem found is the outcome:
 
     ok             nothing wrong
     rejected       a dg.DgError from a well-typed program (at load, compile or call)
@@ -16,6 +19,8 @@ arrays). The first problem found is the outcome:
     grad-mismatch  the gradients differ between modes
     jvp-mismatch   the tangents differ between modes, or from the gradients'
     fd-mismatch    a gradient disagrees with finite differences
+    batch-mismatch the entry mapped over a batch differs from it called per example
+                   (an op or a form that vmap says it cannot batch is not a failure)
     crash, hang    the worker process died, or ran past its time limit (see Worker)
 
 `Worker` runs checks in a child process (`python -m tests.fuzz.check --worker`),
@@ -63,6 +68,8 @@ class Outcome:
     fd: int = 0
     seconds: float = 0.0
 
+    batched: int = 0  # batched calls checked
+
     @property
     def failed(self) -> bool:
         return self.kind != "ok"
@@ -73,7 +80,7 @@ class Outcome:
         if self.kind in ("ok", "crash", "hang"):
             return self.kind
         head = self.detail.split("\n")[0]
-        if self.kind in ("mismatch", "grad-mismatch", "fd-mismatch", "jvp-mismatch"):
+        if self.kind in ("mismatch", "grad-mismatch", "fd-mismatch", "jvp-mismatch", "batch-mismatch"):
             what = next((w for w in ("inputs", "dtype", "shape", "keys", "tuple", "gradients") if w in head), "values")
             return f"{self.kind}: {what}"
         head = re.sub(r"^(interp|compiled): ", "", head)
@@ -205,6 +212,7 @@ def check(prog: gen.Program, src: str | None = None, modes=MODES, fd: bool = Tru
         _check(prog, prog.src if src is None else src, modes, fd, only, api_grads, out)
     except _Found as f:
         f.outcome.calls, f.outcome.grads, f.outcome.jvps, f.outcome.fd = out.calls, out.grads, out.jvps, out.fd
+        f.outcome.batched = out.batched
         out = f.outcome
     out.seconds = round(time.time() - t0, 3)
     return out
@@ -260,6 +268,8 @@ def _check(prog, src, modes, fd, only, api_grads, out):
         t = float(np.asarray(results[first, w][1], np.float64))
         if not abs(t - dd) <= JVP_TOL[prog.dtype] * (scale + abs(t)) + atol:
             raise _Found(Outcome("jvp-mismatch", f"{first}: tangent {t!r} vs the gradients' {dd!r}", w))
+    if prog.entry in wanted and "interp" in modules and (only is None or only == "batch"):
+        batch_check(modules["interp"], prog, rtol, atol, out)
     if fd and prog.dtype == "f64" and "interp" in modules:
         m = modules["interp"]
         for w in wanted:
@@ -272,6 +282,58 @@ def _check(prog, src, modes, fd, only, api_grads, out):
             out.fd += 1
             if bad:
                 raise _Found(Outcome("fd-mismatch", f"{name}: {bad}", w))
+
+
+def _moved(x, k: int):
+    """x with its float leaves moved a little (k-th example of a batch: k = 0 is x)."""
+    if isinstance(x, dict):
+        return {key: _moved(v, k) for key, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_moved(v, k) for v in x)
+    a = np.asarray(x)
+    if a.dtype.kind == "f" and k:
+        return (a + a.dtype.type(0.125 * k) * np.cos(np.arange(a.size, dtype=np.float64).reshape(a.shape) + k)
+                .astype(a.dtype)).astype(a.dtype)
+    return a
+
+
+def _stacked(xs):
+    if isinstance(xs[0], dict):
+        return {key: _stacked([x[key] for x in xs]) for key in xs[0]}
+    if isinstance(xs[0], tuple):
+        return tuple(_stacked([x[j] for x in xs]) for j in range(len(xs[0])))
+    return np.stack([np.asarray(x) for x in xs])
+
+
+# What vmap says it does not batch (docs/batching.md), and a gradient's need that a batch can break:
+# an early return of a value whose sizes no parameter gives, from a loop whose trip count differs by
+# example, is a placeholder that the examples fill at different iterations.
+LIMITS = ("vmap cannot batch", "cannot be stacked", "a loop-carried value changed shape")
+
+
+def batch_check(m, prog, rtol, atol, out) -> None:
+    """The entry mapped over a batch of two examples against the entry per example (interpreter)."""
+    f = getattr(m, prog.entry)
+    examples = [[_moved(copy.deepcopy(a), k) for a in prog.args] for k in range(2)]
+    try:
+        want = [f(*ex) for ex in examples]
+    except dg.DgError:
+        return  # (a moved example the program refuses: nothing to compare)
+    args = [_stacked([ex[j] for ex in examples]) for j in range(len(prog.args))]
+    try:
+        got = dg.vmap(f)(*args)
+    except dg.DgError as e:
+        if any(limit in str(e) for limit in LIMITS):
+            return  # a documented limit of batching, not a wrong answer
+        raise _Found(Outcome("rejected", f"interp: vmap: {type(e).__name__}: {e}", "batch"))
+    except Exception as e:  # noqa: BLE001 (anything else is a bug of dg's)
+        raise _Found(Outcome("error", f"interp: vmap: {type(e).__name__}: {e}", "batch"))
+    out.batched += 1
+    for k, w in enumerate(want):
+        one = tree_map(lambda g: np.asarray(g)[k], got)
+        d = differ(w, one, 10 * rtol, 10 * atol)  # (a batch's products and sums add in another order)
+        if d:
+            raise _Found(Outcome("batch-mismatch", f"example {k} of the batch vs its own call at {d}", "batch"))
 
 
 # ---------------------------------------------------------------- worker processes

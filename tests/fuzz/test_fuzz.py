@@ -58,6 +58,7 @@ def test_generated_program_agrees_across_modes(worker, seed):
     o = worker.run(seed, lines=LINES, api_grads=False, timeout=60)
     assert not o.failed, f"seed {seed}: {o.kind} [{o.where}]\n{o.detail}\n\n{gen.generate(seed, lines=LINES).src}"
     assert o.calls == 2 and o.grads >= 1, o
+    assert o.batched == 1, o  # the entry mapped over a batch, checked against its examples
 
 
 @pytest.mark.slow
