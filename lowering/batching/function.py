@@ -72,7 +72,6 @@ class FunctionBatcher:
         self.f = f
         self.name = name
         self.mapped = mapped
-        self.undefs: set = set()  # the placeholders (dg.undef) written
 
     def write(self) -> None:
         f, mod = self.f, self.batcher.mod
@@ -108,10 +107,6 @@ class FunctionBatcher:
         if b == RAGGED:
             raise _Unplaced("vmap: a value whose first axis differs by example cannot be stacked here "
                             "(returned, or chosen by a condition per example)")
-        if not b and v in self.undefs:  # a placeholder stays one: a batch of them, not a copy
-            tt = Value(batched_type(t)).tt
-            return g.dg_op("undef", [], {"shape": tuple(d if isinstance(d, int) else DYN for d in tt.shape),
-                                         "dtype": tt.dtype}, result_types=[tt])
         if not b:
             v = g.stacked(v)
         return conform(g, v, batched_type(t))
@@ -143,8 +138,6 @@ class FunctionBatcher:
         if not any(flags) and not op.regions:
             outs = g.op(op.name, [v for v, _ in ins], [r.type for r in op.results], op.attrs)
             env.update({r: (v, False) for r, v in zip(op.results, outs)})
-            if op.dg == "undef":  # a placeholder (an early return's value before it is given)
-                self.undefs.add(outs[0])
             return None
         if op.name.startswith("dg."):
             return self.dg_op(op, ins, env, g)
