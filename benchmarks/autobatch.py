@@ -3,7 +3,7 @@ its autobatching, PyTorch per example and padded, side by side in one process, o
 
 The models of the DyNet benchmark suite at its sizes (benchmarks/dynamic.py makes the data and the
 peers' models; the same synthetic SST-like trees and zipfian sentences), written in dg the way a
-user writes them: one example per call of a per-example function, and a minibatch loss that is a
+user writes them (samples/dynamic.dg): one example per call of a per-example function, and a minibatch loss that is a
 plain `for` over a list of examples adding up their losses. dg batches that loop by itself
 (automatic batching, docs/batching.md); `autobatch=False` runs the same program one example after
 another.
@@ -50,130 +50,7 @@ from dynamic import (LR, QUICK, DynetTagger, DynetTree, Sizes, TorchTagger, Torc
                      copy, first_call, make_sentence, make_tree, one_thread, tagger_weights, tree_weights, uniform)
 from report import kept  # noqa: E402
 
-SRC = """
-def sgd_leaf(w, g, lr):
-    return w - lr * g
-
-# ---------------------------------------------------------------- BiLSTM tagger, one sentence
-def lstm_gates(g, c, n: i64):
-    i = sigmoid(g[0:n])
-    f = sigmoid(g[n:2 * n])
-    u = tanh(g[2 * n:3 * n])
-    o = sigmoid(g[3 * n:4 * n])
-    c = f * c + i * u
-    return o * tanh(c), c
-
-def tag_loss(p, E, words: i64[?], tags: i64[?]) -> f32:
-    n = len(words)
-    k = p["f_w_hh"].shape[1]
-    x = E[words]
-    xf = x @ p["f_w_ih"].T + (p["f_b_ih"] + p["f_b_hh"])
-    xb = x @ p["b_w_ih"].T + (p["b_b_ih"] + p["b_b_hh"])
-    uf = p["f_w_hh"].T
-    ub = p["b_w_hh"].T
-    hf = zeros((n, k))
-    hb = zeros((n, k))
-    h = zeros((k,))
-    c = zeros((k,))
-    for t in range(n):
-        h, c = lstm_gates(xf[t] + h @ uf, c, k)
-        hf[t] = h
-    h = zeros((k,))
-    c = zeros((k,))
-    for t in range(n):
-        h, c = lstm_gates(xb[n - 1 - t] + h @ ub, c, k)
-        hb[n - 1 - t] = h
-    wm = p["w_mlp"].T
-    wo = p["w_out"].T
-    total = 0.0
-    for t in range(n):
-        z = tanh(concat([hf[t], hb[t]]) @ wm) @ wo
-        total = total + logsumexp(z) - z[tags[t]]
-    return total
-
-def tag_batch_loss(p, E, batch: list[{"words": i64[?], "tags": i64[?]}]) -> f32:
-    total = 0.0
-    for ex in batch:
-        total += tag_loss(p, E, ex["words"], ex["tags"])
-    return total
-
-def tag_step(p, E, batch: list[{"words": i64[?], "tags": i64[?]}], lr: f32):
-    l, (gp, ge) = value_and_grad(tag_batch_loss, wrt=(0, 1))(p, E, batch)
-    return l, tree_map(sgd_leaf, p, gp, lr=lr), E - lr * ge
-
-# ---------------------------------------------------------------- Tree-LSTM, one tree
-def node_loss(h, y: i64, w_out) -> f32:
-    z = w_out @ h
-    return logsumexp(z) - z[y]
-
-def leaf(x, p):
-    n = p["b_f"].shape[0]
-    g = p["w_iou"] @ x + p["b_iou"]
-    i = sigmoid(g[0:n])
-    o = sigmoid(g[n:2 * n])
-    u = tanh(g[2 * n:3 * n])
-    c = i * u
-    return o * tanh(c), c
-
-def node(h1, c1, h2, c2, p):
-    n = p["b_f"].shape[0]
-    g = p["u_iou"] @ concat([h1, h2]) + p["b_iou"]
-    i = sigmoid(g[0:n])
-    o = sigmoid(g[n:2 * n])
-    u = tanh(g[2 * n:3 * n])
-    f1 = sigmoid(p["u_f1"] @ h1 + p["b_f"])
-    f2 = sigmoid(p["u_f2"] @ h2 + p["b_f"])
-    c = i * u + f1 * c1 + f2 * c2
-    return o * tanh(c), c
-
-def tree_loss(p, E, word: i64[?], left: i64[?], right: i64[?], label: i64[?]) -> f32:
-    m = len(left)
-    k = p["b_f"].shape[0]
-    hs = zeros((m, k))
-    cs = zeros((m, k))
-    total = 0.0
-    for i in range(m):
-        if left[i] < 0:
-            h, c = leaf(E[word[i]], p)
-        else:
-            h, c = node(hs[left[i]], cs[left[i]], hs[right[i]], cs[right[i]], p)
-        hs[i] = h
-        cs[i] = c
-        total = total + node_loss(h, label[i], p["w_out"])
-    return total
-
-def tree_batch_loss(p, E, batch: list[{"word": i64[?], "left": i64[?], "right": i64[?], "label": i64[?]}]) -> f32:
-    total = 0.0
-    for t in batch:
-        total += tree_loss(p, E, t["word"], t["left"], t["right"], t["label"])
-    return total
-
-def tree_step(p, E, batch: list[{"word": i64[?], "left": i64[?], "right": i64[?], "label": i64[?]}], lr: f32):
-    l, (gp, ge) = value_and_grad(tree_batch_loss, wrt=(0, 1))(p, E, batch)
-    return l, tree_map(sgd_leaf, p, gp, lr=lr), E - lr * ge
-
-# ---------------------------------------------------------------- adaptive computation, one example
-def ponder_loss(p, x: f32[D], y: f32[D]) -> f32:
-    h = x
-    k = 0
-    d = 1.0
-    while d > 0.01 and k < 50:
-        nh = tanh(h @ p["w"] + x)
-        d = sum((nh - h) * (nh - h))
-        h = nh
-        k = k + 1
-    return sum((h - y) * (h - y))
-
-def ponder_batch_loss(p, xs: list[f32[D]], ys: list[f32[D]]) -> f32:
-    total = 0.0
-    for x in xs:
-        total += ponder_loss(p, x, x * 0.5)
-    return total
-
-def ponder_step(p, xs: list[f32[D]], ys: list[f32[D]], lr: f32):
-    l, gp = value_and_grad(ponder_batch_loss)(p, xs, ys)
-    return l, tree_map(sgd_leaf, p, gp, lr=lr)
-"""
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
 # ------------------------------------------------------------------------------------ systems
@@ -307,8 +184,8 @@ def main(argv=None) -> dict:
     pw = {"w": (rng.standard_normal((dim, dim)) * (1.2 / np.sqrt(dim))).astype(np.float32)}
     pxs = [rng.standard_normal(dim).astype(np.float32) * rng.uniform(0.1, 3.0) for _ in range(n)]
     with one_thread(torch):
-        m = dg.loads(SRC, mode="compiled", filename="autobatch.dg")
-        m0 = dg.loads(SRC, mode="compiled", filename="autobatch.dg", autobatch=False)
+        m = dg.load(SAMPLES / "dynamic.dg", mode="compiled")
+        m0 = dg.load(SAMPLES / "dynamic.dg", mode="compiled", autobatch=False)
         # The same values batched and per example, and against PyTorch's.
         agree = {"tagger": check(m.tag_batch_loss(gw, gemb, tagger_batch(sents[:4])),
                                  m0.tag_batch_loss(gw, gemb, tagger_batch(sents[:4])), "tagger batched vs per example"),

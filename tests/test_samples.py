@@ -198,3 +198,18 @@ def test_char_rnn_short_compiled_run_learns_and_generates():
     p = rnn.init_params(len(chars))
     text = rnn.generate(lambda ids: m.next_logits(p, ids), chars, "The ", 5, 32)
     assert text.startswith("The ") and len(text) == 9
+
+
+@pytest.mark.slow
+def test_dynamic_models_train_the_same_per_example_and_batched(capsys):
+    """samples/dynamic.py: the tagger and the Tree-LSTM, their minibatch loops batched by dg and run
+    one example after another, take the same steps, and the held-out loss goes down."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dynamic_sample", SAMPLES / "dynamic.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main(["--steps", "4", "--batch", "8"])
+    for name in ("tag", "tree"):
+        assert out[name]["same"] and out[name]["held_out"][1] < out[name]["held_out"][0], out[name]
+    assert "sentences/s" in capsys.readouterr().out
