@@ -206,23 +206,19 @@ def main(argv=None) -> dict:
             tb = [sents[i:i + mb] for i in range(0, n, mb)][:2]
             rb = [trees[i:i + mb] for i in range(0, n, mb)][:2]
             pb = [(pxs[i:i + mb], pxs[i:i + mb]) for i in range(0, n, mb)][:2]
-            systems = {"dg_batched": (DgModel(m, "tag", gw, gemb).step, [tagger_batch(b) for b in tb]),
-                       "dg_per_example": (DgModel(m0, "tag", gw, gemb).step, [tagger_batch(b) for b in tb])}
-            if dy is not None:
-                systems["dynet"] = (DynetMinibatch(DynetTagger(dy, gw, gemb), False).step, tb)
-                systems["dynet_autobatch"] = (DynetMinibatch(DynetTagger(dy, gw, gemb), True).step, tb)
-            if torch is not None:
-                systems["torch"] = (TorchMinibatch(TorchTagger(torch, gw, gemb)).step, tb)
-                systems["torch_padded"] = (TorchPaddedTagger(torch, gw, gemb).step, tb)
-            res[f"tagger_{mb}"], res[f"tagger_{mb}_first_s"] = bench(systems, tb, medians, repeats, min_time, mb)
-            systems = {"dg_batched": (DgModel(m, "tree", tw, temb).step, [tree_batch(b) for b in rb]),
-                       "dg_per_example": (DgModel(m0, "tree", tw, temb).step, [tree_batch(b) for b in rb])}
-            if dy is not None:
-                systems["dynet"] = (DynetMinibatch(DynetTree(dy, tw, temb), False).step, rb)
-                systems["dynet_autobatch"] = (DynetMinibatch(DynetTree(dy, tw, temb), True).step, rb)
-            if torch is not None:
-                systems["torch"] = (TorchMinibatch(TorchTree(torch, tw, temb)).step, rb)
-            res[f"treelstm_{mb}"], res[f"treelstm_{mb}_first_s"] = bench(systems, rb, medians, repeats, min_time, mb)
+            for key, name, w, emb, data, as_dg, Dy, Torch in (
+                    ("tagger", "tag", gw, gemb, tb, tagger_batch, DynetTagger, TorchTagger),
+                    ("treelstm", "tree", tw, temb, rb, tree_batch, DynetTree, TorchTree)):
+                systems = {"dg_batched": (DgModel(m, name, w, emb).step, [as_dg(b) for b in data]),
+                           "dg_per_example": (DgModel(m0, name, w, emb).step, [as_dg(b) for b in data])}
+                if dy is not None:
+                    systems["dynet"] = (DynetMinibatch(Dy(dy, w, emb), False).step, data)
+                    systems["dynet_autobatch"] = (DynetMinibatch(Dy(dy, w, emb), True).step, data)
+                if torch is not None:
+                    systems["torch"] = (TorchMinibatch(Torch(torch, w, emb)).step, data)
+                    if name == "tag":
+                        systems["torch_padded"] = (TorchPaddedTagger(torch, w, emb).step, data)
+                res[f"{key}_{mb}"], res[f"{key}_{mb}_first_s"] = bench(systems, data, medians, repeats, min_time, mb)
             systems = {"dg_batched": (DgModel(m, "ponder", pw).step, pb),
                        "dg_per_example": (DgModel(m0, "ponder", pw).step, pb)}
             res[f"adaptive_{mb}"], res[f"adaptive_{mb}_first_s"] = bench(systems, pb, medians, repeats, min_time, mb)

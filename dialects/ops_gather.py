@@ -395,7 +395,8 @@ def _put_rows_rule(types):
     return x
 
 
-def _put_rows(x, v, rows):
+def _rows_checked(x, v, rows) -> None:
+    """put_rows' and add_rows' checks, with compiled code's messages."""
     n = x.shape[0]
     if np.any((rows < 0) | (rows >= n)):
         raise IndexError(OUT_OF_BOUNDS.format(int(rows[(rows < 0) | (rows >= n)][0]), n, axis=0))
@@ -404,6 +405,10 @@ def _put_rows(x, v, rows):
     for i in range(1, x.ndim):
         if v.shape[i] != x.shape[i]:
             raise ValueError(VALUE_MISFIT.format(v.shape[i], x.shape[i], axis=i))
+
+
+def _put_rows(x, v, rows):
+    _rows_checked(x, v, rows)
     out = np.array(x, copy=True)
     for k in range(len(rows)):  # (a repeated row: the last write wins)
         out[rows[k]] = v[k]
@@ -472,11 +477,7 @@ register(OpDef(
 
 
 def _add_rows(x, v, rows):
-    n = x.shape[0]
-    if np.any((rows < 0) | (rows >= n)):
-        raise IndexError(OUT_OF_BOUNDS.format(int(rows[(rows < 0) | (rows >= n)][0]), n, axis=0))
-    if len(v) != len(rows):
-        raise ValueError(VALUE_MISFIT.format(v.shape[0], len(rows), axis=0))
+    _rows_checked(x, v, rows)
     out = np.array(x, copy=True)
     np.add.at(out, rows, v)
     return out

@@ -90,23 +90,31 @@ def rows_at(g: BatchBuilder, r: Ragged, i: Value, fail) -> Value:
     return g.where(ok, row, g.where(g.dg_op("gt", [n, g.const(0, n)]), r.start, g.const(0, n)))
 
 
-def offsets_of(g: BatchBuilder, counts: Value) -> tuple[Value, Value]:
-    """(start, stop) of examples whose row counts are `counts` (an i64 [B]), laid end to end."""
-    zero = g.const(0, I64)
-    offs = g.dg_op("full", [zero, g.add(g.size, g.const(1, I64))], {"shape": (DYN,)})
-    lo = g.dg_op("to_index", [zero])
+def _over_examples(g: BatchBuilder, init: Value, step) -> Value:
+    """A loop over the examples k = 0 .. B-1 carrying one value: `step(w, k, acc)` gives the next."""
+    lo = g.dg_op("to_index", [g.const(0, I64)])
     hi = g.dg_op("to_index", [g.size])
     one = g.dg_op("to_index", [g.const(1, I64)])
 
     def body(w):
         iv = w.value("index", "b")
-        acc = w.value(offs.type, "acc")
+        acc = w.value(init.type, "acc")
         w.block_header([iv, acc])
-        k = w.dg_op("from_index", [iv])
-        total = w.add(w.dg_op("getitem", [acc, k], {"spec": ("i:$",)}), w.dg_op("getitem", [counts, k], {"spec": ("i:$",)}))
-        w.op("scf.yield", [w.dg_op("setitem", [acc, total, w.add(k, w.const(1, I64))], {"spec": ("i:$",)})], [])
+        w.op("scf.yield", [step(w, w.dg_op("from_index", [iv]), acc)], [])
 
-    offs = g.op("scf.for", [lo, hi, one, offs], [offs.type], regions=[body])[0]
+    return g.op("scf.for", [lo, hi, one, init], [init.type], regions=[body])[0]
+
+
+def _at(w, v: Value, k: Value) -> Value:
+    return w.dg_op("getitem", [v, k], {"spec": ("i:$",)})
+
+
+def offsets_of(g: BatchBuilder, counts: Value) -> tuple[Value, Value]:
+    """(start, stop) of examples whose row counts are `counts` (an i64 [B]), laid end to end."""
+    zero = g.const(0, I64)
+    offs = _over_examples(g, g.dg_op("full", [zero, g.add(g.size, g.const(1, I64))], {"shape": (DYN,)}),
+                          lambda w, k, acc: w.dg_op("setitem", [acc, w.add(_at(w, acc, k), _at(w, counts, k)),
+                                                                w.add(k, w.const(1, I64))], {"spec": ("i:$",)}))
     start = g.dg_op("getitem", [offs, g.size], {"spec": ("s::$:",)})
     stop = g.dg_op("getitem", [offs, g.const(1, I64)], {"spec": ("s:$::",)})
     return start, stop
@@ -216,20 +224,8 @@ def made(fb, g: BatchBuilder, op, ins: list) -> list:
 def segments(g: BatchBuilder, r: Ragged) -> Value:
     """The example that owns each row of r.data (0 for the rows no example owns): an i64 [rows]."""
     seg = g.dg_op("full", [g.const(0, I64), g.dim(r.data, 0)], {"shape": (DYN,)})
-    lo = g.dg_op("to_index", [g.const(0, I64)])
-    hi = g.dg_op("to_index", [g.size])
-    one = g.dg_op("to_index", [g.const(1, I64)])
-
-    def body(w):
-        iv = w.value("index", "b")
-        acc = w.value(seg.type, "acc")
-        w.block_header([iv, acc])
-        k = w.dg_op("from_index", [iv])
-        a = w.dg_op("getitem", [r.start, k], {"spec": ("i:$",)})
-        b = w.dg_op("getitem", [r.stop, k], {"spec": ("i:$",)})
-        w.op("scf.yield", [w.dg_op("setitem", [acc, k, a, b], {"spec": ("s:$:$:",)})], [])
-
-    return g.op("scf.for", [lo, hi, one, seg], [seg.type], regions=[body])[0]
+    return _over_examples(g, seg, lambda w, k, acc: w.dg_op(
+        "setitem", [acc, k, _at(w, r.start, k), _at(w, r.stop, k)], {"spec": ("s:$:$:",)}))
 
 
 def over_rows(g: BatchBuilder, r: Ragged, name: str, axes: tuple, keepdims: bool) -> Value:
