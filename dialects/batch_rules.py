@@ -27,7 +27,7 @@ have one shape across examples.
 """
 from __future__ import annotations
 
-from dg.core.types import TensorType
+from dg.core.types import Sym, TensorType
 
 from .rules import DYN, BatchBuilder, OpView, Shared, write_op
 
@@ -66,9 +66,24 @@ def over_axis(g: BatchBuilder, op: OpView, batched: list) -> list:
 
 def per_example(g: BatchBuilder, op: OpView, batched: list) -> list:
     """A loop over the examples: example 0's results give the stack's shape, examples 1 to B-1
-    are set into it one by one. Correct for any op whose results have one shape across examples
-    (a result shaped by the example's data fails at the stack, as a list would be needed)."""
+    are set into it one by one (an empty batch: empty results). Correct for any op whose results
+    have one shape across examples (a result shaped by the example's data fails at the stack, as
+    a list would be needed)."""
     zero = g.const(0, TensorType("i64", ()))
+    types = [TensorType(t.dtype, (Sym(),) + tuple(t.shape)) for t in op.result_types]
+
+    def loop(w):
+        w.op("scf.yield", _per_example_loop(w, op, batched, zero), [])
+
+    def empty(w):
+        w.op("scf.yield", [w.dg_op("undef", [], {"shape": tuple(d if isinstance(d, int) else DYN for d in t.shape),
+                                                 "dtype": t.dtype}, result_types=[t]) for t in types], [])
+
+    some = g.dg_op("to_i1", [g.dg_op("gt", [g.size, zero])])
+    return g.op("scf.if", [some], [t.mlir() for t in types], regions=[loop, empty])
+
+
+def _per_example_loop(g: BatchBuilder, op: OpView, batched: list, zero) -> list:
 
     def one(k):
         ins = [g.dg_op("getitem", [v, k], {"spec": ("i:$",)}) if b else v for v, b in zip(op.operands, batched)]
