@@ -138,3 +138,32 @@ def outer(g: BatchBuilder, op: OpView, batched: list) -> list:
     b = g.dg_op("reshape", [b, g.dim(b, 0)], {"shape": (DYN, 1, -1)}) if batched[1] else \
         g.dg_op("reshape", [b], {"shape": (-1,)})
     return [g.dg_op("mul", [a, b])]
+
+
+def images(g: BatchBuilder, op: OpView, batched: list) -> list:
+    """Convolutions and pools of a batch of images with shared weights: the examples' images as
+    one batch of images (B x N), the op once, the result split back."""
+    if batched[1:] and any(batched[1:]):
+        return per_example(g, op, batched)
+    x = op.operands[0]
+    n = g.dim(x, 1)
+    many = g.dg_op("reshape", [x, g.mul(g.size, n)] + [g.dim(x, i) for i in (2, 3, 4) if not isinstance(x.tt.shape[i], int)],
+                   {"shape": (DYN,) + tuple(d if isinstance(d, int) else DYN for d in x.tt.shape[2:])})
+    y = g.dg_op(op.name, [many] + list(op.operands[1:]), op.attrs)
+    dims = [g.dim(y, i) for i in (1, 2, 3) if not isinstance(y.tt.shape[i], int)]
+    return [g.dg_op("reshape", [y, g.size, n] + dims,
+                    {"shape": (DYN, DYN) + tuple(d if isinstance(d, int) else DYN for d in y.tt.shape[1:])})]
+
+
+def cross_entropy(g: BatchBuilder, op: OpView, batched: list) -> list:
+    """Each example's mean over its rows of -log softmax(logits)[label]."""
+    logits, labels = op.operands
+    if not batched[0]:
+        logits = g.stacked(logits)
+    if not batched[1]:
+        labels = g.stacked(labels)
+    lsm = g.dg_op("log_softmax", [logits], {"axis": logits.tt.rank - 1})
+    picked = g.dg_op("sum", [g.mul(lsm, g.onehot(labels, lsm, lsm.tt.rank - 1))], {"axes": (lsm.tt.rank - 1,),
+                                                                                  "keepdims": False})
+    return [g.neg(g.dg_op("mean", [picked], {"axes": tuple(range(1, picked.tt.rank)), "keepdims": False})
+                  if picked.tt.rank > 1 else picked)]

@@ -27,6 +27,7 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType
 
+from . import batch_rules
 from .builder import cast, fail_if, stand_in_if
 from .helpers import (PAR, RED, check_image, check_positive, grown, ix, iop, like_rule, marked_generic, normal_like,
                       out_dim, out_hw, out_len, pad_hw, padded_hw, scatter_windows, sizes_of, sizes_text, window_index,
@@ -204,7 +205,7 @@ def _sample_conv(rng):
 
 
 register(OpDef(
-    name="conv2d", impl=_conv2d, nargs=2, attrs=CONV_ATTRS, infer=_conv_rule,
+    name="conv2d", impl=_conv2d, nargs=2, attrs=CONV_ATTRS, infer=_conv_rule, batch=batch_rules.images,
     lower=_lower_conv2d,
     vjp=_vjp_conv2d, jvp=bilinear(0, 1), sample=_sample_conv,
     doc=f"""The 2-D convolution (cross-correlation, as PyTorch's) of x [N, C, H, W] with w [O, C/groups, KH, KW].

@@ -399,7 +399,7 @@ def _vjp_cross_entropy(g, op, d):
 
 
 register(OpDef(
-    name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule,
+    name="cross_entropy", impl=_cross_entropy, nargs=2, infer=_ce_rule, batch=batch_rules.cross_entropy,
     sample=lambda rng: ([rng.standard_normal((4, 3)).astype(np.float32), np.array([0, 2, 1, 2])], {}),
     doc="""The mean softmax cross-entropy of logits [N, C] against integer labels [N].
 

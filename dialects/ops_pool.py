@@ -25,6 +25,7 @@ import numpy as np
 
 from dg.core.types import ShapeError, Sym, TensorType
 
+from . import batch_rules
 from .builder import if_else
 from .helpers import (PAR, RED, check_image, check_positive, ix, iop, like_rule, map_generic, marked_generic,
                       normal_like, out_dim, out_hw, out_len, pad_hw, padded_hw, scatter_windows, sizes_of,
@@ -188,7 +189,7 @@ def _jvp_max_pool2d(g, op, ts):
 
 
 register(OpDef(
-    name="max_pool2d", impl=_max_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("max_pool2d"),
+    name="max_pool2d", impl=_max_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("max_pool2d"), batch=batch_rules.images,
     lower=_lower_max_pool2d,
     vjp=lambda g, op, d: [g.dg_op("max_pool2d_grad", [op.operands[0], d], dict(op.attrs))], jvp=_jvp_max_pool2d,
     sample=_sample_pool,
@@ -300,7 +301,7 @@ def _lower_avg_pool2d(b, op):
 
 
 register(OpDef(
-    name="avg_pool2d", impl=_avg_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("avg_pool2d"),
+    name="avg_pool2d", impl=_avg_pool2d, attrs=POOL_ATTRS, infer=_pool_rule("avg_pool2d"), batch=batch_rules.images,
     lower=_lower_avg_pool2d,
     vjp=lambda g, op, d: [g.dg_op("avg_pool2d_grad", [d, op.operands[0]], dict(op.attrs))], jvp=linear(0),
     sample=_sample_pool,
