@@ -76,6 +76,8 @@ def _lower_matmul(b, op):
         return b.assign(f"linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {out_t.mlir()}) -> {out_t.mlir()}", "mm")
     if at.rank > 2 and ct.rank == 2 and 0 not in at.shape and 0 not in out_t.shape:
         return _collapsed_matmul(b, vals, types, out_t, zero)
+    if sorted((at.rank, ct.rank)) == [1, 2] and 0 not in at.shape + ct.shape:
+        return _vector_matmul(b, vals, types, out_t, zero)
     # General NumPy matmul: batch dims broadcast; 1-D operands drop their axis.
     R = out_t.rank
     batch = _batch_rank(types, out_t)
@@ -137,6 +139,26 @@ def _collapsed_matmul(b, vals, types, out_t, zero) -> str:
     init = b.fill(o2t, [rows, n], zero)
     mm = b.assign(f"linalg.matmul ins({a2}, {c} : {a2t.mlir()}, {ct.mlir()}) outs({init} : {o2t.mlir()}) -> {o2t.mlir()}", "mm")
     return _mm_reshape(b, mm, o2t, out_t, lead + [n])
+
+
+def _vector_matmul(b, vals, types, out_t, zero) -> str:
+    """v @ W and W @ v as one 2-D linalg.matmul (a BLAS gemm) of the vector read as a matrix of
+    one row ([1, k] @ [k, n]) or one column ([m, k] @ [k, 1]), the product read back as a vector."""
+    (a, c), (at, ct) = vals, types
+    one = b.const(1, "index")
+    if at.rank == 1:
+        a2t, m, n = TensorType(at.dtype, (1, at.shape[0])), one, b.dim(c, ct, 1)
+        a = _mm_reshape(b, a, at, a2t, [one, b.dim(a, at, 0)])
+        at = a2t
+        o2t = TensorType(out_t.dtype, (1, out_t.shape[0]))
+    else:
+        c2t, m, n = TensorType(ct.dtype, (ct.shape[0], 1)), b.dim(a, at, 0), one
+        c = _mm_reshape(b, c, ct, c2t, [b.dim(c, ct, 0), one])
+        ct = c2t
+        o2t = TensorType(out_t.dtype, (out_t.shape[0], 1))
+    init = b.fill(o2t, [m, n], zero)
+    mm = b.assign(f"linalg.matmul ins({a}, {c} : {at.mlir()}, {ct.mlir()}) outs({init} : {o2t.mlir()}) -> {o2t.mlir()}", "mm")
+    return _mm_reshape(b, mm, o2t, out_t, [n if at.shape[0] == 1 else m])
 
 
 def _batched_matmul(b, a, at, c, ct, out_t, batch_sizes, mn, zero) -> str:
