@@ -256,6 +256,7 @@ def test_for_over_a_list_reducing_whole_items(m):
 
 
 # ------------------------------------------------ gradients through items
+@pytest.mark.slow  # (compiles gradients of batched programs: several seconds; the slow tier)
 def test_gradients_flow_through_items(m, m_one_by_one):
     # d/dv sum_i sum tanh(x_i @ v)
     want = sum(((1 - np.tanh(x @ V3) ** 2)[:, None] * x).sum(0) for x in XS3)
@@ -586,6 +587,7 @@ def test_a_list_maps_over_its_items_only(v):
         dg.vmap(v.ends, in_axes=1)(FULL)
 
 
+@pytest.mark.slow  # (compiles gradients of batched programs: several seconds; the slow tier)
 def test_grad_of_a_sum_of_vmap_over_a_list(v):
     g = dg.grad(v.batch_loss)(W, XS)
     want = sum(dg.grad(v.bi_loss)(W, x) for x in XS)
@@ -610,6 +612,7 @@ def test_vmap_of_products_with_shared_operands(v):
     _check_batch(dg.vmap(v.mat_vec, in_axes=(0, None))(FULL, u), lambda x: v.mat_vec(x, u), (), FULL)
 
 
+@pytest.mark.slow  # (compiles gradients of batched programs: several seconds; the slow tier)
 def test_per_example_gradients_over_a_list(v):
     want = np.stack([dg.grad(v.bi_loss)(W, x) for x in XS])
     np.testing.assert_allclose(v.per_example_grads(W, XS), want, rtol=1e-4, atol=1e-5)

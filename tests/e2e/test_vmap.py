@@ -231,6 +231,7 @@ def test_minibatch_gradient_is_the_sum_of_the_examples(m):
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # (compiles gradients of batched programs: several seconds; the slow tier)
 def test_per_example_gradients(m):
     want = np.stack([dg.grad(m.loss)(W, XS[b], NS[b]) for b in range(B)])
     np.testing.assert_allclose(m.per_example_grads(W, XS, NS), want, rtol=1e-4, atol=1e-5)
