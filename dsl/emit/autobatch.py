@@ -3,8 +3,8 @@ only through sums runs batched, as `vmap` would.
 
 The loop qualifies when every variable it carries (assigns, and had before it) is a sum it adds to
 once per iteration, at the body's top level (`total += loss(p, x)` or `total = total + ...`), read
-nowhere else in the body; when the body has no `break`, `continue`, `return`, `print` or
-`breakpoint` (their order would change); and when no variable the body assigns is read after the
+nowhere else in the body; when the body has no `break`, `continue` or `return`, and neither it nor
+a function of the source it calls prints or stops at a `breakpoint` (their order would change); and when no variable the body assigns is read after the
 loop (nor the loop variable). The body becomes a function of the item and of the values it reads
 (`FN__autobatch_LINE_COL`, a hidden function of the source), and the loop
 
@@ -62,6 +62,23 @@ def _read(x, skip=()) -> set:
     return {n.id for n in _nodes(x) if isinstance(n, A.Name) and id(n) not in targets and id(n) not in skip}
 
 
+def _has_effects(em, body) -> bool:
+    """Whether the statements, or the functions of the source they call (however deep), print or
+    stop at a breakpoint: their order and values would change in a batch."""
+    seen, todo = set(), [body]
+    while todo:
+        for n in _nodes(todo.pop()):
+            if isinstance(n, A.Call) and isinstance(n.func, A.Name):
+                name = n.func.id
+                if name in EFFECTS:
+                    return True
+                fd = em.source.funcs.get(name) if hasattr(em.source, "funcs") else None
+                if fd is not None and name not in seen:
+                    seen.add(name)
+                    todo.append(fd.body)
+    return False
+
+
 def _increment(st, carried: set):
     """(name, the expression added) when st is `c += e` or `c = c + e` for a carried c."""
     if isinstance(st, A.AugAssign) and st.op == "+" and isinstance(st.target, A.Name) and st.target.id in carried:
@@ -81,7 +98,7 @@ def autobatched(em, s: A.For, list_name: str):
     body = s.body
     if any(isinstance(n, (A.Return, A.Break, A.Continue)) for n in _nodes(body)):
         return None
-    if any(isinstance(n, A.Call) and isinstance(n.func, A.Name) and n.func.id in EFFECTS for n in _nodes(body)):
+    if _has_effects(em, body):
         return None
     before = {k for k in em.env if not k.startswith("$")}
     assigned = _stored(body)

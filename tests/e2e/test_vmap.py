@@ -285,3 +285,47 @@ def test_the_batch_stage_shows_the_batched_function(m):
     # the for over a per-example range: up to the largest bound, each step masked
     assert '"dg.max"' in text and "scf.for" in text
     assert "dg.kind" not in text
+
+
+AUTO = """
+def quiet(x: f32[?]) -> f32:
+    return sum(x * x)
+
+def loud(x: f32[?]) -> f32:
+    print("item", sum(x))
+    return sum(x * x)
+
+def total_quiet(xs: list[f32[?]]) -> f32:
+    s = 0.0
+    for x in xs:
+        s += quiet(x)
+    return s
+
+def total_loud(xs: list[f32[?]]) -> f32:
+    s = 0.0
+    for x in xs:
+        s += loud(x)
+    return s
+
+def total_read_after(xs: list[f32[?]]) -> f32:
+    s = 0.0
+    for x in xs:
+        y = quiet(x)
+        s += y
+    return s + y
+"""
+
+
+def test_automatic_batching_takes_only_loops_it_keeps_the_meaning_of(mode):
+    """A loop that only adds up runs as a vmap of its body; one whose callee prints (the prints'
+    order and values would change), or whose body's variable is read after it (the last item's
+    value), stays a loop; the values are the same either way."""
+    m = load_src(AUTO, mode)
+    xs = [np.arange(n, dtype=np.float32) for n in (2, 3, 1)]
+    want = sum(float((x * x).sum()) for x in xs)
+    for name in ("total_quiet", "total_loud", "total_read_after"):
+        fn = getattr(m, name)
+        got = fn(xs)
+        np.testing.assert_allclose(got, want + (float((xs[-1] ** 2).sum()) if name == "total_read_after" else 0),
+                                   rtol=1e-6)
+        assert ("__vmap" in fn.ir("batch", args=(xs,))) == (name == "total_quiet"), name
