@@ -23,7 +23,6 @@ import contextlib
 import ctypes
 import json
 import os
-import queue
 import subprocess
 import sys
 import tempfile
@@ -58,9 +57,11 @@ def enabled() -> bool:
 
 class Optimizing:
     """One program's LLVM IR to optimize in a worker process; `done` once the worker has finished
-    (or the job was given up). Jobs run one at a time, in order, on one thread of this process:
-    a worker holds a program's LLVM module (hundreds of MB for a large one). A job whose program
-    is gone before its turn is skipped (the queue holds it weakly)."""
+    (or the job was given up). Jobs run one at a time on one thread of this process (a worker
+    holds a program's LLVM module: hundreds of MB for a large one), the newest first: the program
+    compiled last is the one being called now, and one compiled long ago and still waiting is
+    likely called no more. A job whose program is gone before its turn is skipped (the queue
+    holds it weakly)."""
 
     def __init__(self, unit: "LlvmUnit", key: str, meanwhile=contextlib.nullcontext, drop: str | None = None):
         self.level, self.blob = unit.level, None
@@ -114,13 +115,16 @@ def wait_all() -> None:
 
 
 _PENDING: weakref.WeakSet = weakref.WeakSet()  # the jobs not done yet
-_JOBS: queue.SimpleQueue = queue.SimpleQueue()  # weak references to Optimizing jobs, in order
+_JOBS: list = []  # weak references to Optimizing jobs, oldest first (served from the end)
+_READY = threading.Condition()
 _SERVER: list = []  # the thread that runs them, once started
 _START = threading.Lock()
 
 
 def _submit(job: Optimizing) -> None:
-    _JOBS.put(weakref.ref(job))
+    with _READY:
+        _JOBS.append(weakref.ref(job))
+        _READY.notify()
     with _START:
         if not _SERVER:
             _SERVER.append(threading.Thread(target=_serve, daemon=True, name="dg-optimizer"))
@@ -129,7 +133,10 @@ def _submit(job: Optimizing) -> None:
 
 def _serve() -> None:
     while True:
-        job = _JOBS.get()()
+        with _READY:
+            while not _JOBS:
+                _READY.wait()
+            job = _JOBS.pop()()  # (the newest)
         if job is not None:
             job._run()
             del job
