@@ -118,6 +118,7 @@ _PENDING: weakref.WeakSet = weakref.WeakSet()  # the jobs not done yet
 _JOBS: list = []  # weak references to Optimizing jobs, oldest first (served from the end)
 _READY = threading.Condition()
 _SERVER: list = []  # the thread that runs them, once started
+_RUNNING: list = []  # the job running now, if any
 _START = threading.Lock()
 
 
@@ -138,7 +139,9 @@ def _serve() -> None:
                 _READY.wait()
             job = _JOBS.pop()()  # (the newest)
         if job is not None:
+            _RUNNING[:] = [job]
             job._run()
+            _RUNNING.clear()
             del job
 
 

@@ -334,6 +334,10 @@ def test_the_blas_runs_on_one_thread_while_a_worker_optimizes(large, monkeypatch
         return popen(*args, **kwargs)
 
     monkeypatch.setattr(optimizer.subprocess, "Popen", watched)
+    # Only this test's worker: the jobs earlier tests left queued wait aside, the one running ends.
+    monkeypatch.setattr(optimizer, "_JOBS", [])
+    for job in list(optimizer._RUNNING):
+        job.wait(300)
     put(2)
     try:
         x, w = _args()
