@@ -132,7 +132,7 @@ class FunctionBatcher:
             return self.check(op, ins, g)
         if op.dg is not None and (RAGGED in flags or op.dg == "full" and op.results[0] in self.rows):
             outs = rg.rule(self, g, op, ins, lambda bad, msg: self.fail(g, bad, msg)) if RAGGED in flags else \
-                rg.made(self, g, op, ins)
+                rg.made(g, op, ins)
             env.update(zip(op.results, outs))
             return None
         if not any(flags) and not op.regions:
@@ -205,7 +205,7 @@ class FunctionBatcher:
             env[r] = (v, True)
 
     # ------------------------------------------------------------ control flow
-    def region(self, block, env: dict, outs: list, header: list | None = None, mask=None, after=None):
+    def region(self, block, env: dict, header: list | None = None, mask=None, after=None):
         """A region writer: `header` (block arguments' values, written as its header) or none (an
         if's), its ops under `mask` (the enclosing one when None; a function of the writer: the mask
         it writes after the header), then `after(w, values)` giving the terminator's operands from
@@ -234,8 +234,8 @@ class FunctionBatcher:
 
             def yields(w, vals):
                 return [self.as_flagged(w, v, t, f) for v, t, f in zip(vals, types, flags)]
-            outs = g.op("scf.if", [c], rtypes, regions=[self.region(then_b, env, [], after=yields),
-                                                        self.region(else_b, env, [], after=yields)])
+            outs = g.op("scf.if", [c], rtypes, regions=[self.region(then_b, env, after=yields),
+                                                        self.region(else_b, env, after=yields)])
             for r, v, f in zip(op.results, outs, flags):
                 env[r] = (v, f)
             return
@@ -274,10 +274,10 @@ class FunctionBatcher:
             return
         took_then = g.any(m_then)
         t_vals = g.op("scf.if", [took_then], btypes,
-                      regions=[self.region(then_b, env, [], mask=m_then, after=yields), placeholders(undefs)])
+                      regions=[self.region(then_b, env, mask=m_then, after=yields), placeholders(undefs)])
         took_else = g.any(m_else)
         e_vals = g.op("scf.if", [took_else], btypes,
-                      regions=[self.region(else_b, env, [], mask=m_else, after=yields), placeholders(lambda w: t_vals)])
+                      regions=[self.region(else_b, env, mask=m_else, after=yields), placeholders(lambda w: t_vals)])
         if not types:
             return
 
@@ -301,8 +301,8 @@ class FunctionBatcher:
             def forward(w, vals):
                 return [vals[0][0]] + fwd.outs(w, vals[1:])
             outs = g.op("scf.while", carried.inits(g), [a.type for a in aargs],
-                        regions=[self.region(before, env, [], header=bargs, after=forward),
-                                 self.region(after, env, [], header=aargs, after=carried.outs)])
+                        regions=[self.region(before, env, header=bargs, after=forward),
+                                 self.region(after, env, header=aargs, after=carried.outs)])
             fwd.bind(env, op.results, outs)
             return
         # Each example runs its own number of times: while any is active.
@@ -320,8 +320,8 @@ class FunctionBatcher:
         def carry(w, vals):
             return [act2] + carried.merged(w, act2, carried.outs(w, vals), olds)
         outs = g.op("scf.while", [g.mask] + carried.inits(g), ["tensor<?xi1>"] + [v.type for v in bargs + aargs],
-                    regions=[self.region(before, env, [], header=[act] + bargs, mask=act, after=forward),
-                             self.region(after, env, [], header=[act2] + olds + aargs, mask=act2, after=carry)])
+                    regions=[self.region(before, env, header=[act] + bargs, mask=act, after=forward),
+                             self.region(after, env, header=[act2] + olds + aargs, mask=act2, after=carry)])
         fwd.bind(env, op.results, outs[1 + n:])
 
     def for_loop(self, op, ins, env, g) -> None:
@@ -335,7 +335,7 @@ class FunctionBatcher:
             env[body.args[0]] = (iv, False)
             carried.bind(env, body.args[1:], args)
             outs = g.op("scf.for", [lb, ub, step] + carried.inits(g), [a.type for a in args],
-                        regions=[self.region(body, env, [], header=[iv] + args, after=carried.outs)])
+                        regions=[self.region(body, env, header=[iv] + args, after=carried.outs)])
             carried.bind(env, op.results, outs)
             return
         if lbb or stb:
@@ -361,7 +361,7 @@ class FunctionBatcher:
         def carry(w, vals):
             return carried.merged(w, act, carried.outs(w, vals), olds)
         outs = g.op("scf.for", [lb, g.dg_op("to_index", [top]), step] + carried.inits(g), [v.type for v in olds],
-                    regions=[self.region(body, env, [], header=[iv] + olds, mask=header, after=carry)])
+                    regions=[self.region(body, env, header=[iv] + olds, mask=header, after=carry)])
         carried.bind(env, op.results, outs)
 
 

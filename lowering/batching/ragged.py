@@ -179,9 +179,6 @@ def _ragged_rule(g: BatchBuilder, op, ins: list, fail) -> list:
             v = g.add(g.dg_op("zeros_like", [shape_like]), v) if v.tt.shape != shape_like.tt.shape else v
             return [(x.like(g.dg_op("put_rows", [x.data, v, rows]), kept=x.kept), RAGGED)]
         _unsupported(op, "a write that is not one row of each example")
-    if name == "full":
-        if op.py["shape"][0] != DYN or kinds[1] is not True or any(kinds[2:]) or kinds[0]:
-            _unsupported(op, "sizes other than the first per example")
     if name == "matmul":
         if kinds == [RAGGED, False] and op.operands[0].tt.rank >= 2:
             return [(first.like(g.dg_op("matmul", [first.data, vals[1]])), RAGGED)]
@@ -209,7 +206,7 @@ def _ragged_rule(g: BatchBuilder, op, ins: list, fail) -> list:
     return []
 
 
-def made(fb, g: BatchBuilder, op, ins: list) -> list:
+def made(g: BatchBuilder, op, ins: list) -> list:
     """`full` with a first size per example (`zeros((n, H))`): a ragged value, its rows laid end
     to end, and one scratch row."""
     (v, _), (n, _) = ins[0], ins[1]

@@ -121,7 +121,7 @@ def _run(name, batched, compiled=False):
     return got, want
 
 
-def _compare(name, got, want):
+def assert_same_as_loop(name, got, want):
     got = got if isinstance(got, (tuple, list)) else (got,)
     want = [w if isinstance(w, (tuple, list)) else (w,) for w in want]
     for j, g in enumerate(got):
@@ -135,7 +135,7 @@ def _compare(name, got, want):
 @pytest.mark.parametrize("name,batched", _cases())
 def test_batching_rule_matches_a_loop_over_examples(name, batched):
     got, want = _run(name, batched)
-    _compare(name, got, want)
+    assert_same_as_loop(name, got, want)
 
 
 @pytest.mark.parametrize("name", ["add", "tanh", "matmul", "softmax", "sum", "getitem", "take", "reshape",
@@ -143,7 +143,7 @@ def test_batching_rule_matches_a_loop_over_examples(name, batched):
 def test_batching_rule_compiled_matches_a_loop(name):
     arrays, _ = OPS[name].sample(np.random.default_rng(0))
     got, want = _run(name, (True,) * len(arrays), compiled=True)
-    _compare(name, got, want)
+    assert_same_as_loop(name, got, want)
 
 
 def test_every_op_has_its_batching_tested():

@@ -147,7 +147,7 @@ def _loop(f, args, axes):
     return [f(*[a[b] if ax == 0 else a for a, ax in zip(args, axes)]) for b in range(len(args[axes.index(0)]))]
 
 
-def _same_as_loop(f, args, axes, rtol=1e-5):
+def assert_same_as_loop(f, args, axes, rtol=1e-5):
     got = dg.vmap(f, in_axes=axes)(*args)
     want = _loop(f, args, axes)
     if isinstance(got, tuple):
@@ -159,36 +159,36 @@ def _same_as_loop(f, args, axes, rtol=1e-5):
 
 
 def test_if_on_a_condition_per_example(m):
-    got = _same_as_loop(m.branchy, [XS, np.float32(0.3)], (0, None))
+    got = assert_same_as_loop(m.branchy, [XS, np.float32(0.3)], (0, None))
     s = XS.sum(axis=1)
     np.testing.assert_allclose(got, np.where(s > 0.3, 2 * s, -s), rtol=1e-5)
 
 
 def test_if_whose_side_holds_a_loop(m):
-    _same_as_loop(m.heavy_branch, [XS, NS], (0, 0))
+    assert_same_as_loop(m.heavy_branch, [XS, NS], (0, 0))
 
 
 def test_while_with_a_trip_count_per_example(m):
-    got = _same_as_loop(m.looper, [XS, NS], (0, 0))
+    got = assert_same_as_loop(m.looper, [XS, NS], (0, 0))
     np.testing.assert_allclose(got, XS.sum(axis=1) * NS * (NS - 1) / 2, rtol=1e-5)
 
 
 def test_for_over_a_range_per_example(m):
-    got = _same_as_loop(m.ranged, [XS, NS], (0, 0))
+    got = assert_same_as_loop(m.ranged, [XS, NS], (0, 0))
     np.testing.assert_allclose(got, [np.sum(XS[b, :n] ** 2) for b, n in enumerate(NS)], rtol=1e-5)
 
 
 def test_break_continue_and_early_return(m):
-    _same_as_loop(m.breaker, [XS, np.float32(2.0)], (0, None))
-    got = _same_as_loop(m.skipper, [XS], (0,))
+    assert_same_as_loop(m.breaker, [XS, np.float32(2.0)], (0, None))
+    got = assert_same_as_loop(m.skipper, [XS], (0,))
     np.testing.assert_allclose(got, np.where(XS > 0, XS, 0).sum(axis=1), rtol=1e-5)
-    _same_as_loop(m.early, [XS], (0,))
+    assert_same_as_loop(m.early, [XS], (0,))
 
 
 def test_recursion_as_deep_as_each_example(m):
-    got = _same_as_loop(m.fact, [NS], (0,))
+    got = assert_same_as_loop(m.fact, [NS], (0,))
     np.testing.assert_allclose(got, [float(np.prod(np.arange(1, n + 1))) for n in NS])
-    _same_as_loop(m.rec, [XS[:, 0], NS], (0, 0))
+    assert_same_as_loop(m.rec, [XS[:, 0], NS], (0, 0))
 
 
 def test_trees_of_different_shapes(m):
@@ -198,11 +198,11 @@ def test_trees_of_different_shapes(m):
     right = np.array([[2, -1, -1, -1, -1], [4, 3, -1, -1, -1], [-1, -1, -1, -1, -1], [2, 4, -1, -1, -1]])
     v = RNG.standard_normal((4, 5)).astype(np.float32)
     roots = np.zeros(4, dtype=np.int64)
-    _same_as_loop(m.tree_sum, [v, left, right, roots], (0, 0, 0, 0))
+    assert_same_as_loop(m.tree_sum, [v, left, right, roots], (0, 0, 0, 0))
 
 
 def test_adaptive_computation(m):
-    _same_as_loop(m.adaptive, [XS, W], (0, None))
+    assert_same_as_loop(m.adaptive, [XS, W], (0, None))
 
 
 def test_structures_in_and_out(m):
