@@ -22,6 +22,7 @@ __all__ = [
     "load", "loads", "function", "DgError", "DgSyntaxError", "DgTypeError", "DgRuntimeError",
     "f16", "bf16", "f32", "f64", "i32", "i64", "bool_",
     "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "vmap", "saved_residuals", "dist", "save", "load_params",
+    "export",
 ]
 __version__ = "0.1.0"
 
@@ -127,6 +128,21 @@ def jvp(fn, primals, tangents):
 
 f16, bf16, f32, f64, i32, i64 = (TYPES[n] for n in ("f16", "bf16", "f32", "f64", "i32", "i64"))
 bool_ = TYPES["bool"]
+
+
+@user_facing
+def export(fns, path, example_args=None, name: str | None = None, blas: str = "auto"):
+    """Build a native library of compiled dg functions that runs with no Python: writes
+    `lib<name>.so`, `lib<name>.a` and `<name>.h` into folder `path` and returns their paths
+    (`.shared`, `.static`, `.header`). `fns`: a dg function (or `dg.grad` and the like of one),
+    a list, or a dict C name -> function; `example_args`: the arguments that choose each one's
+    specialization, as a first call would (a tuple for one function, else a list or a dict by
+    name; None: the annotations); `name`: the library's (default: the source file's stem);
+    `blas`: "auto" links the BLAS dg calls here, "none" runs products as dg's own loops.
+    docs/export.md describes the C interface."""
+    from .runtime.export import export as build
+
+    return build(fns, path, example_args, name=name, blas_choice=blas)
 
 
 def load_ipython_extension(ipython):

@@ -1,4 +1,4 @@
-"""The `dg` command line: run, check, ir, opt, graph (LANGUAGE.md §5), and `dg --config`."""
+"""The `dg` command line: run, check, ir, opt, graph, export (LANGUAGE.md §5), and `dg --config`."""
 from __future__ import annotations
 
 import argparse
@@ -128,6 +128,24 @@ def cmd_config() -> int:
     return 1 if bad else 0
 
 
+def cmd_export(a) -> int:
+    import dg
+
+    m = dg.load(a.file, mode="compiled", device="cpu")
+    names = [n.strip() for n in a.entry.split(",") if n.strip()]
+    for n in names:
+        if n not in m.functions:
+            raise DgError(f"--entry {n}: {a.file} has no function '{n}'")
+    signatures = [t.strip() for t in a.args.split(";")] if a.args else [None] * len(names)
+    if len(signatures) != len(names):
+        raise DgError(f"--args: {len(signatures)} signatures (separated by ';') for {len(names)} entries")
+    examples = [None if t is None else tuple(_parse_signature(t)) for t in signatures]
+    out = dg.export({n: getattr(m, n) for n in names}, a.output, examples, name=a.name, blas=a.blas)
+    for path in (out.shared, out.static, out.header):
+        print(path)
+    return 0
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version("dg")
@@ -180,6 +198,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grad", action="store_true", help="draw the gradient (with respect to every float parameter)")
     g.add_argument("--args", default=None, help='argument types, e.g. "f32[4, 3], i64"')
     g.set_defaults(fn_cmd=cmd_graph)
+
+    e = sub.add_parser("export", help="build a native library and a C header of functions (no Python at run time)")
+    e.add_argument("file")
+    e.add_argument("--entry", required=True, help="the functions to export: NAME[,NAME...]")
+    e.add_argument("--args", default=None,
+                   help='argument types, e.g. "f32[4, 3], i64" (one signature per entry, separated by ";"); '
+                        "without it, the functions' annotations")
+    e.add_argument("-o", "--output", required=True, help="the folder to write lib<name>.so, lib<name>.a and <name>.h into")
+    e.add_argument("--name", default=None, help="the library's name and its functions' prefix (default: the file's stem)")
+    e.add_argument("--blas", choices=["auto", "none"], default="auto",
+                   help="auto: link the BLAS dg calls here; none: products as dg's own loops")
+    e.set_defaults(fn_cmd=cmd_export)
     return p
 
 

@@ -34,11 +34,13 @@ disk cache key.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import site
 import sysconfig
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +56,7 @@ class Blas:
     path: str
     int_type: str  # "i64" (ILP64) or "i32"
     addresses: tuple  # ((runtime symbol, address), ...)
+    names: tuple = ()  # ((runtime symbol, the library's name of it), ...)
 
     @property
     def identity(self) -> str:
@@ -124,12 +127,12 @@ def _locate(wanted: tuple) -> Blas | None:
             except OSError:
                 continue
             for pattern, ity in symbols:
+                names = tuple((f"dg_blas_{t}gemm", pattern.format(t=t)) for t in "sd")
                 try:
-                    addrs = tuple((f"dg_blas_{t}gemm", ctypes.cast(getattr(lib, pattern.format(t=t)), ctypes.c_void_p).value)
-                                  for t in "sd")
+                    addrs = tuple((ours, ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value) for ours, theirs in names)
                 except AttributeError:
                     continue
-                return Blas(path, ity, addrs)
+                return Blas(path, ity, addrs, names)
     return None
 
 
@@ -138,6 +141,26 @@ def locate() -> Blas | None:
     """The BLAS compiled code calls, chosen once per process (the runtime registers its symbols
     once: a BLAS chosen later, with 32-bit sizes where the first took 64, would be called wrongly)."""
     return _locate(_wanted())
+
+
+_LOOPS = threading.local()
+
+
+@contextlib.contextmanager
+def products_as_loops():
+    """Inside, on this thread, the lowering routes no product to the BLAS (an exported library
+    built with `--blas none`: runtime.export)."""
+    was = getattr(_LOOPS, "on", False)
+    _LOOPS.on = True
+    try:
+        yield
+    finally:
+        _LOOPS.on = was
+
+
+def routed() -> Blas | None:
+    """The BLAS the lowering routes products to: `locate()`'s, or None inside `products_as_loops`."""
+    return None if getattr(_LOOPS, "on", False) else locate()
 
 
 # The functions that get and set the number of threads of a BLAS, by family's symbols.
@@ -307,7 +330,7 @@ def _scaled_loops(elt: str) -> list[str]:
 
 def route_matmuls(module) -> int:
     """Replace the f32/f64 `linalg.matmul`s of a bufferized module by calls to the BLAS helper; how many."""
-    lib = locate()
+    lib = routed()
     if lib is None:
         return 0
     texts = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dg.core.mlir import append_parsed, create, defining_op, ir, one_use, operations_under, user
 
-from .blas import _ELTS, helper_name, helper_text, locate, ops_between
+from .blas import _ELTS, helper_name, helper_text, ops_between, routed
 
 _IDENTITY = "affine_map<(d0, d1) -> (d0, d1)>"
 _SCALAR = "affine_map<(d0, d1) -> ()>"
@@ -26,7 +26,7 @@ _SCALAR = "affine_map<(d0, d1) -> ()>"
 
 def fuse_gemm_updates(module) -> int:
     """Rewrite the matching gemm + update pairs of a bufferized module; how many."""
-    lib = locate()
+    lib = routed()
     if lib is None:
         return 0
     overwriting = {helper_name(elt, True): elt for elt in _ELTS}

@@ -7,7 +7,8 @@ Guarantees: `native_ir(name, constants)` is that file's text with every placehol
 and a KeyError for a placeholder that `constants` does not give or a constant that the file
 does not use; `compile_native(name, constants, symbols)` is an llvmlite MCJIT engine of it,
 verified and finalized, with `symbols` (name -> address) added to LLVM's process-wide table
-first. The helpers: `quick_call` (runtime.fastcall), `interrupt` (runtime.interrupt),
+first; `native_object(name, constants)` its object code for this CPU (an exported library
+links it: runtime.export). The helpers: `quick_call` (runtime.fastcall), `interrupt` (runtime.interrupt),
 `thread_pool` (runtime.threads).
 """
 from __future__ import annotations
@@ -46,3 +47,15 @@ def compile_native(name: str, constants: dict, symbols: dict | None = None, opt:
     engine = llvm.create_mcjit_compiler(module, target)
     engine.finalize_object()
     return engine
+
+
+def native_object(name: str, constants: dict) -> bytes:
+    """Position-independent object code for this CPU of helper `name` (at LLVM level 2)."""
+    import llvmlite.binding as llvm  # (not at import: `import dg` does not load LLVM)
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = llvm.parse_assembly(native_ir(name, constants))
+    module.verify()
+    machine = llvm.Target.from_default_triple().create_target_machine(opt=2, reloc="pic", codemodel="small")
+    return machine.emit_object(module)

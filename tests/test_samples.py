@@ -1,4 +1,7 @@
 """The samples run, and agree with NumPy re-implementations."""
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -213,3 +216,18 @@ def test_dynamic_models_train_the_same_per_example_and_batched(capsys):
     for name in ("tag", "tree"):
         assert out[name]["same"] and out[name]["held_out"][1] < out[name]["held_out"][0], out[name]
     assert "sentences/s" in capsys.readouterr().out
+
+
+def test_exported_digits_model_trains_and_classifies_from_c(tmp_path):
+    """samples/export: the digits model exported, trained and run by a C program with no Python."""
+    pytest.importorskip("sklearn", reason="the digits sample needs scikit-learn (in the dev extras)")
+    if shutil.which("cc") is None or shutil.which("objcopy") is None:
+        pytest.skip("no C compiler and binutils here: the exported library cannot be built")
+    done = subprocess.run([sys.executable, str(SAMPLES / "export" / "build.py"), "--out", str(tmp_path), "--steps", "400"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    accuracy = float(done.stdout.split("test accuracy ")[1].split()[0])
+    assert accuracy > 0.9, done.stdout
+    assert "a bad label is caught:" in done.stdout and "label 12 is outside [0, 10)" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".so", ".a", ".h")) == [
+        "digits.h", "libdigits.a", "libdigits.so"]
