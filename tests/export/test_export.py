@@ -393,3 +393,36 @@ def test_prints_are_refused_and_the_command_line_exports(tmp_path):
                            "-o", str(tmp_path / "cli")], capture_output=True, text=True)
     assert done.returncode != 0 and "has no function 'h'" in done.stderr
 
+
+
+HVP = """
+def settle(x: f64[N], w: f64[N, N]) -> f64:
+    k = 0
+    while sum(x * x) > 1.0 and k < 50:
+        x = tanh(x @ w) * 0.9
+        k = k + 1
+    return sum(x * x * x)
+
+def hvp(x: f64[N], w: f64[N, N], v: f64[N]):
+    return jvp(grad(settle), (x, w), (v, zeros_like(w)))
+"""
+
+
+def test_forward_over_reverse_through_a_while_loop_from_the_command_line(tmp_path):
+    """A Hessian-vector product (jvp of grad) through a data-dependent loop, exported by `dg export`
+    with --args; results bit for bit."""
+    _load(tmp_path, "hvp", HVP)
+    done = subprocess.run([sys.executable, "-m", "dg", "export", str(tmp_path / "hvp.dg"), "--entry", "hvp",
+                           "--args", "f64[5], f64[5, 5], f64[5]", "-o", str(tmp_path / "lib")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    m = dg.load(tmp_path / "hvp.dg")
+    rng = np.random.default_rng(5)
+    args = [rng.normal(size=5) * 2, rng.normal(0, 0.6, (5, 5)), rng.normal(size=5)]
+    # (the library from the command line, described as dg.export describes it)
+    ex = dg.export(m.hvp, tmp_path / "same", tuple(args))
+    for k, lib in enumerate((tmp_path / "lib", tmp_path / "same")):
+        ex.shared, ex.static, ex.header = lib / "libhvp.so", lib / "libhvp.a", lib / "hvp.h"
+        rc, msg, got = run_c(ex, "hvp", args, tmp_path / f"run{k}")
+        assert rc == 0, msg
+        _same_bits(got, _leaves(_settled(m.hvp, *args)))
