@@ -50,6 +50,10 @@ GRAIN = 1 << 21
 # The collectives compiled code calls (runtime.collectives defines them, on the MPI library
 # mpi4py loaded, or for a world of one): rank and size () -> i64; allreduce (source address, or 0
 # to reduce in place, address, count, type code, op code) and broadcast (address, count, type
-# code, root), into a buffer.
+# code, root), into a buffer; allgather (address, count, type code): every rank's block of
+# count / size elements, its own already in place, into the buffer; reduce_scatter (address,
+# count, type code, op code): the reduction of the buffer's block k over the ranks into rank k's
+# first block.
 MPI_RANK, MPI_SIZE = "dg.mpi_rank", "dg.mpi_size"
 MPI_ALLREDUCE, MPI_BCAST = "dg.mpi_allreduce", "dg.mpi_bcast"
+MPI_ALLGATHER, MPI_REDUCE_SCATTER = "dg.mpi_allgather", "dg.mpi_reduce_scatter"

@@ -4,8 +4,9 @@ Expects: mpi4py with an MPI library (the `dist` extra: mpi4py and MPICH) where p
 started by `mpiexec`; nothing otherwise. Guarantees: `world()` is the process's `World`, made
 once: under `mpiexec` (the launcher's environment names this process's rank) with mpi4py
 importable, MPI's COMM_WORLD; else a world of one, where collectives are identities, and MPI
-is not even loaded. `World.allreduce` and `World.broadcast` work on NumPy arrays (each one
-collective call); `World.native` tells compiled code how to call the same MPI library
+is not even loaded. `World.allreduce`, `World.broadcast`, `World.allgather` and
+`World.reduce_scatter` work on NumPy arrays (each one collective call; the last two along axis
+0, whose size reduce_scatter needs to be a multiple of the world's: a ValueError says so); `World.native` tells compiled code how to call the same MPI library
 (`runtime.collectives`). Under MPI, an uncaught exception on one rank prints its error and
 aborts every rank (MPI_Abort), so that a failure never leaves the others waiting.
 """
@@ -41,6 +42,22 @@ class World:
     def broadcast(self, x: np.ndarray, root: int) -> np.ndarray:
         return np.array(x, copy=True)
 
+    def allgather(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x, copy=True)
+
+    def reduce_scatter(self, x: np.ndarray, op: str) -> np.ndarray:
+        return np.array(x, copy=True)
+
+
+def scatter_blocks(x: np.ndarray, size: int) -> int:
+    """The rows of each rank's block when reduce_scatter splits x's axis 0 over `size` ranks."""
+    if x.ndim == 0 or x.shape[0] % size:
+        raise ValueError(NOT_DIVISIBLE.format(x.shape[0] if x.ndim else 1, size))
+    return x.shape[0] // size
+
+
+NOT_DIVISIBLE = "reduce_scatter: axis size {0} is not a multiple of the world's {1} processes"
+
 
 class MpiWorld(World):
     """MPI's COMM_WORLD, through mpi4py."""
@@ -73,6 +90,22 @@ class MpiWorld(World):
         out = np.array(x, copy=True, order="C")
         self.comm.Bcast(out, root=root)
         return out
+
+    def allgather(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            return self.allgather(x.astype(np.float32)).astype(x.dtype)
+        x = np.ascontiguousarray(x)
+        out = np.empty((self.size * x.shape[0],) + x.shape[1:], x.dtype)
+        self.comm.Allgather(x, out)
+        return out
+
+    def reduce_scatter(self, x: np.ndarray, op: str) -> np.ndarray:
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            return self.reduce_scatter(x.astype(np.float32), op).astype(x.dtype)
+        x = np.ascontiguousarray(x)
+        out = np.empty((scatter_blocks(x, self.size),) + x.shape[1:], x.dtype)
+        self.comm.Reduce_scatter_block(x, out, op=self._ops[op])
+        return mean_of(out, self.size) if op == "mean" else out
 
 
 def _library() -> str:

@@ -1,26 +1,29 @@
-"""Data-parallel training on MPI, from Python (LANGUAGE.md §7).
+"""Collectives on MPI, from Python (LANGUAGE.md §7).
 
     import dg.dist as dist
     params = dist.broadcast(params, root=0)        # every process starts alike
     grads = dist.allreduce(grads, op="mean")       # arrays, scalars, tuples, lists, dicts
+    rows = dist.allgather(block, axis=0)           # every process's block, in rank order
+    mine = dist.reduce_scatter(grads, axis=0)      # the sum over processes, this one's block
 
 Run with `mpiexec -n 4 python train.py` (the `dist` extra: mpi4py and MPICH). Under plain
 `python`, or without mpi4py, the world has one process and these are identities. Inside dg
-code the built-ins `rank()`, `world_size()`, `allreduce(x, op=)` and `broadcast(x, root=)` do
-the same, in both modes; compiled code calls MPI itself.
+code the built-ins `rank()`, `world_size()`, `allreduce(x, op=)`, `broadcast(x, root=)`,
+`allgather(x, axis=)` and `reduce_scatter(x, axis=, op=)` do the same, in both modes; compiled
+code calls MPI itself.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .core.mpi import OPS, world
+from .core.mpi import NOT_DIVISIBLE, OPS, world
 from .core.tracebacks import error_at_caller
 from .core.types import dtype_of_np
 
 # What collectives carry: MPI's f32, f64, i32, i64, and f16 and bf16 (which travel as f32).
 _CARRIED = ("f32", "f64", "i32", "i64", "f16", "bf16")
 
-__all__ = ["rank", "world_size", "allreduce", "broadcast"]
+__all__ = ["rank", "world_size", "allreduce", "broadcast", "allgather", "reduce_scatter"]
 
 
 def rank() -> int:
@@ -48,6 +51,43 @@ def broadcast(x, root: int = 0):
     if not 0 <= root < w.size:
         raise error_at_caller(f"broadcast: root {root} is not a rank of this world of {w.size}")
     return _over_leaves(x, lambda flat: w.broadcast(flat, root))
+
+
+def allgather(x, axis: int = 0):
+    """Every process's `x` joined along `axis`, in rank order, on every process (arrays, or
+    structures of them: each leaf gathered)."""
+    return _leaf_by_leaf(x, axis, "allgather", lambda a: world().allgather(a))
+
+
+def reduce_scatter(x, axis: int = 0, op: str = "sum"):
+    """The sum, mean or max of `x` over every process, cut along `axis` into as many blocks as
+    processes: this process's block (arrays, or structures of them, leaf by leaf). The axis's
+    size must be a multiple of the world's."""
+    if op not in OPS:
+        raise error_at_caller(f"reduce_scatter: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
+    w = world()
+    for a, _ in _flat(x):
+        if a.ndim and a.shape[axis % a.ndim] % w.size:
+            raise error_at_caller(NOT_DIVISIBLE.format(a.shape[axis % a.ndim], w.size))
+    return _leaf_by_leaf(x, axis, "reduce_scatter", lambda a: w.reduce_scatter(a, op))
+
+
+def _flat(x) -> list:
+    leaves: list = []
+    _leaves(x, leaves)
+    return leaves
+
+
+def _leaf_by_leaf(x, axis: int, name: str, collective):
+    """`collective` (along axis 0) of each leaf of x along `axis`."""
+    leaves: list = []
+    shape = _leaves(x, leaves)
+    done = []
+    for a, _ in leaves:
+        if not a.ndim or not -a.ndim <= axis < a.ndim:
+            raise error_at_caller(f"{name}: axis {axis} is out of range for an array of rank {a.ndim}")
+        done.append(np.moveaxis(collective(np.ascontiguousarray(np.moveaxis(a, axis, 0))), 0, axis))
+    return _rebuild(shape, done)
 
 
 def _leaves(x, out: list):

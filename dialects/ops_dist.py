@@ -1,10 +1,16 @@
-"""Collectives of data-parallel training (LANGUAGE.md §7): rank, world size, allreduce, broadcast.
+"""Collectives (LANGUAGE.md §7): rank, world size, allreduce, broadcast, allgather, reduce_scatter.
 
 The interpreter runs them through mpi4py (`core.mpi`); compiled code calls the MPI library
 itself. A collective lowers to a copy of its operand into a fresh buffer (`linalg.copy`, marked
 with what to do), which the `mpi-collectives` pass turns, after bufferization, into a call that
-reduces or broadcasts that buffer in place (`runtime.collectives` defines the calls). Under a
-world of one every collective gives back its operand.
+reduces, broadcasts or gathers into that buffer in place (`runtime.collectives` defines the
+calls): an allgather's buffer is the world's size times its operand, the operand already at
+this rank's block; a reduce_scatter's buffer is its operand, whose first block is the result.
+Under a world of one every collective gives back its operand.
+
+Gradients are transposes, as for allreduce: the gradient of the sum of every process's
+result. allgather's is the reduce_scatter (sum) of its cotangent, reduce_scatter's the
+allgather of its cotangent (divided by the world's size for "mean"; "max" passes none).
 """
 from __future__ import annotations
 
@@ -12,10 +18,10 @@ import numpy as np
 
 from dg.core.abi import MPI_RANK, MPI_SIZE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES, OPS, world
-from dg.core.types import ShapeError, TensorType, is_float
+from dg.core.mpi import DTYPES, NOT_DIVISIBLE, OPS, world
+from dg.core.types import ShapeError, Sym, TensorType, is_float
 
-from .batch_rules import same_op
+from .batch_rules import per_example, same_op
 from .builder import fail_if
 from .helpers import map_generic
 from .jvp_rules import linear
@@ -188,4 +194,120 @@ register(OpDef(
 
         %y = "dg.broadcast_from"(%x) {root = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>""",
     lower=_lower_broadcast, vjp=_vjp_broadcast, jvp=linear(0), lower_for={"cuda": _cpu_only},
+))
+
+
+# ------------------------------------------------------------------ allgather, reduce_scatter (axis 0)
+def _blocks_rule(types, **attrs):
+    """allgather and reduce_scatter: x's type with a first axis whose size is known at run time."""
+    t = _collective_rule(types, **attrs)
+    if not t.shape:
+        raise ShapeError(f"allgather and reduce_scatter take an array of rank 1 or more, got {t}")
+    return TensorType(t.dtype, (Sym(),) + tuple(t.shape[1:]))
+
+
+def _world_sizes(b, x: str, xt: TensorType) -> tuple:
+    """(the world's size, this rank, x's first axis), as index values."""
+    size = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_SIZE), TensorType("i64", ())), "i64 to index")
+    rank = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_RANK), TensorType("i64", ())), "i64 to index")
+    return size, rank, b.dim(x, xt, 0)
+
+
+def _slice_sizes(b, v: str, t: TensorType, first: str) -> list:
+    """The sizes of a slice of v that keeps every axis but the first (`first`)."""
+    return [first] + [str(d) if isinstance(d, int) else b.dim(v, t, k) for k, d in enumerate(t.shape) if k]
+
+
+def _through_f32(lower):
+    """A lowering of f16 and bf16 values through f32 (MPI has no type for them), exactly."""
+    def lowered(b, op):
+        x, xt = op.operands[0], op.types[0]
+        if xt.dtype not in HALF:
+            return lower(b, x, xt, op)
+        x32, t32 = _as(b, x, xt, "f32")
+        out = lower(b, x32, t32, op)
+        return _as(b, out, TensorType("f32", (Sym(),) + tuple(t32.shape[1:])), xt.dtype)[0]
+    return lowered
+
+
+def _lower_allgather(b, x, xt, op):
+    rt = TensorType(xt.dtype, (Sym(),) + tuple(xt.shape[1:]))
+    size, rank, d0 = _world_sizes(b, x, xt)
+    total = b.binary("arith.muli", d0, size, "index")
+    at = b.binary("arith.muli", d0, rank, "index")
+    sizes = _slice_sizes(b, x, xt, str(xt.shape[0]) if isinstance(xt.shape[0], int) else d0)
+    e = b.empty(rt, [total] + [None if isinstance(d, int) else sizes[k] for k, d in enumerate(xt.shape) if k])
+    zeros, ones = ", ".join(["0"] * (len(sizes) - 1)), ", ".join(["1"] * len(sizes))
+    mine = b.assign(f"tensor.insert_slice {x} into {e}[{', '.join([at] + ([zeros] if zeros else []))}] "
+                    f"[{', '.join(sizes)}] [{ones}] : {xt.mlir()} into {rt.mlir()}", "ag")
+    return _marked_copy(b, mine, rt, f"allgather:0:{DTYPES.index(xt.dtype)}")
+
+
+NOT_DIVISIBLE_MESSAGE = "ValueError: " + NOT_DIVISIBLE
+
+
+def _lower_reduce_scatter(b, x, xt, op):
+    reduce = op.attrs["op"]
+    rt = TensorType(xt.dtype, (Sym(),) + tuple(xt.shape[1:]))
+    size, _, d0 = _world_sizes(b, x, xt)
+    left = b.binary("arith.remsi", d0, size, "index")
+    fail_if(b, b.cmp("ne", left, b.const(0, "index"), "index"), NOT_DIVISIBLE_MESSAGE, ((d0, "index"), (size, "index")))
+    done = _marked_copy(b, x, xt, f"reduce_scatter:{OPS.index(reduce)}:{DTYPES.index(xt.dtype)}")
+    block = b.binary("arith.divsi", d0, size, "index")
+    sizes = _slice_sizes(b, x, xt, block)
+    zeros, ones = ", ".join(["0"] * len(sizes)), ", ".join(["1"] * len(sizes))
+    out = b.assign(f"tensor.extract_slice {done}[{zeros}] [{', '.join(sizes)}] [{ones}] : {xt.mlir()} to {rt.mlir()}",
+                   "rs")
+    return _mean(b, out, rt) if reduce == "mean" else out
+
+
+def _reduce_scatter(x, op="sum"):
+    try:
+        return world().reduce_scatter(np.asarray(x), op)
+    except ValueError as e:  # (the interpreter's message is compiled code's, as for broadcast)
+        raise ValueError(str(e)) from None
+
+
+def _vjp_reduce_scatter(g, op, d):
+    reduce = op.attrs["op"]
+    if reduce == "max":
+        return [None]
+    gathered = g.dg_op("allgather", [d])
+    if reduce == "mean":
+        n = g.dg_op("cast", [g.dg_op("world_size", [])], {"dtype": d.tt.dtype})
+        gathered = g.dg_op("div", [gathered, n])
+    return [gathered]
+
+
+def _jvp_reduce_scatter(g, op, ts):
+    if op.attrs.get("op", "sum") == "max":
+        return None
+    return _linear_in_x(g, op, ts)
+
+
+register(OpDef(
+    name="allgather", impl=lambda x: world().allgather(np.asarray(x)), batch=per_example,
+    infer=_blocks_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    doc="""Every process's x joined along axis 0, in rank order, on every process (`allgather(x,
+    axis=)` in dg code moves its axis to the front and back). Its gradient is the reduce_scatter
+    (sum) of the cotangent.
+
+        %y = "dg.allgather"(%x) : (tensor<2x3xf32>) -> tensor<?x3xf32>""",
+    lower=_through_f32(_lower_allgather), vjp=lambda g, op, d: [g.dg_op("reduce_scatter", [d], {"op": "sum"})],
+    jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
+))
+
+register(OpDef(
+    name="reduce_scatter", impl=_reduce_scatter, attrs={"op": "str"}, batch=per_example,
+    infer=_blocks_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"op": "sum"}),
+    doc="""The sum, mean or max of x over every process, split along axis 0 into as many blocks as
+    processes: process k gets block k (axis 0's size must be a multiple of the world's). Its
+    gradient is the allgather of the cotangent (divided by the world's size for mean; max passes
+    none).
+
+        %y = "dg.reduce_scatter"(%x) {op = "sum"} : (tensor<4x3xf32>) -> tensor<?x3xf32>""",
+    lower=_through_f32(_lower_reduce_scatter), vjp=_vjp_reduce_scatter, jvp=_jvp_reduce_scatter,
+    lower_for={"cuda": _cpu_only},
 ))

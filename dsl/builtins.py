@@ -1163,10 +1163,49 @@ def _as_one_buffer(em, vals, opname, attrs, loc):
     return out
 
 
-def _reduction_name(em, v, loc):
+def _blocks(opname):
+    """allgather(x, axis=0) and reduce_scatter(x, axis=0, op="sum") of an array or a structure of
+    arrays (leaf by leaf): the op along axis 0, with `axis` moved to the front and back."""
+    scatter = opname == "reduce_scatter"
+
+    def h(em, call, name):
+        params = ["x", "axis"] + (["op"] if scatter else [])
+        a = _Args(em, call, name, params, {"axis": 0, **({"op": "sum"} if scatter else {})}, static=tuple(params[1:]))
+        if not a.ok:
+            return POISON
+        given = {p: a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]) for p in params[1:]}
+        axis = static_int(em, given["axis"], a.loc_of("axis"), "axis")
+        attrs = {}
+        if scatter:
+            attrs["op"] = _reduction_name(em, given["op"], a.loc_of("op"), name)
+            if attrs["op"] is None:
+                return POISON
+        if axis is None:
+            return POISON
+        x = a["x"]
+        leaves = flatten(x) if is_tuple(x) else [x]
+        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
+        if any(v.poison for v in vals):
+            return POISON
+        out = []
+        for v in vals:
+            if not -v.rank <= axis < v.rank:
+                em.error(f"{name}: axis {axis} is out of range for an array of rank {v.rank}", a.loc_of("axis"))
+                return POISON
+            ax = axis % v.rank
+            perm = [ax] + [i for i in range(v.rank) if i != ax]
+            front = em.op("transpose", [v], {"perm": perm}, call.loc) if ax else v
+            y = em.op(opname, [front], attrs, call.loc)
+            out.append(em.op("transpose", [y], {"perm": [perm.index(i) for i in range(v.rank)]}, call.loc) if ax else y)
+        return unflatten_like(x, out) if is_tuple(x) else out[0]
+
+    return h
+
+
+def _reduction_name(em, v, loc, name="allreduce"):
     op = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
     if op not in ("sum", "mean", "max"):
-        em.error('allreduce: op must be "sum", "mean" or "max"', loc)
+        em.error(f'{name}: op must be "sum", "mean" or "max"', loc)
         return None
     return op
 
@@ -1198,6 +1237,7 @@ BUILTINS = {
     "rank": _world("world_rank"), "world_size": _world("world_size"),
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
     "broadcast": _collective("broadcast_from", "root", 0, _root),
+    "allgather": _blocks("allgather"), "reduce_scatter": _blocks("reduce_scatter"),
     "jvp": _jvp,
 }
 for _n, _op in OPS.items():

@@ -2,10 +2,11 @@
 into the copy's fresh buffer.
 
 Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
-into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"` or `"bcast:<root>:<type>"`.
-Guarantees: unless a check has failed or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`
-or `MPI_BCAST` with that buffer (its address, its element count, the codes of its element type
-and reduction or its root). An allreduce whose source is contiguous reads it directly (its
+into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"`, `"bcast:<root>:<type>"`,
+`"allgather:0:<type>"` or `"reduce_scatter:<op>:<type>"`. Guarantees: unless a check has failed
+or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`, `MPI_BCAST`, `MPI_ALLGATHER` or
+`MPI_REDUCE_SCATTER` with that buffer (its address, its element count, the code of its element
+type, and of its reduction or its root where it has one). An allreduce whose source is contiguous reads it directly (its
 address is the call's first argument) and the copy goes; any other keeps the copy and reduces
 in place (first argument 0). A broadcast keeps the copy: the root's buffer is what it sends.
 The marker is dropped. A destination that is not a fresh contiguous buffer is an internal
@@ -13,14 +14,19 @@ error (bufferization allocates it).
 """
 from __future__ import annotations
 
-from dg.core.abi import INTERRUPT_DECL, MPI_ALLREDUCE, MPI_BCAST, STATE_DECL
+from dg.core.abi import INTERRUPT_DECL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_REDUCE_SCATTER, STATE_DECL
 from dg.core.mlir import append_parsed, create, ir, operations_under
 
 from .stoppable import stopped
 
 COLLECTIVE = "dg.collective"
 DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32)\n"
-         f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n")
+         f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n"
+         f"func.func private @{MPI_ALLGATHER}(i64, i64, i32)\n"
+         f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32)\n")
+# kind -> (the runtime's function, the type of its last argument: the op code or the root; None: none)
+CALLS = {"allreduce": (MPI_ALLREDUCE, 32), "bcast": (MPI_BCAST, 64), "allgather": (MPI_ALLGATHER, None),
+         "reduce_scatter": (MPI_REDUCE_SCATTER, 32)}
 
 
 def mpi_collectives(m) -> None:
@@ -58,14 +64,14 @@ def _call_after(op) -> None:
         direct = kind == "allreduce" and _contiguous(src.type)  # the reduction reads src itself: no copy
         args = [address(src) if direct else const(0, i64)] if kind == "allreduce" else []
         args += [address(dst), create("arith.index_cast", [i64], [count]).result, const(dtype, i32)]
-        last = const(arg, i32 if kind == "allreduce" else i64)
+        symbol, last_bits = CALLS[kind]
+        last = [] if last_bits is None else [const(arg, i32 if last_bits == 32 else i64)]
         going = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [stopped(op.location), const(0, i64)],
                        predicate=ir.IntegerAttr.get(i64, 0)).result  # eq
         guard = create("scf.if", [], [going], regions=2)
         then = guard.regions[0].blocks.append()
         with ir.InsertionPoint(then):
-            create("func.call", [], args + [last], callee=ir.FlatSymbolRefAttr.get(
-                MPI_ALLREDUCE if kind == "allreduce" else MPI_BCAST))
+            create("func.call", [], args + last, callee=ir.FlatSymbolRefAttr.get(symbol))
             create("scf.yield")
     # The ops were made before the copy (they only read its destination's sizes and address);
     # the call must come after it, and only while no check has failed: after a failure nothing

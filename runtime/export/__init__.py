@@ -27,16 +27,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dg.core.abi import GRAIN, LONGJMP, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_SIZE, PARALLEL_FOR, SETJMP, STATE
+from dg.core.abi import GRAIN, LONGJMP, PARALLEL_FOR, SETJMP, STATE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES
+from dg.core.mpi import World
 from dg.lowering import blas
 from dg.lowering.codegen import lower
 from dg.lowering.codegen.objects import object_code
 
-from .. import modes, signature
+from .. import collectives, modes, signature
 from ..autodiff_api import _Derived
-from ..collectives import ITEM
 from ..natives import native_object
 from ..program import DgFunction
 from . import cabi
@@ -86,7 +85,7 @@ def export(fns, path, example_args, name: str | None = None, blas_choice: str = 
             _run(tools, "objcopy", f"--keep-global-symbol={lib}_{entry.name}", tmp / f"part{k}.o")
             parts.append(tmp / f"part{k}.o")
         (tmp / "pool.o").write_bytes(native_object("thread_pool", {"GRAIN": GRAIN, "PARALLEL_FOR": PARALLEL_FOR}))
-        (tmp / "world.o").write_bytes(native_object("collectives_one", _world_of_one()))
+        (tmp / "world.o").write_bytes(native_object(*collectives.helper(World())))
         (tmp / "api.c").write_text(cabi.library_functions(lib))
         _run(tools, "cc", "-c", "-O2", "-fPIC", "-o", tmp / "runtime.o", RUNTIME_C)
         _run(tools, "cc", "-c", "-O2", "-fPIC", "-o", tmp / "api.o", tmp / "api.c")
@@ -191,12 +190,6 @@ def _for_library(text: str, lib_blas) -> str:
     for ours, theirs in (lib_blas.names if lib_blas else ()):
         text = re.sub(rf"@{ours}\b", f"@{theirs}", text)
     return text
-
-
-def _world_of_one() -> dict:
-    """The constants of runtime/ll/collectives_one.ll for a library: rank 0 of 1."""
-    return {"MPI_RANK": MPI_RANK, "MPI_SIZE": MPI_SIZE, "MPI_ALLREDUCE": MPI_ALLREDUCE, "MPI_BCAST": MPI_BCAST,
-            "RANK": 0, "SIZE": 1, "NDTYPES": len(DTYPES), "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
 
 
 def _links(lib_blas) -> list:

@@ -3,7 +3,7 @@
 ; the buffer as it is.
 ;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
-; ${MPI_ALLREDUCE} and ${MPI_BCAST} (core.abi's names), ${RANK} and ${SIZE} (the world's),
+; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER} and ${MPI_REDUCE_SCATTER} (core.abi's names), ${RANK} and ${SIZE} (the world's),
 ; ${NDTYPES} and ${ITEMS} (the item size of each of core.mpi.DTYPES, the type codes' order).
 
 define i64 @"${MPI_RANK}"() {
@@ -36,5 +36,15 @@ done:
 
 ; (address, count, type code, root)
 define void @"${MPI_BCAST}"(i64 %a, i64 %n, i32 %t, i64 %r) {
+  ret void
+}
+
+; (address, count, type code): a world of one's block is the whole buffer, in place already
+define void @"${MPI_ALLGATHER}"(i64 %a, i64 %n, i32 %t) {
+  ret void
+}
+
+; (address, count, type code, op code): the reduction over one process is the buffer itself
+define void @"${MPI_REDUCE_SCATTER}"(i64 %a, i64 %n, i32 %t, i32 %o) {
   ret void
 }
