@@ -1,0 +1,96 @@
+"""The stdlib module `parallel` under `mpiexec -n 2` and `-n 4`, in both modes: a tensor-parallel
+transformer block (heads and hidden units split over the processes) gives the one-process
+block's output and, for each process's part, the one-process gradient; ZeRO-1 Adam gives plain
+(data-parallel) Adam's parameters while each process holds 1/N of the optimizer state."""
+import pytest
+
+from .test_collectives import on_ranks, reports_in
+
+SRC = """
+import nn
+import parallel
+import optim
+
+def one(b, x, n_head):
+    x = x + nn.attention(nn.layer_norm(x, b["ln1_g"], b["ln1_b"]), b["wq"], b["wk"], b["wv"], b["wo"], n_head)
+    return x + nn.mlp(nn.layer_norm(x, b["ln2_g"], b["ln2_b"]), b["w1"], b["b1"], b["w2"], b["b2"])
+
+def one_loss(b, x, r) -> f64:
+    return sum(one(b, x, 4) * r)
+
+def tp_forward(b, x):
+    return parallel.block(parallel.shard_block(b), x, 4)
+
+def tp_loss(mine, x, r) -> f64:
+    return parallel.replicated_loss(sum(parallel.block(mine, x, 4) * r))
+
+def tp_grads(b, x, r):
+    mine = parallel.shard_block(b)
+    return parallel.block_grads(grad(tp_loss)(mine, x, r)), grad(one_loss)(b, x, r)
+
+def shard(b):
+    return parallel.shard_block(b)
+
+def zloss(p, x) -> f64:
+    return sum(tanh(x @ p["w"] + p["b"]) ** 2)
+
+def zero_steps(p, x, steps: i64):
+    s = parallel.zero_adam_init(p)
+    for i in range(steps):
+        p, s = parallel.zero_adam(p, grad(zloss)(p, x), s, lr=0.01)
+    return p, s
+
+def adam_steps(p, x, steps: i64):
+    s = optim.adam_init(p)
+    for i in range(steps):
+        g = allreduce(grad(zloss)(p, x), op="mean")
+        p, s = optim.adam(p, g, s, lr=0.01)
+    return p
+"""
+
+CHECKS = r'''
+import sys, json
+import numpy as np, dg
+SRC = sys.argv[1]
+r, n = dg.dist.rank(), dg.dist.world_size()
+for mode in ("interp", "compiled"):
+    m = dg.loads(SRC, mode=mode, filename="tp.dg")
+    rng = np.random.default_rng(0)
+    C, F = 8, 32
+    b = {"ln1_g": 1 + rng.normal(0, .1, C), "ln1_b": rng.normal(0, .1, C), "wq": rng.normal(0, .3, (C, C)), "wk": rng.normal(0, .3, (C, C)),
+         "wv": rng.normal(0, .3, (C, C)), "wo": rng.normal(0, .3, (C, C)), "ln2_g": 1 + rng.normal(0, .1, C), "ln2_b": rng.normal(0, .1, C),
+         "w1": rng.normal(0, .3, (C, F)), "b1": rng.normal(0, .1, F), "w2": rng.normal(0, .3, (F, C)), "b2": rng.normal(0, .1, C)}
+    x, rr = rng.normal(size=(2, 5, C)), rng.normal(size=(2, 5, C))
+    bad = []
+    y1, yt = m.one(b, x, 4), m.tp_forward(b, x)
+    if not np.allclose(y1, yt, rtol=1e-10, atol=1e-12):
+        bad.append(f"forward {np.abs(y1 - yt).max()}")
+    gt, g1 = m.tp_grads(b, x, rr)
+    sh = m.shard(g1)
+    for k in sh:
+        if not np.allclose(gt[k], sh[k], rtol=1e-9, atol=1e-12):
+            bad.append(f"grad {k} {np.abs(gt[k] - sh[k]).max()}")
+    p = {"w": rng.normal(0, .5, (5, 3)), "b": rng.normal(0, .1, 3)}
+    xs = rng.normal(size=(4, 5)) + r
+    pz, sz = m.zero_steps(p, xs, 5)
+    pa = m.adam_steps(p, xs, 5)
+    for k in p:
+        if not np.allclose(pz[k], pa[k], rtol=1e-9, atol=1e-12):
+            bad.append(f"zero {k} {np.abs(pz[k] - pa[k]).max()}")
+    state_bytes = sum(a.nbytes for a in list(sz["m"].values()) + list(sz["v"].values()))
+    full = 2 * sum(a.nbytes for a in p.values())
+    print(json.dumps({"rank": r, "mode": mode, "bad": bad, "state": state_bytes, "full": full}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("n", [2, 4])  # (4 oversubscribes this 2-core machine, as CI does)
+def test_tensor_parallel_block_and_zero_adam_equal_one_process(n):
+    r = on_ranks(n, CHECKS, SRC, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    reports = reports_in(r.stdout)
+    assert sorted(rep["rank"] for rep in reports) == sorted(list(range(n)) * 2), r.stdout
+    for rep in reports:
+        assert rep["bad"] == [], rep
+        # w [5, 3] and b [3], f64: 15 and 3 elements padded to multiples of n, m and v each
+        padded = sum(-(-k // n) for k in (15, 3))
+        assert rep["state"] == 2 * 8 * padded and rep["full"] == 2 * 8 * 18, rep
