@@ -53,7 +53,9 @@ GRAIN = 1 << 21
 # code, root), into a buffer; allgather (address, count, type code): every rank's block of
 # count / size elements, its own already in place, into the buffer; reduce_scatter (address,
 # count, type code, op code): the reduction of the buffer's block k over the ranks into rank k's
-# first block.
+# first block; all_to_all (address, count, type code): block k of the buffer to rank k, rank k's
+# block for this one into block k, in place.
 MPI_RANK, MPI_SIZE = "dg.mpi_rank", "dg.mpi_size"
 MPI_ALLREDUCE, MPI_BCAST = "dg.mpi_allreduce", "dg.mpi_bcast"
 MPI_ALLGATHER, MPI_REDUCE_SCATTER = "dg.mpi_allgather", "dg.mpi_reduce_scatter"
+MPI_ALL_TO_ALL = "dg.mpi_all_to_all"

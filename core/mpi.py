@@ -5,8 +5,9 @@ started by `mpiexec`; nothing otherwise. Guarantees: `world()` is the process's 
 once: under `mpiexec` (the launcher's environment names this process's rank) with mpi4py
 importable, MPI's COMM_WORLD; else a world of one, where collectives are identities, and MPI
 is not even loaded. `World.allreduce`, `World.broadcast`, `World.allgather` and
-`World.reduce_scatter` work on NumPy arrays (each one collective call; the last two along axis
-0, whose size reduce_scatter needs to be a multiple of the world's: a ValueError says so); `World.native` tells compiled code how to call the same MPI library
+`World.reduce_scatter` and `World.all_to_all` work on NumPy arrays (each one collective call;
+the last three along axis 0, whose size reduce_scatter and all_to_all need to be a multiple of
+the world's: a ValueError says so); `World.native` tells compiled code how to call the same MPI library
 (`runtime.collectives`). Under MPI, an uncaught exception on one rank prints its error and
 aborts every rank (MPI_Abort), so that a failure never leaves the others waiting.
 """
@@ -48,6 +49,9 @@ class World:
     def reduce_scatter(self, x: np.ndarray, op: str) -> np.ndarray:
         return np.array(x, copy=True)
 
+    def all_to_all(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x, copy=True)
+
 
 def scatter_blocks(x: np.ndarray, size: int) -> int:
     """The rows of each rank's block when reduce_scatter splits x's axis 0 over `size` ranks."""
@@ -57,6 +61,7 @@ def scatter_blocks(x: np.ndarray, size: int) -> int:
 
 
 NOT_DIVISIBLE = "reduce_scatter: axis size {0} is not a multiple of the world's {1} processes"
+NOT_SPLIT = "all_to_all: split axis size {0} is not a multiple of the world's {1} processes"
 
 
 class MpiWorld(World):
@@ -106,6 +111,16 @@ class MpiWorld(World):
         out = np.empty((scatter_blocks(x, self.size),) + x.shape[1:], x.dtype)
         self.comm.Reduce_scatter_block(x, out, op=self._ops[op])
         return mean_of(out, self.size) if op == "mean" else out
+
+    def all_to_all(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            return self.all_to_all(x.astype(np.float32)).astype(x.dtype)
+        if x.ndim == 0 or x.shape[0] % self.size:
+            raise ValueError(NOT_SPLIT.format(x.shape[0] if x.ndim else 1, self.size))
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        self.comm.Alltoall(x, out)
+        return out
 
 
 def _library() -> str:

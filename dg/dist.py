@@ -5,25 +5,26 @@
     grads = dist.allreduce(grads, op="mean")       # arrays, scalars, tuples, lists, dicts
     rows = dist.allgather(block, axis=0)           # every process's block, in rank order
     mine = dist.reduce_scatter(grads, axis=0)      # the sum over processes, this one's block
+    heads = dist.all_to_all(x, split_axis=1, concat_axis=0)   # block k to process k
 
 Run with `mpiexec -n 4 python train.py` (the `dist` extra: mpi4py and MPICH). Under plain
 `python`, or without mpi4py, the world has one process and these are identities. Inside dg
 code the built-ins `rank()`, `world_size()`, `allreduce(x, op=)`, `broadcast(x, root=)`,
-`allgather(x, axis=)` and `reduce_scatter(x, axis=, op=)` do the same, in both modes; compiled
-code calls MPI itself.
+`allgather(x, axis=)`, `reduce_scatter(x, axis=, op=)` and `all_to_all(x, split_axis=,
+concat_axis=)` do the same, in both modes; compiled code calls MPI itself.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .core.mpi import NOT_DIVISIBLE, OPS, world
+from .core.mpi import NOT_DIVISIBLE, NOT_SPLIT, OPS, world
 from .core.tracebacks import error_at_caller
 from .core.types import dtype_of_np
 
 # What collectives carry: MPI's f32, f64, i32, i64, and f16 and bf16 (which travel as f32).
 _CARRIED = ("f32", "f64", "i32", "i64", "f16", "bf16")
 
-__all__ = ["rank", "world_size", "allreduce", "broadcast", "allgather", "reduce_scatter"]
+__all__ = ["rank", "world_size", "allreduce", "broadcast", "allgather", "reduce_scatter", "all_to_all"]
 
 
 def rank() -> int:
@@ -70,6 +71,26 @@ def reduce_scatter(x, axis: int = 0, op: str = "sum"):
         if a.ndim and a.shape[axis % a.ndim] % w.size:
             raise error_at_caller(NOT_DIVISIBLE.format(a.shape[axis % a.ndim], w.size))
     return _leaf_by_leaf(x, axis, "reduce_scatter", lambda a: w.reduce_scatter(a, op))
+
+
+def all_to_all(x, split_axis: int = 0, concat_axis: int = 0):
+    """`x` cut along `split_axis` into one block per process, block k sent to process k; the
+    blocks this process receives joined along `concat_axis`, in rank order (arrays, or
+    structures of them, leaf by leaf). The split axis's size must be a multiple of the world's."""
+    w = world()
+    out_leaves = []
+    leaves: list = []
+    shape = _leaves(x, leaves)
+    for a, _ in leaves:
+        for axis, what in ((split_axis, "split_axis"), (concat_axis, "concat_axis")):
+            if not a.ndim or not -a.ndim <= axis < a.ndim:
+                raise error_at_caller(f"all_to_all: {what} {axis} is out of range for an array of rank {a.ndim}")
+        if a.shape[split_axis] % w.size:
+            raise error_at_caller(NOT_SPLIT.format(a.shape[split_axis], w.size))
+        got = w.all_to_all(np.ascontiguousarray(np.moveaxis(a, split_axis, 0)))
+        parts = [np.moveaxis(p, 0, split_axis) for p in np.split(got, w.size, axis=0)]
+        out_leaves.append(np.concatenate(parts, axis=concat_axis))
+    return _rebuild(shape, out_leaves)
 
 
 def _flat(x) -> list:

@@ -18,7 +18,7 @@ import numpy as np
 
 from dg.core.abi import MPI_RANK, MPI_SIZE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES, NOT_DIVISIBLE, OPS, world
+from dg.core.mpi import DTYPES, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .batch_rules import per_example, same_op
@@ -310,4 +310,54 @@ register(OpDef(
         %y = "dg.reduce_scatter"(%x) {op = "sum"} : (tensor<4x3xf32>) -> tensor<?x3xf32>""",
     lower=_through_f32(_lower_reduce_scatter), vjp=_vjp_reduce_scatter, jvp=_jvp_reduce_scatter,
     lower_for={"cuda": _cpu_only},
+))
+
+
+# ------------------------------------------------------------------ all_to_all (axis 0)
+def _all_to_all_rule(types, **attrs):
+    t = _collective_rule(types, **attrs)
+    if not t.shape:
+        raise ShapeError(f"all_to_all takes an array of rank 1 or more, got {t}")
+    return t
+
+
+NOT_SPLIT_MESSAGE = "ValueError: " + NOT_SPLIT
+
+
+def _lower_all_to_all(b, x, xt, op):
+    size, _, d0 = _world_sizes(b, x, xt)
+    left = b.binary("arith.remsi", d0, size, "index")
+    fail_if(b, b.cmp("ne", left, b.const(0, "index"), "index"), NOT_SPLIT_MESSAGE, ((d0, "index"), (size, "index")))
+    return _marked_copy(b, x, xt, f"all_to_all:0:{DTYPES.index(xt.dtype)}")
+
+
+def _all_to_all(x):
+    try:
+        return world().all_to_all(np.asarray(x))
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+
+
+def _same_shape_through_f32(lower):
+    """A lowering of f16 and bf16 values through f32 for a collective that keeps its shape."""
+    def lowered(b, op):
+        x, xt = op.operands[0], op.types[0]
+        if xt.dtype not in HALF:
+            return lower(b, x, xt, op)
+        x32, t32 = _as(b, x, xt, "f32")
+        return _as(b, lower(b, x32, t32, op), t32, xt.dtype)[0]
+    return lowered
+
+
+register(OpDef(
+    name="all_to_all", impl=_all_to_all, batch=per_example, infer=_all_to_all_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    doc="""x's axis 0 cut into as many blocks as processes: block k goes to process k, and block k of
+    the result is what process k sent this one (axis 0's size must be a multiple of the world's;
+    `all_to_all(x, split_axis=, concat_axis=)` in dg code is built on it). Its gradient is the
+    all_to_all of the cotangent.
+
+        %y = "dg.all_to_all"(%x) : (tensor<4x3xf32>) -> tensor<4x3xf32>""",
+    lower=_same_shape_through_f32(_lower_all_to_all), vjp=lambda g, op, d: [g.dg_op("all_to_all", [d])],
+    jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
 ))

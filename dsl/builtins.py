@@ -1202,6 +1202,60 @@ def _blocks(opname):
     return h
 
 
+def _all_to_all(em, call, name):
+    """all_to_all(x, split_axis=0, concat_axis=0): x cut along split_axis into one block per
+    process, block k sent to process k, the blocks received joined along concat_axis in rank
+    order. Built on the all_to_all op (axis 0 to axis 0) with transposes and reshapes."""
+    a = _Args(em, call, name, ["x", "split_axis", "concat_axis"], {"split_axis": 0, "concat_axis": 0},
+              static=("split_axis", "concat_axis"))
+    if not a.ok:
+        return POISON
+    x = a.materialized("x")
+    if x is None or x.poison:
+        return POISON
+    axes = []
+    for p in ("split_axis", "concat_axis"):
+        v = static_int(em, a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]), a.loc_of(p), p)
+        if v is None:
+            return POISON
+        if not -x.rank <= v < max(x.rank, 1) or not x.rank:
+            em.error(f"all_to_all: {p} {v} is out of range for an array of rank {x.rank}", a.loc_of(p))
+            return POISON
+        axes.append(v % x.rank)
+    sa, ca = axes
+    loc = call.loc
+    perm = [sa] + [i for i in range(x.rank) if i != sa]
+    front = em.op("transpose", [x], {"perm": perm}, loc) if sa else x
+    z = em.op("all_to_all", [front], {}, loc)
+    if sa == ca:
+        return em.op("transpose", [z], {"perm": [perm.index(i) for i in range(x.rank)]}, loc) if sa else z
+    n = em.op("world_size", [], loc=loc)
+    block = em.binop("//", em.op("dim", [z], {"axis": 0}, loc), n, loc)
+    rest = [(d, None if isinstance(d, int) else em.op("dim", [z], {"axis": k}, loc))
+            for k, d in enumerate(z.type.shape) if k]
+    w = em.op("reshape", [z, n, block] + [v for _, v in rest if v is not None],
+              {"shape": [DYN, DYN] + [d if isinstance(d, int) else DYN for d, _ in rest]}, loc)
+    labels = ["n", sa] + perm[1:]
+    order = [k for i in range(x.rank) for k in (["n", i] if i == ca else [i])]
+    v = em.op("transpose", [w], {"perm": [labels.index(k) for k in order]}, loc)
+    shape, dyn = [], []
+    for i in range(x.rank):
+        if i == sa:
+            shape.append(DYN)
+            dyn.append(block)
+            continue
+        d = x.type.shape[i]
+        if i == ca:
+            shape.append(DYN)
+            dyn.append(em.binop("*", em.op("dim", [x], {"axis": i}, loc), n, loc))
+        elif isinstance(d, int):
+            shape.append(d)
+        else:
+            shape.append(DYN)
+            dyn.append(em.op("dim", [x], {"axis": i}, loc))
+    return em.op("reshape", [v] + dyn, {"shape": shape}, loc)
+
+
 def _reduction_name(em, v, loc, name="allreduce"):
     op = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
     if op not in ("sum", "mean", "max"):
@@ -1237,7 +1291,7 @@ BUILTINS = {
     "rank": _world("world_rank"), "world_size": _world("world_size"),
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
     "broadcast": _collective("broadcast_from", "root", 0, _root),
-    "allgather": _blocks("allgather"), "reduce_scatter": _blocks("reduce_scatter"),
+    "allgather": _blocks("allgather"), "reduce_scatter": _blocks("reduce_scatter"), "all_to_all": _all_to_all,
     "jvp": _jvp,
 }
 for _n, _op in OPS.items():

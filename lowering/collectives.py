@@ -3,9 +3,9 @@ into the copy's fresh buffer.
 
 Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
 into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"`, `"bcast:<root>:<type>"`,
-`"allgather:0:<type>"` or `"reduce_scatter:<op>:<type>"`. Guarantees: unless a check has failed
-or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`, `MPI_BCAST`, `MPI_ALLGATHER` or
-`MPI_REDUCE_SCATTER` with that buffer (its address, its element count, the code of its element
+`"allgather:0:<type>"`, `"reduce_scatter:<op>:<type>"` or `"all_to_all:0:<type>"`. Guarantees:
+unless a check has failed or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`,
+`MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` or `MPI_ALL_TO_ALL` with that buffer (its address, its element count, the code of its element
 type, and of its reduction or its root where it has one). An allreduce whose source is contiguous reads it directly (its
 address is the call's first argument) and the copy goes; any other keeps the copy and reduces
 in place (first argument 0). A broadcast keeps the copy: the root's buffer is what it sends.
@@ -14,7 +14,7 @@ error (bufferization allocates it).
 """
 from __future__ import annotations
 
-from dg.core.abi import INTERRUPT_DECL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_REDUCE_SCATTER, STATE_DECL
+from dg.core.abi import INTERRUPT_DECL, MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_REDUCE_SCATTER, STATE_DECL
 from dg.core.mlir import append_parsed, create, ir, operations_under
 
 from .stoppable import stopped
@@ -23,10 +23,11 @@ COLLECTIVE = "dg.collective"
 DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32)\n"
          f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n"
          f"func.func private @{MPI_ALLGATHER}(i64, i64, i32)\n"
-         f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32)\n")
+         f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32)\n"
+         f"func.func private @{MPI_ALL_TO_ALL}(i64, i64, i32)\n")
 # kind -> (the runtime's function, the type of its last argument: the op code or the root; None: none)
 CALLS = {"allreduce": (MPI_ALLREDUCE, 32), "bcast": (MPI_BCAST, 64), "allgather": (MPI_ALLGATHER, None),
-         "reduce_scatter": (MPI_REDUCE_SCATTER, 32)}
+         "reduce_scatter": (MPI_REDUCE_SCATTER, 32), "all_to_all": (MPI_ALL_TO_ALL, None)}
 
 
 def mpi_collectives(m) -> None:

@@ -1,11 +1,12 @@
 """The collectives compiled code calls: MPI itself, without coming back to Python.
 
 Expects: compiled code that calls `core.abi.MPI_RANK`, `MPI_SIZE`, `MPI_ALLREDUCE`,
-`MPI_BCAST`, `MPI_ALLGATHER` and `MPI_REDUCE_SCATTER` (the `mpi-collectives` pass writes the
-calls). Guarantees: `symbols()` gives their addresses, made once per process with llvmlite.
+`MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` and `MPI_ALL_TO_ALL` (the `mpi-collectives`
+pass writes the calls). Guarantees: `symbols()` gives their addresses, made once per process with llvmlite.
 `helper(w)` names the helper for world `w` and its constants (an exported library compiles a
 world of one's: runtime.export). Under MPI (`core.mpi.world()` is mpi4py's), they call
-MPI_Allreduce (in place), MPI_Bcast, MPI_Allgather and MPI_Reduce_scatter_block (in place) of
+MPI_Allreduce (in place), MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall
+(in place) of
 the very library mpi4py loaded, on its
 COMM_WORLD, with the handles mpi4py reports (ints in MPICH, pointers in Open MPI: the code is
 written for the size of a handle), in chunks that fit MPI's int counts. In a world of one,
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from dg.core.abi import MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_REDUCE_SCATTER, MPI_SIZE
+from dg.core.abi import MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_REDUCE_SCATTER, MPI_SIZE
 from dg.core.mpi import DTYPES, OPS, world
 
 from .natives import compile_native
@@ -27,14 +28,14 @@ CHUNK = 1 << 30  # elements per MPI call (its counts are ints)
 ITEM = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
 
-NAMES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER)
+NAMES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL)
 
 
 def helper(w) -> tuple[str, dict]:
     """The helper (runtime/ll/collectives_one.ll or collectives_mpi.ll) for world `w`, and what
     its placeholders stand for."""
     names = {"MPI_RANK": MPI_RANK, "MPI_SIZE": MPI_SIZE, "MPI_ALLREDUCE": MPI_ALLREDUCE, "MPI_BCAST": MPI_BCAST,
-             "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER}
+             "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER, "MPI_ALL_TO_ALL": MPI_ALL_TO_ALL}
     common = {**names, "RANK": w.rank, "SIZE": w.size, "NDTYPES": len(DTYPES),
               "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
     if w.native is None:  # a world of one: a reduction that reads its source copies it
@@ -68,7 +69,7 @@ def _make() -> None:
     if w.native is not None:
         lib = ctypes.CDLL(w.native[0])
         mpi = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-               for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block")}
+               for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall")}
     engine = compile_native(*helper(w), mpi)
     _Made.symbols = {n: engine.get_function_address(n) for n in NAMES}
     _Made.engine = engine

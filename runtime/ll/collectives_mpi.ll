@@ -3,7 +3,8 @@
 ; over the buffer in chunks of at most ${CHUNK} elements (MPI's counts are ints).
 ;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
-; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER} and ${MPI_REDUCE_SCATTER} (core.abi's names), ${RANK} and ${SIZE} (this process's),
+; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER} and ${MPI_ALL_TO_ALL}
+; (core.abi's names), ${RANK} and ${SIZE} (this process's),
 ; ${H} (the type of an MPI handle: i32 in MPICH, i64 (a pointer) in Open MPI), ${COMM} and
 ; ${IN_PLACE} (COMM_WORLD's handle, MPI_IN_PLACE), ${NDTYPES}, ${ITEMS} and ${TYPES} (the
 ; item size and MPI type handle of each of core.mpi.DTYPES, the type codes' order), ${NOPS}
@@ -25,6 +26,7 @@ declare i32 @MPI_Allreduce(ptr, ptr, i32, ${H}, ${H}, ${H})
 declare i32 @MPI_Bcast(ptr, i32, ${H}, i32, ${H})
 declare i32 @MPI_Allgather(ptr, i32, ${H}, ptr, i32, ${H}, ${H})
 declare i32 @MPI_Reduce_scatter_block(ptr, ptr, i32, ${H}, ${H}, ${H})
+declare i32 @MPI_Alltoall(ptr, i32, ${H}, ptr, i32, ${H}, ${H})
 
 ; (source address, or 0 to reduce in place; address; count; type code; op code)
 define void @"${MPI_ALLREDUCE}"(i64 %send, i64 %addr, i64 %count, i32 %type, i32 %op) {
@@ -113,5 +115,18 @@ define void @"${MPI_REDUCE_SCATTER}"(i64 %addr, i64 %count, i32 %type, i32 %op) 
   %b32 = trunc i64 %block to i32
   %p = inttoptr i64 %addr to ptr
   %r = call i32 @MPI_Reduce_scatter_block(ptr %in_place, ptr %p, i32 %b32, ${H} %t, ${H} %o, ${H} ${COMM})
+  ret void
+}
+
+; (address, count, type code): block k of the buffer (count / ${SIZE} elements each) to rank k,
+; and rank k's block for this process into block k, in place.
+define void @"${MPI_ALL_TO_ALL}"(i64 %addr, i64 %count, i32 %type) {
+  %tp = getelementptr [${NDTYPES} x ${H}], ptr @types, i32 0, i32 %type
+  %t = load ${H}, ptr %tp
+  %in_place = inttoptr i64 ${IN_PLACE} to ptr
+  %block = sdiv i64 %count, ${SIZE}
+  %b32 = trunc i64 %block to i32
+  %p = inttoptr i64 %addr to ptr
+  %r = call i32 @MPI_Alltoall(ptr %in_place, i32 0, ${H} %t, ptr %p, i32 %b32, ${H} %t, ${H} ${COMM})
   ret void
 }

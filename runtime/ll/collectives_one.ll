@@ -3,7 +3,8 @@
 ; the buffer as it is.
 ;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
-; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER} and ${MPI_REDUCE_SCATTER} (core.abi's names), ${RANK} and ${SIZE} (the world's),
+; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER} and ${MPI_ALL_TO_ALL}
+; (core.abi's names), ${RANK} and ${SIZE} (the world's),
 ; ${NDTYPES} and ${ITEMS} (the item size of each of core.mpi.DTYPES, the type codes' order).
 
 define i64 @"${MPI_RANK}"() {
@@ -46,5 +47,10 @@ define void @"${MPI_ALLGATHER}"(i64 %a, i64 %n, i32 %t) {
 
 ; (address, count, type code, op code): the reduction over one process is the buffer itself
 define void @"${MPI_REDUCE_SCATTER}"(i64 %a, i64 %n, i32 %t, i32 %o) {
+  ret void
+}
+
+; (address, count, type code): one process exchanges its one block with itself
+define void @"${MPI_ALL_TO_ALL}"(i64 %a, i64 %n, i32 %t) {
   ret void
 }

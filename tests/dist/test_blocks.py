@@ -1,4 +1,4 @@
-"""allgather and reduce_scatter (LANGUAGE.md §7, model parallelism) under `mpiexec`: from Python
+"""allgather, reduce_scatter and all_to_all (LANGUAGE.md §7, model parallelism) under `mpiexec`: from Python
 and inside dg code, in both modes, along any axis, on structures and half floats; their
 gradients and tangents checked against central differences of the sum over every rank of what
 each computes (the gradient's meaning for collectives), and the check of reduce_scatter's
@@ -25,6 +25,13 @@ def loss(x: f64[N, 3], w: f64[3, M]) -> f64:
 
 def tangent(x: f64[N, 3], w: f64[3, M], t: f64[N, 3]):
     return jvp(loss, (x, w), (t, zeros_like(w)))
+
+def a2a(x: f32[A, B, C], h: f16[A, B]):
+    return all_to_all(x), all_to_all(x, split_axis=1, concat_axis=0), all_to_all(x, split_axis=2, concat_axis=1), all_to_all(x, split_axis=0, concat_axis=-1), all_to_all(h, split_axis=1, concat_axis=0)
+
+def a2a_loss(x: f64[A, B]) -> f64:
+    y = all_to_all(tanh(x), split_axis=1, concat_axis=0)
+    return sum(y * y * y) + sum(all_to_all(x * x) * 0.5)
 '''
 
 CHECKS = r'''
@@ -97,6 +104,25 @@ for mode in ("interp", "compiled"):
     fd = (dg.dist.allreduce(np.float64(p.loss(xs[r] + eps * t, w)), "sum")
           - dg.dist.allreduce(np.float64(p.loss(xs[r] - eps * t, w)), "sum")) / (2 * eps)
     same(f"{mode} tangent", dg.dist.allreduce(np.float64(tan), "sum"), fd, rtol=1e-5, atol=1e-7)
+    # all_to_all along every pair of axes, its gradient against central differences
+    cube = [of(k, (2 * n, 2 * n, 2 * n)) for k in range(n)]
+    hh = [of(k, (2 * n, 2 * n), np.float16) for k in range(n)]
+    outs = p.a2a(cube[r], hh[r])
+    for got, (src, sa, ca) in zip(outs, [(cube, 0, 0), (cube, 1, 0), (cube, 2, 1), (cube, 0, 2), (hh, 1, 0)]):
+        same(f"{mode} all_to_all {sa} {ca}", got, np.concatenate([np.split(src[k], n, axis=sa)[r] for k in range(n)], axis=ca))
+    if mode == "compiled":
+        same("py all_to_all", dg.dist.all_to_all({"c": (cube[r],)}, split_axis=2, concat_axis=1)["c"][0],
+             np.concatenate([np.split(cube[k], n, axis=2)[r] for k in range(n)], axis=1))
+    xa = of(r, (2 * n, 2 * n), np.float64) * 0.05
+    ga = dg.dist.allgather(dg.grad(p.a2a_loss)(xa)[None], axis=0)
+    for q, (i, j) in ((0, (1, 2)), (n - 1, (2 * n - 1, 0))):
+        def objective(delta):
+            mine = xa.copy()
+            if r == q:
+                mine[i, j] += delta
+            return dg.dist.allreduce(np.float64(p.a2a_loss(mine)), "sum")
+        same(f"{mode} all_to_all grad ({q}, {i}, {j})", ga[q][i, j], (objective(eps) - objective(-eps)) / (2 * eps),
+             rtol=1e-5, atol=1e-7)
     # axis 0's size not a multiple of the world's: every rank stops with the located error
     if n > 1:
         try:
@@ -135,5 +161,13 @@ def test_a_world_of_one_gathers_and_scatters_its_own(tmp_path):
         dg.dist.allgather(x, axis=2)
     with pytest.raises(dg.DgTypeError, match='reduce_scatter: op must be "sum", "mean" or "max"'):
         dg.loads('def f(x: f32[4]) -> f32[4]:\n    return reduce_scatter(x, op="min")\n', filename="c.dg").f(np.ones(4, np.float32))
+    np.testing.assert_array_equal(dg.dist.all_to_all(x, split_axis=1, concat_axis=0), x)
+    for mode in ("interp", "compiled"):
+        p = dg.loads(SRC, mode=mode, filename="blocks2.dg")
+        c = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+        for got in p.a2a(c, np.ones((2, 2), np.float16))[:4]:
+            np.testing.assert_array_equal(got, c)
+    with pytest.raises(dg.DgTypeError, match="all_to_all: concat_axis 3 is out of range for an array of rank 2"):
+        dg.loads('def f(x: f32[4, 4]):\n    return all_to_all(x, concat_axis=3)\n', filename="e.dg").f(np.ones((4, 4), np.float32))
     with pytest.raises(dg.DgTypeError, match="allgather: axis 1 is out of range for an array of rank 1"):
         dg.loads('def f(x: f32[4]):\n    return allgather(x, axis=1)\n', filename="d.dg").f(np.ones(4, np.float32))
