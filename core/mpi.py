@@ -4,11 +4,18 @@ Expects: mpi4py with an MPI library (the `dist` extra: mpi4py and MPICH) where p
 started by `mpiexec`; nothing otherwise. Guarantees: `world()` is the process's `World`, made
 once: under `mpiexec` (the launcher's environment names this process's rank) with mpi4py
 importable, MPI's COMM_WORLD; else a world of one, where collectives are identities, and MPI
-is not even loaded. `World.allreduce`, `World.broadcast`, `World.allgather` and
+is not even loaded. `World.allreduce`, `World.broadcast`, `World.allgather`,
 `World.reduce_scatter` and `World.all_to_all` work on NumPy arrays (each one collective call;
 the last three along axis 0, whose size reduce_scatter and all_to_all need to be a multiple of
-the world's: a ValueError says so); `World.native` tells compiled code how to call the same MPI library
-(`runtime.collectives`). Under MPI, an uncaught exception on one rank prints its error and
+the group's: a ValueError says so); `World.native` tells compiled code how to call the same MPI
+library (`runtime.collectives`).
+
+Groups: `World.group(name)` is the world seen by one of the GROUPS: "world" itself, or the
+processes that share this one's place on every axis of the grid but `name` ("tp", "pp", "dp": a
+tensor-parallel x pipeline x data-parallel grid, tp the fastest-varying: rank = tp_index + tp *
+(pp_index + pp * dp_index)). `World.set_grid(tp, pp, dp)` splits the world so (the product must
+be its size); until then the grid is 1 x 1 x size (data parallelism). `World.listeners` are
+called after each split (compiled code's tables of communicators follow it). Under MPI, an uncaught exception on one rank prints its error and
 aborts every rank (MPI_Abort), so that a failure never leaves the others waiting.
 """
 from __future__ import annotations
@@ -27,6 +34,7 @@ from .config import config
 # What launchers set in each process they start (MPICH's Hydra, Open MPI, PMIx, Slurm).
 _LAUNCHED = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 OPS = ("sum", "mean", "max")
+GROUPS = ("world", "tp", "pp", "dp")  # a group's code in compiled code is its index here
 DTYPES = ("f32", "f64", "i32", "i64")  # what MPI reduces (f16 and bf16 travel as f32)
 
 
@@ -36,6 +44,19 @@ class World:
     rank = 0
     size = 1
     native = None  # (library path, {name: handle}) for compiled code; None: no MPI
+    grid = (1, 1, 1)
+    listeners: list = []
+
+    def group(self, name: str) -> "World":
+        return self
+
+    def handle(self, name: str) -> int:
+        return 0
+
+    def set_grid(self, tp: int, pp: int, dp: int) -> None:
+        if tp * pp * dp != self.size:
+            raise ValueError(f"a grid of {tp} x {pp} x {dp} processes does not fill a world of {self.size}")
+        self.grid = (tp, pp, dp)
 
     def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
         return np.array(x, copy=True)
@@ -60,26 +81,50 @@ def scatter_blocks(x: np.ndarray, size: int) -> int:
     return x.shape[0] // size
 
 
-NOT_DIVISIBLE = "reduce_scatter: axis size {0} is not a multiple of the world's {1} processes"
-NOT_SPLIT = "all_to_all: split axis size {0} is not a multiple of the world's {1} processes"
+NOT_DIVISIBLE = "reduce_scatter: axis size {0} is not a multiple of the group's {1} processes"
+NOT_SPLIT = "all_to_all: split axis size {0} is not a multiple of the group's {1} processes"
 
 
 class MpiWorld(World):
-    """MPI's COMM_WORLD, through mpi4py."""
+    """MPI's COMM_WORLD (or, as a group, a communicator split from it), through mpi4py."""
 
-    def __init__(self):
+    def __init__(self, comm=None, parent: "MpiWorld | None" = None):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = MPI.COMM_WORLD
+        self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        if parent is not None:  # a group: the world's handles, its own communicator
+            self._ops, self.native = parent._ops, parent.native
+            return
+        self.listeners = []
         self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX}
         types = {"f32": MPI.FLOAT, "f64": MPI.DOUBLE, "i32": MPI.INT32_T, "i64": MPI.INT64_T}
         handles = {"comm": MPI._handleof(self.comm), "in_place": int(MPI.IN_PLACE),
                    **{f"op_{k}": MPI._handleof(v) for k, v in self._ops.items()},
                    **{f"type_{k}": MPI._handleof(v) for k, v in types.items()}}
         self.native = (_library(), handles, MPI._sizeof(MPI.Comm))
+        self._groups = {}
+        self.set_grid(1, 1, self.size)
         _abort_on_uncaught(self.comm)
+
+    def group(self, name: str) -> "MpiWorld":
+        return self if name == "world" else self._groups[name]
+
+    def set_grid(self, tp: int, pp: int, dp: int) -> None:
+        World.set_grid(self, tp, pp, dp)
+        r = self.rank
+        place = {"tp": r % tp, "pp": r // tp % pp, "dp": r // (tp * pp)}
+        for name in ("tp", "pp", "dp"):
+            others = tuple(v for k, v in place.items() if k != name)
+            color = others[0] * self.size + others[1]
+            self._groups[name] = MpiWorld(self.comm.Split(color, place[name]), parent=self)
+        for listener in self.listeners:
+            listener(self)
+
+    def handle(self, name: str) -> int:
+        """The MPI handle of group `name`'s communicator."""
+        return self.MPI._handleof(self.group(name).comm)
 
     def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
         if x.dtype.itemsize == 2 and x.dtype.kind in "fV":  # f16, bf16: as f32 (MPI has no type for them)

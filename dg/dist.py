@@ -17,67 +17,94 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core.mpi import NOT_DIVISIBLE, NOT_SPLIT, OPS, world
+from .core.mpi import GROUPS, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
 from .core.tracebacks import error_at_caller
 from .core.types import dtype_of_np
 
 # What collectives carry: MPI's f32, f64, i32, i64, and f16 and bf16 (which travel as f32).
 _CARRIED = ("f32", "f64", "i32", "i64", "f16", "bf16")
 
-__all__ = ["rank", "world_size", "allreduce", "broadcast", "allgather", "reduce_scatter", "all_to_all"]
+__all__ = ["rank", "world_size", "allreduce", "broadcast", "allgather", "reduce_scatter", "all_to_all", "groups"]
 
 
-def rank() -> int:
-    """This process's rank (0 in a world of one)."""
-    return world().rank
+def _in(group: str):
+    """The world seen by `group` (one of core.mpi.GROUPS), or a located DgError."""
+    if group not in GROUPS:
+        raise error_at_caller(f"group must be one of {', '.join(repr(g) for g in GROUPS)}, got {group!r}")
+    return world().group(group)
 
 
-def world_size() -> int:
-    """How many processes the world has (1 without MPI)."""
-    return world().size
+def groups(tp: int = 1, pp: int = 1, dp: int | None = None) -> dict:
+    """Split the world into a tensor-parallel x pipeline x data-parallel grid of tp x pp x dp
+    processes (dp: what the others leave; the product must be the world's size), tp the
+    fastest-varying: rank = tp_index + tp * (pp_index + pp * dp_index). From then on `group="tp"`
+    (and "pp", "dp") names this process's row of the grid along that axis, in every collective,
+    from Python and in dg code, in both modes. Every process calls it, with the same sizes.
+    Returns this process's place, {"tp": index, "pp": index, "dp": index}."""
+    w = world()
+    if dp is None:
+        dp = w.size // (tp * pp) if tp * pp and w.size % (tp * pp) == 0 else 0
+    if min(tp, pp, dp) < 1 or tp * pp * dp != w.size:
+        raise error_at_caller(f"groups: a grid of tp={tp} x pp={pp} x dp={dp} processes does not fill this world of "
+                              f"{w.size}")
+    w.set_grid(tp, pp, dp)
+    return {g: w.group(g).rank for g in ("tp", "pp", "dp")}
 
 
-def allreduce(x, op: str = "sum"):
-    """The elementwise sum, mean or max of `x` over every process, on every process. `x` is an
-    array, a scalar, or a structure of them (tuples, lists, dicts): the leaves of each dtype
-    travel as one buffer. What comes back has `x`'s structure, dtypes and shapes."""
+def rank(group: str = "world") -> int:
+    """This process's rank in the world, or in `group` (0 in a world of one)."""
+    return _in(group).rank
+
+
+def world_size(group: str = "world") -> int:
+    """How many processes the world has, or `group` (1 without MPI)."""
+    return _in(group).size
+
+
+def allreduce(x, op: str = "sum", group: str = "world"):
+    """The elementwise sum, mean or max of `x` over every process (of `group`), on every process.
+    `x` is an array, a scalar, or a structure of them (tuples, lists, dicts): the leaves of each
+    dtype travel as one buffer. What comes back has `x`'s structure, dtypes and shapes."""
     if op not in OPS:
         raise error_at_caller(f"allreduce: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
-    return _over_leaves(x, lambda flat: world().allreduce(flat, op))
+    w = _in(group)
+    return _over_leaves(x, lambda flat: w.allreduce(flat, op))
 
 
-def broadcast(x, root: int = 0):
-    """`x` of the process of rank `root`, on every process (arrays, scalars, structures)."""
-    w = world()
+def broadcast(x, root: int = 0, group: str = "world"):
+    """`x` of the process of rank `root` (in `group`), on every process (arrays, scalars,
+    structures)."""
+    w = _in(group)
     if not 0 <= root < w.size:
         raise error_at_caller(f"broadcast: root {root} is not a rank of this world of {w.size}")
     return _over_leaves(x, lambda flat: w.broadcast(flat, root))
 
 
-def allgather(x, axis: int = 0):
-    """Every process's `x` joined along `axis`, in rank order, on every process (arrays, or
-    structures of them: each leaf gathered)."""
-    return _leaf_by_leaf(x, axis, "allgather", lambda a: world().allgather(a))
+def allgather(x, axis: int = 0, group: str = "world"):
+    """Every process's `x` (of `group`) joined along `axis`, in rank order, on every process
+    (arrays, or structures of them: each leaf gathered)."""
+    w = _in(group)
+    return _leaf_by_leaf(x, axis, "allgather", lambda a: w.allgather(a))
 
 
-def reduce_scatter(x, axis: int = 0, op: str = "sum"):
-    """The sum, mean or max of `x` over every process, cut along `axis` into as many blocks as
-    processes: this process's block (arrays, or structures of them, leaf by leaf). The axis's
-    size must be a multiple of the world's."""
+def reduce_scatter(x, axis: int = 0, op: str = "sum", group: str = "world"):
+    """The sum, mean or max of `x` over every process (of `group`), cut along `axis` into as many
+    blocks as processes: this process's block (arrays, or structures of them, leaf by leaf). The
+    axis's size must be a multiple of the group's."""
     if op not in OPS:
         raise error_at_caller(f"reduce_scatter: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
-    w = world()
+    w = _in(group)
     for a, _ in _flat(x):
         if a.ndim and a.shape[axis % a.ndim] % w.size:
             raise error_at_caller(NOT_DIVISIBLE.format(a.shape[axis % a.ndim], w.size))
     return _leaf_by_leaf(x, axis, "reduce_scatter", lambda a: w.reduce_scatter(a, op))
 
 
-def all_to_all(x, split_axis: int = 0, concat_axis: int = 0):
-    """`x` cut along `split_axis` into one block per process, block k sent to process k; the
-    blocks this process receives joined along `concat_axis`, in rank order (arrays, or
-    structures of them, leaf by leaf). The split axis's size must be a multiple of the world's."""
-    w = world()
+def all_to_all(x, split_axis: int = 0, concat_axis: int = 0, group: str = "world"):
+    """`x` cut along `split_axis` into one block per process (of `group`), block k sent to process
+    k; the blocks this process receives joined along `concat_axis`, in rank order (arrays, or
+    structures of them, leaf by leaf). The split axis's size must be a multiple of the group's."""
+    w = _in(group)
     out_leaves = []
     leaves: list = []
     shape = _leaves(x, leaves)

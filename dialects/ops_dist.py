@@ -18,7 +18,7 @@ import numpy as np
 
 from dg.core.abi import MPI_RANK, MPI_SIZE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
+from dg.core.mpi import DTYPES, GROUPS, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .batch_rules import per_example, same_op
@@ -27,39 +27,48 @@ from .helpers import map_generic
 from .jvp_rules import linear
 from .registry import OpDef, register
 
-COLLECTIVE = "dg.collective"  # the marker on a collective's copy: "allreduce:<op code>:<type code>" or "bcast:<root>:<type code>"
+COLLECTIVE = "dg.collective"  # the marker on a collective's copy: "<kind>:<op code or root>:<type code>:<group code>"
 
 
 def _cpu_only(b, op):
     raise DgError(f"{op.name}: collectives run on the CPU only (device='cpu'); NCCL for GPUs is planned", b.where)
 
 
-def _scalar_rule(types):
+def _scalar_rule(types, **attrs):
     return TensorType("i64", ())
 
 
-def _call_i64(b, symbol: str) -> str:
-    b.runtime_decls.add(f"func.func private @{symbol}() -> i64")
-    v = b.assign(f"func.call @{symbol}() : () -> i64", "w")
+def _group(op) -> str:
+    """The group a collective runs in (core.mpi.GROUPS): its `group` attribute."""
+    return op.attrs["group"]
+
+
+def _call_i64(b, symbol: str, group: str) -> str:
+    """The rank or the size (`symbol`) in `group`, as a 0-d i64 tensor."""
+    b.runtime_decls.add(f"func.func private @{symbol}(i32) -> i64")
+    g = b.const(GROUPS.index(group), "i32")
+    v = b.assign(f"func.call @{symbol}({g}) : (i32) -> i64", "w")
     return b.scalar_tensor(v, TensorType("i64", ()))
 
 
 register(OpDef(
-    name="world_rank", impl=lambda: np.int64(world().rank), nargs=0, nfixed=0, infer=_scalar_rule,
-    sample=lambda rng: ([], {}),
-    doc="""This process's rank in the MPI world (0 in a world of one).
+    name="world_rank", impl=lambda group="world": np.int64(world().group(group).rank), nargs=0, nfixed=0,
+    infer=_scalar_rule, attrs={"group": "str"},
+    sample=lambda rng: ([], {"group": "world"}),
+    doc="""This process's rank in the MPI world, or in its group `group` (0 in a world of one).
 
-        %r = "dg.world_rank"() : () -> tensor<i64>""",
-    lower=lambda b, op: _call_i64(b, MPI_RANK), lower_for={"cuda": _cpu_only},
+        %r = "dg.world_rank"() {group = "world"} : () -> tensor<i64>""",
+    lower=lambda b, op: _call_i64(b, MPI_RANK, _group(op)), lower_for={"cuda": _cpu_only},
 ))
 
 register(OpDef(
-    name="world_size", impl=lambda: np.int64(world().size), nargs=0, nfixed=0, infer=_scalar_rule,
-    sample=lambda rng: ([], {}),
-    doc="""How many processes the MPI world has (1 without MPI).
+    name="world_size", impl=lambda group="world": np.int64(world().group(group).size), nargs=0, nfixed=0,
+    infer=_scalar_rule, attrs={"group": "str"},
+    sample=lambda rng: ([], {"group": "world"}),
+    doc="""How many processes the MPI world has, or its group `group` (1 without MPI).
 
-        %n = "dg.world_size"() : () -> tensor<i64>""",
-    lower=lambda b, op: _call_i64(b, MPI_SIZE), lower_for={"cuda": _cpu_only},
+        %n = "dg.world_size"() {group = "world"} : () -> tensor<i64>""",
+    lower=lambda b, op: _call_i64(b, MPI_SIZE, _group(op)), lower_for={"cuda": _cpu_only},
 ))
 
 
@@ -70,6 +79,9 @@ def _collective_rule(types, **attrs):
     t = types[0]
     if t.dtype not in DTYPES + HALF:
         raise ShapeError(f"collectives take {', '.join(DTYPES + HALF)} values, got {t}")
+    group = attrs.get("group")
+    if group is not None and group not in GROUPS:
+        raise ShapeError(f"group must be one of {', '.join(repr(g) for g in GROUPS)}, got {group!r}")
     op = attrs.get("op")
     if op is not None and op not in OPS:
         raise ShapeError(f"allreduce: op must be one of {', '.join(repr(o) for o in OPS)}, got {op!r}")
@@ -107,18 +119,19 @@ def _collective(b, op, marker) -> str:
 def _lower_allreduce(b, op):
     reduce = op.attrs["op"]
     xt = op.types[0]
-    out = _collective(b, op, lambda dt: f"allreduce:{OPS.index(reduce)}:{DTYPES.index(dt)}")
+    group = _group(op)
+    out = _collective(b, op, lambda dt: f"allreduce:{OPS.index(reduce)}:{DTYPES.index(dt)}:{GROUPS.index(group)}")
     if isinstance(out, tuple):  # (f16 or bf16: reduced as f32)
         out, t32 = out
         if reduce == "mean":
-            out = _mean(b, out, t32)
+            out = _mean(b, out, t32, group)
         return _as(b, out, t32, xt.dtype)[0]
-    return _mean(b, out, xt) if reduce == "mean" else out
+    return _mean(b, out, xt, group) if reduce == "mean" else out
 
 
-def _mean(b, out: str, xt: TensorType) -> str:
-    """A sum over the world divided by its size (integers with floor division)."""
-    n = b.extract(_call_i64(b, MPI_SIZE), TensorType("i64", ()))
+def _mean(b, out: str, xt: TensorType, group: str) -> str:
+    """A sum over a group divided by its size (integers with floor division)."""
+    n = b.extract(_call_i64(b, MPI_SIZE, group), TensorType("i64", ()))
     ety = xt.element
     if is_float(xt.dtype):
         size = b.unary("arith.sitofp", n, f"i64 to {ety}")
@@ -133,7 +146,7 @@ def _vjp_allreduce(g, op, d):
     reduce = op.attrs["op"]
     if reduce == "max":
         return [None]  # (max has no gradient that flows back across processes: a step function's)
-    return [g.dg_op("allreduce", [d], {"op": reduce})]
+    return [g.dg_op("allreduce", [d], {"op": reduce, "group": _group(op)})]
 
 
 def _jvp_allreduce(g, op, ts):
@@ -148,13 +161,15 @@ _linear_in_x = linear(0)
 
 
 register(OpDef(
-    name="allreduce", impl=lambda x, op="sum": world().allreduce(np.asarray(x), op), attrs={"op": "str"}, batch=same_op,
+    name="allreduce", impl=lambda x, op="sum", group="world": world().group(group).allreduce(np.asarray(x), op),
+    attrs={"op": "str", "group": "str"}, batch=same_op,
     infer=_collective_rule,
-    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {"op": "sum"}),
-    doc="""The elementwise sum, mean or max of x over every process of the world, on every process.
+    sample=lambda rng: ([rng.standard_normal((3,)).astype(np.float32)], {"op": "sum", "group": "world"}),
+    doc="""The elementwise sum, mean or max of x over every process of the world (or of its group
+    `group`), on every process.
     Its gradient is the allreduce of the cotangent (sum and mean; max passes none).
 
-        %y = "dg.allreduce"(%x) {op = "sum"} : (tensor<3xf32>) -> tensor<3xf32>""",
+        %y = "dg.allreduce"(%x) {group = "world", op = "sum"} : (tensor<3xf32>) -> tensor<3xf32>""",
     lower=_lower_allreduce, vjp=_vjp_allreduce, jvp=_jvp_allreduce, lower_for={"cuda": _cpu_only},
 ))
 
@@ -162,8 +177,8 @@ register(OpDef(
 NOT_A_RANK = "ValueError: broadcast: root {0} is not a rank of this world of {1} processes"
 
 
-def _broadcast(x, root=0):
-    w = world()
+def _broadcast(x, root=0, group="world"):
+    w = world().group(group)
     if not 0 <= root < w.size:
         raise ValueError(NOT_A_RANK.split(": ", 1)[1].format(root, w.size))
     return w.broadcast(np.asarray(x), root)
@@ -172,27 +187,28 @@ def _broadcast(x, root=0):
 def _lower_broadcast(b, op):
     xt = op.types[0]
     root = b.const(int(op.attrs.get("root", 0)), "i64")
-    size = b.extract(_call_i64(b, MPI_SIZE), TensorType("i64", ()))
+    group = _group(op)
+    size = b.extract(_call_i64(b, MPI_SIZE, group), TensorType("i64", ()))
     fail_if(b, b.cmp("sge", root, size, "i64"), NOT_A_RANK, ((root, "i64"), (size, "i64")))
-    out = _collective(b, op, lambda dt: f"bcast:{int(op.attrs.get('root', 0))}:{DTYPES.index(dt)}")
+    out = _collective(b, op, lambda dt: f"bcast:{int(op.attrs.get('root', 0))}:{DTYPES.index(dt)}:{GROUPS.index(group)}")
     return _as(b, *out, xt.dtype)[0] if isinstance(out, tuple) else out
 
 
 def _vjp_broadcast(g, op, d):
     """Every process's cotangent flows back to the root's x: their sum there, zero elsewhere."""
-    total = g.dg_op("allreduce", [d], {"op": "sum"})
-    here = g.dg_op("eq", [g.dg_op("world_rank", []), g.dg_op("constant", [], {"value": (
+    total = g.dg_op("allreduce", [d], {"op": "sum", "group": _group(op)})
+    here = g.dg_op("eq", [g.dg_op("world_rank", [], {"group": _group(op)}), g.dg_op("constant", [], {"value": (
         np.asarray(int(op.attrs.get("root", 0)), np.int64), TensorType("i64", ()))}, result_types=[TensorType("i64", ())])])
     return [g.where(here, total, g.zeros_like(total))]
 
 
 register(OpDef(
-    name="broadcast_from", impl=_broadcast, attrs={"root": "int"}, batch=same_op,
+    name="broadcast_from", impl=_broadcast, attrs={"root": "int", "group": "str"}, batch=same_op,
     infer=_collective_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"root": 0}),
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"root": 0, "group": "world"}),
     doc="""x of the process of rank `root`, on every process (`broadcast(x, root)` in dg code).
 
-        %y = "dg.broadcast_from"(%x) {root = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>""",
+        %y = "dg.broadcast_from"(%x) {group = "world", root = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>""",
     lower=_lower_broadcast, vjp=_vjp_broadcast, jvp=linear(0), lower_for={"cuda": _cpu_only},
 ))
 
@@ -206,10 +222,10 @@ def _blocks_rule(types, **attrs):
     return TensorType(t.dtype, (Sym(),) + tuple(t.shape[1:]))
 
 
-def _world_sizes(b, x: str, xt: TensorType) -> tuple:
-    """(the world's size, this rank, x's first axis), as index values."""
-    size = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_SIZE), TensorType("i64", ())), "i64 to index")
-    rank = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_RANK), TensorType("i64", ())), "i64 to index")
+def _world_sizes(b, x: str, xt: TensorType, group: str) -> tuple:
+    """(the group's size, this process's rank in it, x's first axis), as index values."""
+    size = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_SIZE, group), TensorType("i64", ())), "i64 to index")
+    rank = b.unary("arith.index_cast", b.extract(_call_i64(b, MPI_RANK, group), TensorType("i64", ())), "i64 to index")
     return size, rank, b.dim(x, xt, 0)
 
 
@@ -232,7 +248,8 @@ def _through_f32(lower):
 
 def _lower_allgather(b, x, xt, op):
     rt = TensorType(xt.dtype, (Sym(),) + tuple(xt.shape[1:]))
-    size, rank, d0 = _world_sizes(b, x, xt)
+    group = _group(op)
+    size, rank, d0 = _world_sizes(b, x, xt, group)
     total = b.binary("arith.muli", d0, size, "index")
     at = b.binary("arith.muli", d0, rank, "index")
     sizes = _slice_sizes(b, x, xt, str(xt.shape[0]) if isinstance(xt.shape[0], int) else d0)
@@ -240,7 +257,7 @@ def _lower_allgather(b, x, xt, op):
     zeros, ones = ", ".join(["0"] * (len(sizes) - 1)), ", ".join(["1"] * len(sizes))
     mine = b.assign(f"tensor.insert_slice {x} into {e}[{', '.join([at] + ([zeros] if zeros else []))}] "
                     f"[{', '.join(sizes)}] [{ones}] : {xt.mlir()} into {rt.mlir()}", "ag")
-    return _marked_copy(b, mine, rt, f"allgather:0:{DTYPES.index(xt.dtype)}")
+    return _marked_copy(b, mine, rt, f"allgather:0:{DTYPES.index(xt.dtype)}:{GROUPS.index(group)}")
 
 
 NOT_DIVISIBLE_MESSAGE = "ValueError: " + NOT_DIVISIBLE
@@ -248,22 +265,23 @@ NOT_DIVISIBLE_MESSAGE = "ValueError: " + NOT_DIVISIBLE
 
 def _lower_reduce_scatter(b, x, xt, op):
     reduce = op.attrs["op"]
+    group = _group(op)
     rt = TensorType(xt.dtype, (Sym(),) + tuple(xt.shape[1:]))
-    size, _, d0 = _world_sizes(b, x, xt)
+    size, _, d0 = _world_sizes(b, x, xt, group)
     left = b.binary("arith.remsi", d0, size, "index")
     fail_if(b, b.cmp("ne", left, b.const(0, "index"), "index"), NOT_DIVISIBLE_MESSAGE, ((d0, "index"), (size, "index")))
-    done = _marked_copy(b, x, xt, f"reduce_scatter:{OPS.index(reduce)}:{DTYPES.index(xt.dtype)}")
+    done = _marked_copy(b, x, xt, f"reduce_scatter:{OPS.index(reduce)}:{DTYPES.index(xt.dtype)}:{GROUPS.index(group)}")
     block = b.binary("arith.divsi", d0, size, "index")
     sizes = _slice_sizes(b, x, xt, block)
     zeros, ones = ", ".join(["0"] * len(sizes)), ", ".join(["1"] * len(sizes))
     out = b.assign(f"tensor.extract_slice {done}[{zeros}] [{', '.join(sizes)}] [{ones}] : {xt.mlir()} to {rt.mlir()}",
                    "rs")
-    return _mean(b, out, rt) if reduce == "mean" else out
+    return _mean(b, out, rt, group) if reduce == "mean" else out
 
 
-def _reduce_scatter(x, op="sum"):
+def _reduce_scatter(x, op="sum", group="world"):
     try:
-        return world().reduce_scatter(np.asarray(x), op)
+        return world().group(group).reduce_scatter(np.asarray(x), op)
     except ValueError as e:  # (the interpreter's message is compiled code's, as for broadcast)
         raise ValueError(str(e)) from None
 
@@ -272,9 +290,9 @@ def _vjp_reduce_scatter(g, op, d):
     reduce = op.attrs["op"]
     if reduce == "max":
         return [None]
-    gathered = g.dg_op("allgather", [d])
+    gathered = g.dg_op("allgather", [d], {"group": _group(op)})
     if reduce == "mean":
-        n = g.dg_op("cast", [g.dg_op("world_size", [])], {"dtype": d.tt.dtype})
+        n = g.dg_op("cast", [g.dg_op("world_size", [], {"group": _group(op)})], {"dtype": d.tt.dtype})
         gathered = g.dg_op("div", [gathered, n])
     return [gathered]
 
@@ -286,28 +304,30 @@ def _jvp_reduce_scatter(g, op, ts):
 
 
 register(OpDef(
-    name="allgather", impl=lambda x: world().allgather(np.asarray(x)), batch=per_example,
+    name="allgather", impl=lambda x, group="world": world().group(group).allgather(np.asarray(x)),
+    attrs={"group": "str"}, batch=per_example,
     infer=_blocks_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"group": "world"}),
     doc="""Every process's x joined along axis 0, in rank order, on every process (`allgather(x,
     axis=)` in dg code moves its axis to the front and back). Its gradient is the reduce_scatter
     (sum) of the cotangent.
 
-        %y = "dg.allgather"(%x) : (tensor<2x3xf32>) -> tensor<?x3xf32>""",
-    lower=_through_f32(_lower_allgather), vjp=lambda g, op, d: [g.dg_op("reduce_scatter", [d], {"op": "sum"})],
+        %y = "dg.allgather"(%x) {group = "world"} : (tensor<2x3xf32>) -> tensor<?x3xf32>""",
+    lower=_through_f32(_lower_allgather),
+    vjp=lambda g, op, d: [g.dg_op("reduce_scatter", [d], {"op": "sum", "group": _group(op)})],
     jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
 ))
 
 register(OpDef(
-    name="reduce_scatter", impl=_reduce_scatter, attrs={"op": "str"}, batch=per_example,
+    name="reduce_scatter", impl=_reduce_scatter, attrs={"op": "str", "group": "str"}, batch=per_example,
     infer=_blocks_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"op": "sum"}),
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"op": "sum", "group": "world"}),
     doc="""The sum, mean or max of x over every process, split along axis 0 into as many blocks as
     processes: process k gets block k (axis 0's size must be a multiple of the world's). Its
     gradient is the allgather of the cotangent (divided by the world's size for mean; max passes
     none).
 
-        %y = "dg.reduce_scatter"(%x) {op = "sum"} : (tensor<4x3xf32>) -> tensor<?x3xf32>""",
+        %y = "dg.reduce_scatter"(%x) {group = "world", op = "sum"} : (tensor<4x3xf32>) -> tensor<?x3xf32>""",
     lower=_through_f32(_lower_reduce_scatter), vjp=_vjp_reduce_scatter, jvp=_jvp_reduce_scatter,
     lower_for={"cuda": _cpu_only},
 ))
@@ -325,15 +345,16 @@ NOT_SPLIT_MESSAGE = "ValueError: " + NOT_SPLIT
 
 
 def _lower_all_to_all(b, x, xt, op):
-    size, _, d0 = _world_sizes(b, x, xt)
+    group = _group(op)
+    size, _, d0 = _world_sizes(b, x, xt, group)
     left = b.binary("arith.remsi", d0, size, "index")
     fail_if(b, b.cmp("ne", left, b.const(0, "index"), "index"), NOT_SPLIT_MESSAGE, ((d0, "index"), (size, "index")))
-    return _marked_copy(b, x, xt, f"all_to_all:0:{DTYPES.index(xt.dtype)}")
+    return _marked_copy(b, x, xt, f"all_to_all:0:{DTYPES.index(xt.dtype)}:{GROUPS.index(group)}")
 
 
-def _all_to_all(x):
+def _all_to_all(x, group="world"):
     try:
-        return world().all_to_all(np.asarray(x))
+        return world().group(group).all_to_all(np.asarray(x))
     except ValueError as e:
         raise ValueError(str(e)) from None
 
@@ -350,14 +371,15 @@ def _same_shape_through_f32(lower):
 
 
 register(OpDef(
-    name="all_to_all", impl=_all_to_all, batch=per_example, infer=_all_to_all_rule,
-    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {}),
+    name="all_to_all", impl=_all_to_all, attrs={"group": "str"}, batch=per_example, infer=_all_to_all_rule,
+    sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"group": "world"}),
     doc="""x's axis 0 cut into as many blocks as processes: block k goes to process k, and block k of
     the result is what process k sent this one (axis 0's size must be a multiple of the world's;
     `all_to_all(x, split_axis=, concat_axis=)` in dg code is built on it). Its gradient is the
     all_to_all of the cotangent.
 
-        %y = "dg.all_to_all"(%x) : (tensor<4x3xf32>) -> tensor<4x3xf32>""",
-    lower=_same_shape_through_f32(_lower_all_to_all), vjp=lambda g, op, d: [g.dg_op("all_to_all", [d])],
+        %y = "dg.all_to_all"(%x) {group = "world"} : (tensor<4x3xf32>) -> tensor<4x3xf32>""",
+    lower=_same_shape_through_f32(_lower_all_to_all),
+    vjp=lambda g, op, d: [g.dg_op("all_to_all", [d], {"group": _group(op)})],
     jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
 ))

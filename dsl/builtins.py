@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dg.core.mpi import GROUPS
 from dg.core.types import DTYPES, ShapeError, is_bool, is_float, is_int, promote, py_cast, scalar
 from dg.dialects import OPS
 from dg.dialects.helpers import DYN
@@ -1099,25 +1100,42 @@ def _range(em, call, name):
 
 
 def _world(opname):
+    """rank(group="world") and world_size(group="world")."""
     def h(em, call, name):
-        a = _Args(em, call, name, [], {})
-        return em.op(opname, [], loc=call.loc) if a.ok else POISON
+        a = _Args(em, call, name, ["group"], {"group": "world"}, static=("group",))
+        if not a.ok:
+            return POISON
+        group = _group_name(em, a, name)
+        if group is None:
+            return POISON
+        return em.op(opname, [], {"group": group}, loc=call.loc)
 
     return h
+
+
+def _group_name(em, a, name):
+    """The `group` argument of a collective: one of core.mpi.GROUPS (None: an error said)."""
+    v = a["group"] if not isinstance(a["group"], A.Node) else em.expr(a["group"])
+    group = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
+    if group not in GROUPS:
+        em.error(f"{name}: group must be one of {', '.join(repr(g) for g in GROUPS)}", a.loc_of("group"))
+        return None
+    return group
 
 
 def _collective(opname, param, default, check):
     """allreduce(x, op="sum") and broadcast(x, root=0) of an array or a structure of arrays: the
     leaves of each element type travel as one flat buffer (one collective per type, not per leaf)."""
     def h(em, call, name):
-        a = _Args(em, call, name, ["x", param], {param: default}, static=(param,))
+        a = _Args(em, call, name, ["x", param, "group"], {param: default, "group": "world"}, static=(param, "group"))
         if not a.ok:
             return POISON
         pv = a[param] if not isinstance(a[param], A.Node) else em.expr(a[param])
         value = check(em, pv, a.loc_of(param))
-        if value is None:
+        group = _group_name(em, a, name)
+        if value is None or group is None:
             return POISON
-        attrs = {"op" if param == "op" else "root": value}
+        attrs = {"op" if param == "op" else "root": value, "group": group}
         x = a["x"]
         leaves = flatten(x) if is_tuple(x) else [x]
         vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
@@ -1169,13 +1187,17 @@ def _blocks(opname):
     scatter = opname == "reduce_scatter"
 
     def h(em, call, name):
-        params = ["x", "axis"] + (["op"] if scatter else [])
-        a = _Args(em, call, name, params, {"axis": 0, **({"op": "sum"} if scatter else {})}, static=tuple(params[1:]))
+        params = ["x", "axis"] + (["op"] if scatter else []) + ["group"]
+        a = _Args(em, call, name, params, {"axis": 0, "group": "world", **({"op": "sum"} if scatter else {})},
+                  static=tuple(params[1:]))
         if not a.ok:
             return POISON
-        given = {p: a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]) for p in params[1:]}
+        given = {p: a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]) for p in params[1:-1]}
         axis = static_int(em, given["axis"], a.loc_of("axis"), "axis")
-        attrs = {}
+        group = _group_name(em, a, name)
+        if group is None:
+            return POISON
+        attrs = {"group": group}
         if scatter:
             attrs["op"] = _reduction_name(em, given["op"], a.loc_of("op"), name)
             if attrs["op"] is None:
@@ -1206,13 +1228,15 @@ def _all_to_all(em, call, name):
     """all_to_all(x, split_axis=0, concat_axis=0): x cut along split_axis into one block per
     process, block k sent to process k, the blocks received joined along concat_axis in rank
     order. Built on the all_to_all op (axis 0 to axis 0) with transposes and reshapes."""
-    a = _Args(em, call, name, ["x", "split_axis", "concat_axis"], {"split_axis": 0, "concat_axis": 0},
-              static=("split_axis", "concat_axis"))
+    a = _Args(em, call, name, ["x", "split_axis", "concat_axis", "group"],
+              {"split_axis": 0, "concat_axis": 0, "group": "world"}, static=("split_axis", "concat_axis", "group"))
     if not a.ok:
         return POISON
     x = a.materialized("x")
-    if x is None or x.poison:
+    group = _group_name(em, a, name)
+    if x is None or x.poison or group is None:
         return POISON
+    attrs = {"group": group}
     axes = []
     for p in ("split_axis", "concat_axis"):
         v = static_int(em, a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]), a.loc_of(p), p)
@@ -1226,10 +1250,10 @@ def _all_to_all(em, call, name):
     loc = call.loc
     perm = [sa] + [i for i in range(x.rank) if i != sa]
     front = em.op("transpose", [x], {"perm": perm}, loc) if sa else x
-    z = em.op("all_to_all", [front], {}, loc)
+    z = em.op("all_to_all", [front], attrs, loc)
     if sa == ca:
         return em.op("transpose", [z], {"perm": [perm.index(i) for i in range(x.rank)]}, loc) if sa else z
-    n = em.op("world_size", [], loc=loc)
+    n = em.op("world_size", [], attrs, loc=loc)
     block = em.binop("//", em.op("dim", [z], {"axis": 0}, loc), n, loc)
     rest = [(d, None if isinstance(d, int) else em.op("dim", [z], {"axis": k}, loc))
             for k, d in enumerate(z.type.shape) if k]

@@ -2,11 +2,13 @@
 into the copy's fresh buffer.
 
 Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
-into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>"`, `"bcast:<root>:<type>"`,
-`"allgather:0:<type>"`, `"reduce_scatter:<op>:<type>"` or `"all_to_all:0:<type>"`. Guarantees:
-unless a check has failed or Ctrl-C was pressed, a call of `core.abi.MPI_ALLREDUCE`,
-`MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` or `MPI_ALL_TO_ALL` with that buffer (its address, its element count, the code of its element
-type, and of its reduction or its root where it has one). An allreduce whose source is contiguous reads it directly (its
+into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>:<group>"`,
+`"bcast:<root>:<type>:<group>"`, `"allgather:0:<type>:<group>"`,
+`"reduce_scatter:<op>:<type>:<group>"` or `"all_to_all:0:<type>:<group>"` (the group's code:
+its index in core.mpi.GROUPS). Guarantees: unless a check has failed or Ctrl-C was pressed, a
+call of `core.abi.MPI_ALLREDUCE`, `MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` or
+`MPI_ALL_TO_ALL` with that buffer (its address, its element count, the code of its element
+type, of its reduction or its root where it has one, and of its group). An allreduce whose source is contiguous reads it directly (its
 address is the call's first argument) and the copy goes; any other keeps the copy and reduces
 in place (first argument 0). A broadcast keeps the copy: the root's buffer is what it sends.
 The marker is dropped. A destination that is not a fresh contiguous buffer is an internal
@@ -20,11 +22,11 @@ from dg.core.mlir import append_parsed, create, ir, operations_under
 from .stoppable import stopped
 
 COLLECTIVE = "dg.collective"
-DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32)\n"
-         f"func.func private @{MPI_BCAST}(i64, i64, i32, i64)\n"
-         f"func.func private @{MPI_ALLGATHER}(i64, i64, i32)\n"
-         f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32)\n"
-         f"func.func private @{MPI_ALL_TO_ALL}(i64, i64, i32)\n")
+DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32, i32)\n"
+         f"func.func private @{MPI_BCAST}(i64, i64, i32, i64, i32)\n"
+         f"func.func private @{MPI_ALLGATHER}(i64, i64, i32, i32)\n"
+         f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32, i32)\n"
+         f"func.func private @{MPI_ALL_TO_ALL}(i64, i64, i32, i32)\n")
 # kind -> (the runtime's function, the type of its last argument: the op code or the root; None: none)
 CALLS = {"allreduce": (MPI_ALLREDUCE, 32), "bcast": (MPI_BCAST, 64), "allgather": (MPI_ALLGATHER, None),
          "reduce_scatter": (MPI_REDUCE_SCATTER, 32), "all_to_all": (MPI_ALL_TO_ALL, None)}
@@ -41,7 +43,7 @@ def mpi_collectives(m) -> None:
 
 
 def _call_after(op) -> None:
-    kind, arg, dtype = ir.StringAttr(op.attributes[COLLECTIVE]).value.split(":")
+    kind, arg, dtype, group = ir.StringAttr(op.attributes[COLLECTIVE]).value.split(":")
     del op.attributes[COLLECTIVE]
     dst = op.operands[1]
     t = ir.MemRefType(dst.type)
@@ -67,6 +69,7 @@ def _call_after(op) -> None:
         args += [address(dst), create("arith.index_cast", [i64], [count]).result, const(dtype, i32)]
         symbol, last_bits = CALLS[kind]
         last = [] if last_bits is None else [const(arg, i32 if last_bits == 32 else i64)]
+        last.append(const(group, i32))
         going = create("arith.cmpi", [ir.IntegerType.get_signless(1)], [stopped(op.location), const(0, i64)],
                        predicate=ir.IntegerAttr.get(i64, 0)).result  # eq
         guard = create("scf.if", [], [going], regions=2)

@@ -3,7 +3,8 @@
 Expects: compiled code that calls `core.abi.MPI_RANK`, `MPI_SIZE`, `MPI_ALLREDUCE`,
 `MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` and `MPI_ALL_TO_ALL` (the `mpi-collectives`
 pass writes the calls). Guarantees: `symbols()` gives their addresses, made once per process with llvmlite.
-`helper(w)` names the helper for world `w` and its constants (an exported library compiles a
+The helper keeps a table of the groups' communicators (core.mpi.GROUPS), which follows the
+world's grid when it is split. `helper(w)` names the helper for world `w` and its constants (an exported library compiles a
 world of one's: runtime.export). Under MPI (`core.mpi.world()` is mpi4py's), they call
 MPI_Allreduce (in place), MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall
 (in place) of
@@ -20,7 +21,7 @@ import ctypes
 import threading
 
 from dg.core.abi import MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_REDUCE_SCATTER, MPI_SIZE
-from dg.core.mpi import DTYPES, OPS, world
+from dg.core.mpi import DTYPES, GROUPS, OPS, world
 
 from .natives import compile_native
 
@@ -36,14 +37,16 @@ def helper(w) -> tuple[str, dict]:
     its placeholders stand for."""
     names = {"MPI_RANK": MPI_RANK, "MPI_SIZE": MPI_SIZE, "MPI_ALLREDUCE": MPI_ALLREDUCE, "MPI_BCAST": MPI_BCAST,
              "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER, "MPI_ALL_TO_ALL": MPI_ALL_TO_ALL}
-    common = {**names, "RANK": w.rank, "SIZE": w.size, "NDTYPES": len(DTYPES),
-              "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
+    common = {**names, "NDTYPES": len(DTYPES), "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
     if w.native is None:  # a world of one: a reduction that reads its source copies it
         return "collectives_one", common
     _, handles, handle_bytes = w.native
     h = "i32" if handle_bytes == 4 else "i64"
     return "collectives_mpi", {
-        **common, "H": h, "COMM": handles["comm"], "IN_PLACE": handles["in_place"], "CHUNK": CHUNK,
+        **common, "H": h, "IN_PLACE": handles["in_place"], "CHUNK": CHUNK, "NGROUPS": len(GROUPS),
+        "COMMS": ", ".join(f"{h} {w.handle(g)}" for g in GROUPS),
+        "RANKS": ", ".join(f"i64 {w.group(g).rank}" for g in GROUPS),
+        "SIZES": ", ".join(f"i64 {w.group(g).size}" for g in GROUPS),
         "TYPES": ", ".join(f"{h} {handles['type_' + t]}" for t in DTYPES), "NOPS": len(OPS),
         "OPS": ", ".join(f"{h} {handles['op_' + o]}" for o in OPS)}
 
@@ -73,3 +76,16 @@ def _make() -> None:
     engine = compile_native(*helper(w), mpi)
     _Made.symbols = {n: engine.get_function_address(n) for n in NAMES}
     _Made.engine = engine
+    if w.native is not None:
+        w.listeners.append(lambda w: _follow(engine, w))
+
+
+def _follow(engine, w) -> None:
+    """The helper's tables of communicators, ranks and sizes made the world's groups' again (after
+    the grid was split)."""
+    wide = ctypes.c_int32 if w.native[2] == 4 else ctypes.c_int64
+    comms = (wide * len(GROUPS)).from_address(engine.get_global_value_address("comms"))
+    ranks = (ctypes.c_int64 * len(GROUPS)).from_address(engine.get_global_value_address("ranks"))
+    sizes = (ctypes.c_int64 * len(GROUPS)).from_address(engine.get_global_value_address("sizes"))
+    for k, g in enumerate(GROUPS):
+        comms[k], ranks[k], sizes[k] = w.handle(g), w.group(g).rank, w.group(g).size

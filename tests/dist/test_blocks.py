@@ -129,7 +129,7 @@ for mode in ("interp", "compiled"):
             p.rs(x[r][:2 * n - 1], y[r], hb[r])
             bad.append(f"{mode}: no error for {2 * n - 1} rows")
         except dg.DgRuntimeError as e:
-            if f"blocks.dg:6:12: error: ValueError: reduce_scatter: axis size {2 * n - 1} is not a multiple of the world's {n} processes" not in str(e):
+            if f"blocks.dg:6:12: error: ValueError: reduce_scatter: axis size {2 * n - 1} is not a multiple of the group's {n} processes" not in str(e):
                 bad.append(f"{mode}: {e}")
 print(json.dumps({"rank": r, "size": n, "bad": bad}), flush=True)
 '''
