@@ -59,3 +59,7 @@ MPI_RANK, MPI_SIZE = "dg.mpi_rank", "dg.mpi_size"
 MPI_ALLREDUCE, MPI_BCAST = "dg.mpi_allreduce", "dg.mpi_bcast"
 MPI_ALLGATHER, MPI_REDUCE_SCATTER = "dg.mpi_allgather", "dg.mpi_reduce_scatter"
 MPI_ALL_TO_ALL = "dg.mpi_all_to_all"
+# The point-to-point calls, one per element type (`<name>_<type>`: f32, f64, i32, i64): (peer, type
+# code, group code, the buffer as an unranked memref: its rank, then its descriptor's address).
+MPI_SEND, MPI_RECV = "dg.mpi_send", "dg.mpi_recv"
+MPI_FLUSH = "dg.mpi_flush"  # () : waits for every send in flight (the runtime calls it before MPI ends)

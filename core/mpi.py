@@ -20,6 +20,7 @@ aborts every rank (MPI_Abort), so that a failure never leaves the others waiting
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import os
@@ -73,6 +74,15 @@ class World:
     def all_to_all(self, x: np.ndarray) -> np.ndarray:
         return np.array(x, copy=True)
 
+    def send(self, x: np.ndarray, to: int) -> None:
+        raise ValueError(NOT_A_PEER.format(to, self.size))
+
+    def recv(self, like: np.ndarray, frm: int) -> np.ndarray:
+        raise ValueError(NOT_A_PEER.format(frm, self.size))
+
+
+NOT_A_PEER = "send and recv: rank {0} is not another process of this group of {1}"
+
 
 def scatter_blocks(x: np.ndarray, size: int) -> int:
     """The rows of each rank's block when reduce_scatter splits x's axis 0 over `size` ranks."""
@@ -95,9 +105,12 @@ class MpiWorld(World):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         if parent is not None:  # a group: the world's handles, its own communicator
-            self._ops, self.native = parent._ops, parent.native
+            self._ops, self.native, self._parent = parent._ops, parent.native, parent
             return
         self.listeners = []
+        self.before_finalize = [self._settle]  # (called once, at exit, before mpi4py finalizes MPI)
+        self._sending = []  # the interpreter's sends in flight: (request, copy)
+        atexit.register(self._finalizing)
         self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX}
         types = {"f32": MPI.FLOAT, "f64": MPI.DOUBLE, "i32": MPI.INT32_T, "i64": MPI.INT64_T}
         handles = {"comm": MPI._handleof(self.comm), "in_place": int(MPI.IN_PLACE),
@@ -166,6 +179,42 @@ class MpiWorld(World):
         out = np.empty_like(x)
         self.comm.Alltoall(x, out)
         return out
+
+    def send(self, x: np.ndarray, to: int) -> None:
+        """Starts sending a copy of x to `to` (which a later send, or the exit, finds sent): a send
+        never waits for its receiver, as in compiled code."""
+        if not 0 <= to < self.size or to == self.rank:
+            raise ValueError(NOT_A_PEER.format(to, self.size))
+        if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            x = x.astype(np.float32)
+        root = self._root()
+        root._settle(wait=False)
+        copy = np.array(x, copy=True, order="C")
+        root._sending.append((self.comm.Isend(copy, dest=to, tag=0), copy))
+
+    def _root(self) -> "MpiWorld":
+        return self if hasattr(self, "_sending") else self._parent
+
+    def _settle(self, wait: bool = True) -> None:
+        """The interpreter's sends in flight that have gone (all, waiting, with `wait`) released."""
+        if wait:
+            for req, _ in self._sending:
+                req.Wait()
+            self._sending = []
+        else:
+            self._sending = [(req, copy) for req, copy in self._sending if not req.Test()]
+
+    def _finalizing(self) -> None:
+        for settle in self.before_finalize:
+            settle()
+
+    def recv(self, like: np.ndarray, frm: int) -> np.ndarray:
+        if not 0 <= frm < self.size or frm == self.rank:
+            raise ValueError(NOT_A_PEER.format(frm, self.size))
+        half = like.dtype.itemsize == 2 and like.dtype.kind in "fV"
+        out = np.empty(like.shape, np.float32 if half else like.dtype)
+        self.comm.Recv(out, source=frm, tag=0)
+        return out.astype(like.dtype) if half else out
 
 
 def _library() -> str:

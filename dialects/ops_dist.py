@@ -1,4 +1,5 @@
-"""Collectives (LANGUAGE.md §7): rank, world size, allreduce, broadcast, allgather, reduce_scatter.
+"""Collectives (LANGUAGE.md §7): rank, world size, allreduce, broadcast, allgather, reduce_scatter,
+all_to_all, and the point-to-point send and recv.
 
 The interpreter runs them through mpi4py (`core.mpi`); compiled code calls the MPI library
 itself. A collective lowers to a copy of its operand into a fresh buffer (`linalg.copy`, marked
@@ -8,6 +9,14 @@ calls): an allgather's buffer is the world's size times its operand, the operand
 this rank's block; a reduce_scatter's buffer is its operand, whose first block is the result.
 Under a world of one every collective gives back its operand.
 
+send and recv are calls at the tensor level: send copies its operand (a contiguous buffer) and
+calls `core.abi.MPI_SEND` with it as an unranked tensor; recv allocates the result's buffer,
+calls `MPI_RECV` to fill it and makes it a tensor (`bufferization.to_tensor ... restrict`).
+send gives a token, a 0-d zero of its operand's type: its gradient receives the cotangent of
+what it sent from the peer (a send's adjoint is a receive, which the token carries into the
+reverse sweep when it is part of what is differentiated); recv's gradient sends the cotangent
+of what it received back to the peer. Their tangents travel as the values do.
+
 Gradients are transposes, as for allreduce: the gradient of the sum of every process's
 result. allgather's is the reduce_scatter (sum) of its cotangent, reduce_scatter's the
 allgather of its cotangent (divided by the world's size for "mean"; "max" passes none).
@@ -16,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dg.core.abi import MPI_RANK, MPI_SIZE
+from dg.core.abi import MPI_RANK, MPI_RECV, MPI_SEND, MPI_SIZE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES, GROUPS, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
+from dg.core.mpi import DTYPES, GROUPS, NOT_A_PEER, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .batch_rules import per_example, same_op
@@ -382,4 +391,133 @@ register(OpDef(
     lower=_same_shape_through_f32(_lower_all_to_all),
     vjp=lambda g, op, d: [g.dg_op("all_to_all", [d], {"group": _group(op)})],
     jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
+))
+
+
+# ------------------------------------------------------------------ send, recv
+def _peer_rule(types, **attrs):
+    t = _collective_rule(types[:1], **attrs)
+    if types[1].dtype != "i64" or types[1].shape:
+        raise ShapeError(f"the peer's rank must be an i64 scalar, got {types[1]}")
+    return t
+
+
+def _send_rule(types, **attrs):
+    return TensorType(_peer_rule(types, **attrs).dtype, ())
+
+
+def _send(x, to, group="world"):
+    try:
+        world().group(group).send(np.asarray(x), int(to))
+    except ValueError as e:  # (the interpreter's message is compiled code's, as for broadcast)
+        raise ValueError(str(e)) from None
+    return np.zeros((), np.asarray(x).dtype)
+
+
+def _recv(like, frm, group="world"):
+    try:
+        return world().group(group).recv(np.asarray(like), int(frm))
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+
+
+def _peer_check(b, op, peer: str):
+    """The peer's rank as an i64, checked to be a rank of the group (and not this process)."""
+    group = _group(op)
+    p = b.extract(peer, TensorType("i64", ()))
+    size = b.extract(_call_i64(b, MPI_SIZE, group), TensorType("i64", ()))
+    me = b.extract(_call_i64(b, MPI_RANK, group), TensorType("i64", ()))
+    bad = b.binary("arith.ori", b.cmp("uge", p, size, "i64"), b.cmp("eq", p, me, "i64"), "i1")
+    fail_if(b, bad, NOT_A_PEER_MESSAGE, ((p, "i64"), (size, "i64")))
+    return p
+
+
+NOT_A_PEER_MESSAGE = "ValueError: " + NOT_A_PEER
+
+
+def _p2p_call(b, op, symbol: str, t: TensorType, value: str, peer: str, kind: str) -> None:
+    """A call of the runtime's send or recv (`symbol`) on `value` (a tensor, or a memref for
+    recv), its element type's code, the peer and the group."""
+    e = t.element
+    name = f"{symbol}_{t.dtype}"
+    code = b.const(DTYPES.index(t.dtype), "i32")
+    group = b.const(GROUPS.index(_group(op)), "i32")
+    if kind == "send":
+        u = b.assign(f"tensor.cast {value} : {t.mlir()} to tensor<*x{e}>", "u")
+        b.runtime_decls.add(f'func.func private @{name}(i64, i32, i32, tensor<*x{e}> {{bufferization.access = "read"}})')
+        b.emit(f"func.call @{name}({peer}, {code}, {group}, {u}) : (i64, i32, i32, tensor<*x{e}>) -> ()")
+        return
+    m = f"memref<{'x'.join(['?' if not isinstance(d, int) else str(d) for d in t.shape] + [e])}>"
+    u = b.assign(f"memref.cast {value} : {m} to memref<*x{e}>", "u")
+    b.runtime_decls.add(f"func.func private @{name}(i64, i32, i32, memref<*x{e}>)")
+    b.emit(f"func.call @{name}({peer}, {code}, {group}, {u}) : (i64, i32, i32, memref<*x{e}>) -> ()")
+
+
+def _lower_send(b, op):
+    x, xt = op.operands[0], op.types[0]
+    peer = _peer_check(b, op, op.operands[1])
+    if xt.dtype in HALF:
+        x, xt = _as(b, x, xt, "f32")
+    fresh = b.empty(xt, [None if isinstance(d, int) else b.dim(x, xt, k) for k, d in enumerate(xt.shape)])
+    c = b.assign(f"linalg.copy ins({x} : {xt.mlir()}) outs({fresh} : {xt.mlir()}) -> {xt.mlir()}", "snd")
+    _p2p_call(b, op, MPI_SEND, xt, c, peer, "send")
+    token = op.types[0].with_shape(())
+    return b.assign(f"arith.constant dense<{'0.0' if is_float(token.dtype) else '0'}> : {token.mlir()}", "tok")
+
+
+def _lower_recv(b, op):
+    like, lt = op.operands[0], op.types[0]
+    peer = _peer_check(b, op, op.operands[1])
+    t = lt.with_dtype("f32") if lt.dtype in HALF else lt
+    dims = [b.dim(like, lt, k) for k, d in enumerate(lt.shape) if not isinstance(d, int)]
+    m = f"memref<{'x'.join(['?' if not isinstance(d, int) else str(d) for d in t.shape] + [t.element])}>"
+    buf = b.assign(f"memref.alloc({', '.join(dims)}) : {m}", "rbuf")
+    _p2p_call(b, op, MPI_RECV, t, buf, peer, "recv")
+    out = b.assign(f"bufferization.to_tensor {buf} restrict writable : {m} to {t.mlir()}", "rcv")
+    return _as(b, out, t, lt.dtype)[0] if lt.dtype in HALF else out
+
+
+def _vjp_send(g, op, d):
+    """A send's adjoint is a receive: the cotangent of what was sent, from the peer."""
+    x, to = op.operands
+    return [g.dg_op("recv", [g.zeros_like(x), to], {"group": _group(op)}), None]
+
+
+def _vjp_recv(g, op, d):
+    """A receive's adjoint is a send: the cotangent of what was received, back to the peer."""
+    like, frm = op.operands
+    g.dg_op("send", [d, frm], {"group": _group(op)})
+    return [g.zeros_like(like), None]
+
+
+def _jvp_send(g, op, ts):
+    """The tangent travels as the value does (sent after it); the token's tangent is zero."""
+    x, to = op.operands
+    t = ts[0] if ts[0] is not None else g.zeros_like(x)
+    return g.dg_op("send", [t, to], {"group": _group(op)})
+
+
+def _jvp_recv(g, op, ts):
+    like, frm = op.operands
+    return g.dg_op("recv", [like, frm], {"group": _group(op)})
+
+
+register(OpDef(
+    name="send", impl=_send, nargs=2, nfixed=2, attrs={"group": "str"}, pure=False, batch=per_example,
+    infer=_send_rule,
+    doc="""x sent to process `to` of the group (which receives it with recv); gives a token, a 0-d
+    zero of x's type. Its gradient receives the cotangent of x from `to`.
+
+        %t = "dg.send"(%x, %to) {group = "world"} : (tensor<2x3xf32>, tensor<i64>) -> tensor<f32>""",
+    lower=_lower_send, vjp=_vjp_send, jvp=_jvp_send, lower_for={"cuda": _cpu_only},
+))
+
+register(OpDef(
+    name="recv", impl=_recv, nargs=2, nfixed=2, attrs={"group": "str"}, pure=False, batch=per_example,
+    infer=_peer_rule,
+    doc="""What process `frm` of the group sent (with send), shaped and typed as `like` (whose
+    values are not read). Its gradient sends the cotangent back to `frm`.
+
+        %y = "dg.recv"(%like, %frm) {group = "world"} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>""",
+    lower=_lower_recv, vjp=_vjp_recv, jvp=_jvp_recv, lower_for={"cuda": _cpu_only},
 ))

@@ -1280,6 +1280,28 @@ def _all_to_all(em, call, name):
     return em.op("reshape", [v] + dyn, {"shape": shape}, loc)
 
 
+def _point_to_point(opname, peer):
+    """send(x, to=, group="world") and recv(like, frm=, group="world"): `to` and `frm` ranks in the
+    group (i64, run-time values)."""
+    first = "x" if opname == "send" else "like"
+
+    def h(em, call, name):
+        a = _Args(em, call, name, [first, peer, "group"], {"group": "world"}, static=("group",))
+        if not a.ok:
+            return POISON
+        x = a.materialized(first)
+        rank = a.materialized(peer)
+        group = _group_name(em, a, name)
+        if x is None or rank is None or group is None:
+            return POISON
+        if rank.dtype not in ("i64", "i32") or rank.rank:
+            em.error(f"{name}: {peer} must be a rank (an integer scalar), got {rank.type}", a.loc_of(peer))
+            return POISON
+        return em.op(opname, [x, em.cast(rank, "i64", call.loc)], {"group": group}, call.loc)
+
+    return h
+
+
 def _reduction_name(em, v, loc, name="allreduce"):
     op = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
     if op not in ("sum", "mean", "max"):
@@ -1316,6 +1338,7 @@ BUILTINS = {
     "allreduce": _collective("allreduce", "op", "sum", _reduction_name),
     "broadcast": _collective("broadcast_from", "root", 0, _root),
     "allgather": _blocks("allgather"), "reduce_scatter": _blocks("reduce_scatter"), "all_to_all": _all_to_all,
+    "send": _point_to_point("send", "to"), "recv": _point_to_point("recv", "frm"),
     "jvp": _jvp,
 }
 for _n, _op in OPS.items():

@@ -20,7 +20,8 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from dg.core.abi import MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_REDUCE_SCATTER, MPI_SIZE
+from dg.core.abi import (MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_FLUSH, MPI_RANK, MPI_RECV,
+                         MPI_REDUCE_SCATTER, MPI_SEND, MPI_SIZE)
 from dg.core.mpi import DTYPES, GROUPS, OPS, world
 
 from .natives import compile_native
@@ -29,14 +30,23 @@ CHUNK = 1 << 30  # elements per MPI call (its counts are ints)
 ITEM = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
 
-NAMES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL)
+NAMES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL,
+         *(f"{p2p}_{t}" for p2p in (MPI_SEND, MPI_RECV) for t in DTYPES))
+
+
+def _aliases() -> str:
+    """The point-to-point calls' names per element type (`dg.mpi_send_f32`: what compiled code
+    declares, its buffer's type in the name), each an alias of the one function."""
+    sig = "void (i64, i32, i32, i64, ptr)"
+    return "\n".join(f'@"{p2p}_{t}" = alias {sig}, ptr @"{p2p}"' for p2p in (MPI_SEND, MPI_RECV) for t in DTYPES)
 
 
 def helper(w) -> tuple[str, dict]:
     """The helper (runtime/ll/collectives_one.ll or collectives_mpi.ll) for world `w`, and what
     its placeholders stand for."""
     names = {"MPI_RANK": MPI_RANK, "MPI_SIZE": MPI_SIZE, "MPI_ALLREDUCE": MPI_ALLREDUCE, "MPI_BCAST": MPI_BCAST,
-             "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER, "MPI_ALL_TO_ALL": MPI_ALL_TO_ALL}
+             "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER, "MPI_ALL_TO_ALL": MPI_ALL_TO_ALL,
+             "MPI_SEND": MPI_SEND, "MPI_RECV": MPI_RECV, "MPI_FLUSH": MPI_FLUSH, "ALIASES": _aliases()}
     common = {**names, "NDTYPES": len(DTYPES), "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
     if w.native is None:  # a world of one: a reduction that reads its source copies it
         return "collectives_one", common
@@ -72,12 +82,15 @@ def _make() -> None:
     if w.native is not None:
         lib = ctypes.CDLL(w.native[0])
         mpi = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-               for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall")}
+               for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall",
+                             "MPI_Isend", "MPI_Recv", "MPI_Test", "MPI_Wait")}
     engine = compile_native(*helper(w), mpi)
     _Made.symbols = {n: engine.get_function_address(n) for n in NAMES}
     _Made.engine = engine
     if w.native is not None:
         w.listeners.append(lambda w: _follow(engine, w))
+        flush = ctypes.CFUNCTYPE(None)(engine.get_function_address(MPI_FLUSH))
+        w.before_finalize.append(flush)
 
 
 def _follow(engine, w) -> None:

@@ -17,6 +17,11 @@ from ..irmodel import Block, Op
 
 TERMINATORS = ("scf.yield", "scf.condition", "func.return")
 INACTIVE = ("stop_gradient", "zeros_like", "tape_alloc")  # ops whose results depend on nothing
+# Ops whose float results are active whatever their operands: a message between processes (what
+# a recv gives depends on the sender's values; a send's token carries the cotangent of what it
+# sent). Their rules run on both sides alike, a zero adjoint or tangent where none reaches them,
+# so that every message of the forward pass has its message in the derivative's.
+ALWAYS_ACTIVE = ("send", "recv")
 
 
 def is_float(v: Value) -> bool:
@@ -110,8 +115,9 @@ def slot_passed_on(op: Op, i: int) -> bool:
     return passed_on(before.args[i], before, {i + 1}) and passed_on(after.args[i], after, {i})
 
 
-def activity(body: Block, seeds: set) -> set:
-    """Floats that depend on the seeds (a fixpoint over loops)."""
+def activity(body: Block, seeds: set, messages=lambda callee: False) -> set:
+    """Floats that depend on the seeds (a fixpoint over loops); the float results of a call are
+    active too where `messages(callee)` (a function that sends or receives)."""
     active = set(seeds)
 
     def mark(vals, flags):
@@ -166,7 +172,8 @@ def activity(body: Block, seeds: set) -> set:
             return changed
         if op.dg in INACTIVE:
             return False
-        if any(o in active for o in op.operands):
+        if op.dg in ALWAYS_ACTIVE or any(o in active for o in op.operands) or (
+                op.name == "func.call" and messages(op.attrs["callee"].strip().strip('"').lstrip("@"))):
             changed |= mark(op.results, [True] * len(op.results))
         return changed
 

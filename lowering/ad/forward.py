@@ -37,7 +37,7 @@ from dg.dialects.registry import OPS
 from dg.dialects.rules import RuleBuilder
 
 from ..irmodel import Block, Op
-from .activity import TERMINATORS, activity, free_values, is_float
+from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, free_values, is_float
 from .module import Derivatives, copy_op, unquoted
 from .sweep import Sweep, op_view
 
@@ -54,7 +54,7 @@ def jvp_function(mod: Derivatives, sym: str, mask: tuple) -> str:
     name, f = mod.derive(key, sym, "tangent", mask, "push a tangent through")
     w, env, args = mod.start(f)
     tangents = [w.value(f.args[i].type, "t") for i in mask]
-    s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}))
+    s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}, mod.messages))
     tan = {f.args[i]: t for i, t in zip(mask, tangents)}
     push_block(s, f.body, env, tan, w)
     ret = f.body.ops[-1]
@@ -79,8 +79,9 @@ def push_block(s: Sweep, block: Block, env: dict, tan: dict, w: RuleBuilder) -> 
         if op.name in TERMINATORS:
             continue
         w.loc = op.loc
+        # (a message's tangent travels with it, whether or not anything active reaches it)
         active_in = any(o in tan or o in s.active for o in op.operands) or (
-            op.regions and any(v in s.active for v in free_values(op.regions)))
+            op.regions and any(v in s.active for v in free_values(op.regions))) or s.mod.messages_in([Block([], [op])])
         if not active_in:
             copy_op(op, env, w, effects=True)
         elif op.name == "scf.if":
@@ -100,7 +101,7 @@ def push_block(s: Sweep, block: Block, env: dict, tan: dict, w: RuleBuilder) -> 
 def push_dg(s: Sweep, op: Op, env: dict, tan: dict, w: RuleBuilder) -> None:
     outs = [r for r in op.results if r in s.active]
     ts = [tan.get(o) if o in s.active else None for o in op.operands]
-    if not outs or all(t is None for t in ts):
+    if not outs or all(t is None for t in ts) and op.dg not in ALWAYS_ACTIVE:
         return
     opdef = OPS[op.dg]
     if opdef.jvp is None:
@@ -114,9 +115,10 @@ def push_dg(s: Sweep, op: Op, env: dict, tan: dict, w: RuleBuilder) -> None:
 
 def push_call(s: Sweep, op: Op, env: dict, tan: dict, w: RuleBuilder) -> None:
     mask = tuple(i for i, o in enumerate(op.operands) if o in s.active)
-    if not mask:
+    callee = unquoted(op.attrs["callee"]).lstrip("@")
+    if not mask and not s.mod.messages(callee):
         return copy_op(op, env, w, effects=True)
-    core = jvp_function(s.mod, unquoted(op.attrs["callee"]).lstrip("@"), mask)
+    core = jvp_function(s.mod, callee, mask)
     floats = [r for r in op.results if is_float(r)]
     w.loc = op.loc
     outs = w.op("func.call", [env[o] for o in op.operands] + [tangent_of(w, op.operands[i], env, tan) for i in mask],

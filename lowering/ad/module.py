@@ -23,7 +23,7 @@ from dg.dialects.rules import RuleBuilder
 from dg.dialects.dialect import parse
 
 from ..irmodel import Block, Func, Op, read_module
-from .activity import TERMINATORS, is_float, slot_appends, slot_passed_on, walk_ops
+from .activity import ALWAYS_ACTIVE, TERMINATORS, is_float, slot_appends, slot_passed_on, walk_ops
 
 EFFECTS = ("print", "breakpoint", "assert", "check")  # not repeated when a forward is recomputed
 
@@ -126,6 +126,23 @@ class Derivatives:
         if f is None or f.body is None:
             return [unquoted(f.attrs["dg.of"]).lstrip("@")] if f is not None and "dg.of" in f.attrs else []
         return [unquoted(op.attrs["callee"]).lstrip("@") for op in walk_ops(f.body) if op.name == "func.call"]
+
+    def messages(self, sym: str) -> bool:
+        """Whether function `sym` sends or receives a message between processes (an op of
+        activity.ALWAYS_ACTIVE in it or in a function it calls): a call of it is then
+        differentiated as those ops are, on both sides alike."""
+        key = ("messages", sym)
+        if key not in self.cycles:
+            self.cycles[key] = False  # (a recursion: decided by its other calls)
+            f = self.funcs.get(sym)
+            self.cycles[key] = f is not None and f.body is not None and self.messages_in([f.body]) or any(
+                self.messages(c) for c in self.callees(sym))
+        return self.cycles[key]
+
+    def messages_in(self, blocks: list) -> bool:
+        """Whether ops in `blocks` send or receive messages (themselves, or through a call)."""
+        return any(op.dg in ALWAYS_ACTIVE or op.name == "func.call" and self.messages(unquoted(op.attrs["callee"]).lstrip("@"))
+                   for b in blocks for op in walk_ops(b))
 
     def checkpointed(self, sym: str):
         """(the function, its slot count) when `sym` is a `checkpoint(f, slots=c)` declaration."""

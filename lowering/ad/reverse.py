@@ -60,7 +60,7 @@ from dg.dialects.rules import RuleBuilder
 
 from ..irmodel import Block, Op
 from . import checkpoint
-from .activity import TERMINATORS, activity, free_values, is_float
+from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, free_values, is_float
 from .module import Derivatives, copy_block, copy_op, unquoted
 from .sweep import Sweep, accumulate, arith, by_slot, countdown, index, op_view, read_tape, tape_value, trip_count
 
@@ -82,7 +82,7 @@ def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0, shadow
     float_results = [i for i, o in enumerate(ret.operands) if is_float(o)]
     cts = [w.value(ret.operands[i].type, "ct") for i in float_results]
     shadows = [w.value(f.args[i].type, "shadow") for i in mask] if shadowed else []
-    s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}), slots)
+    s = Sweep(mod, activity(f.body, {f.args[i] for i in mask}, mod.messages), slots)
     info = forward_sweep(s, f.body, env, w, effects=True)
     results = [env[o] for o in ret.operands]
     adj: dict = {f.args[i]: sh for i, sh in zip(mask, shadows)}
@@ -257,12 +257,19 @@ def reverse_sweep(s: Sweep, block: Block, env: dict, adj: dict, w: RuleBuilder, 
         if op.name == "scf.if":
             reverse_if(s, op, env, adj, w)
         elif op.name in ("scf.for", "scf.while"):
-            if any(r in adj for r in op.results):  # else nothing flows back through the loop
+            # (else nothing flows back through the loop, and it sends no message whose adjoint must go)
+            if any(r in adj for r in op.results) or messaging(s, op.regions):
                 (reverse_for if op.name == "scf.for" else reverse_while)(s, op, env, adj, w, info[op])
         elif op.name == "func.call":
             reverse_call(s, op, env, adj, w)
         elif op.dg is not None:
             reverse_dg(s, op, env, adj, w)
+
+
+def messaging(s: Sweep, blocks: list) -> bool:
+    """Whether `blocks` send or receive messages: their reverse then runs whether or not
+    adjoints reach it."""
+    return s.mod.messages_in(blocks)
 
 
 def free_active(s: Sweep, blocks: list) -> list:
@@ -271,7 +278,9 @@ def free_active(s: Sweep, blocks: list) -> list:
 
 def reverse_dg(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
     douts = [adj.get(r) for r in op.results]
-    if all(d is None for d in douts) or not any(o in s.active for o in op.operands) \
+    if op.dg in ALWAYS_ACTIVE:  # (a message: its adjoint's message goes whatever reached it)
+        douts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, op.results)]
+    elif all(d is None for d in douts) or not any(o in s.active for o in op.operands) \
             or not any(r in s.active for r in op.results):
         return
     opdef = OPS[op.dg]
@@ -288,9 +297,9 @@ def reverse_dg(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
 def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
     mask = tuple(i for i, o in enumerate(op.operands) if o in s.active)
     douts = [adj.get(r) for r in op.results if is_float(r)]
-    if not mask or all(d is None for d in douts):
-        return
     callee = unquoted(op.attrs["callee"]).lstrip("@")
+    if (not mask or all(d is None for d in douts)) and not s.mod.messages(callee):
+        return
     core = vjp_function(s.mod, callee, mask, s.slots, shadowed=s.mod.recursive(callee))
     fl = [r for r in op.results if is_float(r)]
     cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
@@ -316,7 +325,7 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
 def reverse_if(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
     seeds = [(r, adj[r]) for r in op.results if r in adj]
     free = free_active(s, op.regions)
-    if not seeds or not free:
+    if (not seeds or not free) and not messaging(s, op.regions):
         return
     outs_t = [v.type for v in free]
 

@@ -3,9 +3,12 @@
 ; buffer copies it; every other collective leaves its buffer as it is (its one block is the
 ; whole buffer, in place already).
 ;
+; send and recv have no peer in a world of one (compiled code checks the peer before calling).
+;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
-; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER} and ${MPI_ALL_TO_ALL}
-; (core.abi's names), ${NDTYPES} and ${ITEMS} (the item size of each of core.mpi.DTYPES, the
+; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER}, ${MPI_ALL_TO_ALL},
+; ${MPI_SEND}, ${MPI_RECV} and ${MPI_FLUSH} (core.abi's names), ALIASES at the end (the point-to-point calls' names
+; per element type), ${NDTYPES} and ${ITEMS} (the item size of each of core.mpi.DTYPES, the
 ; type codes' order).
 
 define i64 @"${MPI_RANK}"(i32 %g) {
@@ -55,3 +58,18 @@ define void @"${MPI_REDUCE_SCATTER}"(i64 %a, i64 %n, i32 %t, i32 %o, i32 %g) {
 define void @"${MPI_ALL_TO_ALL}"(i64 %a, i64 %n, i32 %t, i32 %g) {
   ret void
 }
+
+; (peer, type code, group, the buffer as an unranked memref)
+define void @"${MPI_SEND}"(i64 %peer, i32 %type, i32 %g, i64 %rank, ptr %desc) {
+  ret void
+}
+
+define void @"${MPI_RECV}"(i64 %peer, i32 %type, i32 %g, i64 %rank, ptr %desc) {
+  ret void
+}
+
+define void @"${MPI_FLUSH}"() {
+  ret void
+}
+
+${ALIASES}
