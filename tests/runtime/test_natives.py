@@ -13,8 +13,9 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from dg.core.abi import GRAIN, INTERRUPT, MPI_ALLREDUCE, MPI_BCAST, MPI_RANK, MPI_SIZE, PARALLEL_FOR
-from dg.core.mpi import DTYPES, OPS, World
+from dg.core.abi import (GRAIN, INTERRUPT, MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_FLUSH, MPI_RANK,
+                         MPI_RECV, MPI_REDUCE_SCATTER, MPI_SEND, MPI_SIZE, PARALLEL_FOR)
+from dg.core.mpi import DTYPES, GROUPS, OPS, World
 from dg.runtime import collectives, fastcall, interrupt, natives
 
 
@@ -28,13 +29,19 @@ class _FakeMpi(World):
                    **{f"type_{t}": 1275069450 + k for k, t in enumerate(DTYPES)}}
         self.native = ("libmpi.so", handles, handle_bytes)
 
+    def group(self, name: str) -> World:
+        return self  # (every group the world: rank 2 of 4)
+
+    def handle(self, name: str) -> int:
+        return 1140850688 + GROUPS.index(name)
+
 
 HELPERS = {
     "quick_call": fastcall._constants,
     "interrupt": interrupt._constants,
     "thread_pool": lambda: {"GRAIN": GRAIN, "PARALLEL_FOR": PARALLEL_FOR},
-    "collectives_one": lambda: collectives._constants(World())[1],
-    "collectives_mpi": lambda: collectives._constants(_FakeMpi(8))[1],
+    "collectives_one": lambda: collectives.helper(World())[1],
+    "collectives_mpi": lambda: collectives.helper(_FakeMpi(8))[1],
 }
 
 
@@ -54,11 +61,15 @@ def test_each_helper_parses_and_verifies(name):
     wanted = {"quick_call": {"dg_quick_call", "dg_quick_claim", "dg_quick_free_capsule"},
               "interrupt": {"dg_on_sigint", "dg_arm"},
               "thread_pool": {"dg_pool_start", PARALLEL_FOR},
-              "collectives_one": {MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST},
-              "collectives_mpi": {MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST}}[name]
+              "collectives_one": set(_COLLECTIVES),
+              "collectives_mpi": set(_COLLECTIVES)}[name]
     assert wanted <= defined
     if name == "interrupt":
         assert INTERRUPT in {g.name for g in module.global_variables}
+
+
+_COLLECTIVES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL, MPI_SEND,
+                MPI_RECV, MPI_FLUSH)
 
 
 def test_a_constant_missing_or_left_over_is_refused():
@@ -108,27 +119,35 @@ def test_the_claim_takes_a_free_program_only():
 
 def test_the_mpi_collectives_are_made_for_either_width_of_handle():
     for width, handle in ((4, "i32"), (8, "i64")):
-        name, constants = collectives._constants(_FakeMpi(width))
+        name, constants = collectives.helper(_FakeMpi(width))
         assert name == "collectives_mpi" and constants["H"] == handle
         text = natives.native_ir(name, constants)
         llvm.parse_assembly(text).verify()
-        assert f"call i32 @MPI_Bcast(ptr %p, i32 %n32, {handle} %t, i32 %root32, {handle} 1140850688)" in text
+        assert f"call i32 @MPI_Bcast(ptr %p, i32 %n32, {handle} %t, i32 %root32, {handle} %c)" in text
+        comms = ", ".join(f"{handle} {1140850688 + k}" for k in range(len(GROUPS)))  # (a group's: its code's)
+        assert f"@comms = global [{len(GROUPS)} x {handle}] [{comms}]" in text
 
 
 def test_a_world_of_one_s_collectives():
-    """Rank 0 of 1; an allreduce from a source copies it (of the type code's item size), one in
-    place and a broadcast leave the buffer as it is."""
-    engine = natives.compile_native(*collectives._constants(World()))
-    rank = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(MPI_RANK))
-    size = ctypes.CFUNCTYPE(ctypes.c_int64)(engine.get_function_address(MPI_SIZE))
-    allreduce = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
-                                 ctypes.c_int32)(engine.get_function_address(MPI_ALLREDUCE))
-    bcast = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
-                             ctypes.c_int64)(engine.get_function_address(MPI_BCAST))
-    assert (rank(), size()) == (0, 1)
+    """Rank 0 of 1 in every group; an allreduce from a source copies it (of the type code's item
+    size), one in place, a broadcast, an allgather, a reduce_scatter and an all_to_all leave the
+    buffer as it is."""
+    engine = natives.compile_native(*collectives.helper(World()))
+    i64, i32 = ctypes.c_int64, ctypes.c_int32
+    rank = ctypes.CFUNCTYPE(i64, i32)(engine.get_function_address(MPI_RANK))
+    size = ctypes.CFUNCTYPE(i64, i32)(engine.get_function_address(MPI_SIZE))
+    allreduce = ctypes.CFUNCTYPE(None, i64, i64, i64, i32, i32, i32)(engine.get_function_address(MPI_ALLREDUCE))
+    bcast = ctypes.CFUNCTYPE(None, i64, i64, i32, i64, i32)(engine.get_function_address(MPI_BCAST))
+    blocks = [ctypes.CFUNCTYPE(None, i64, i64, i32, i32)(engine.get_function_address(s))
+              for s in (MPI_ALLGATHER, MPI_ALL_TO_ALL)]
+    scatter = ctypes.CFUNCTYPE(None, i64, i64, i32, i32, i32)(engine.get_function_address(MPI_REDUCE_SCATTER))
+    assert all((rank(g), size(g)) == (0, 1) for g in range(len(GROUPS)))
     src, dst = np.arange(6, dtype=np.float64), np.zeros(6)
-    allreduce(src.ctypes.data, dst.ctypes.data, 5, DTYPES.index("f64"), OPS.index("sum"))
+    allreduce(src.ctypes.data, dst.ctypes.data, 5, DTYPES.index("f64"), OPS.index("sum"), 0)
     assert dst.tolist() == [0, 1, 2, 3, 4, 0]
-    allreduce(0, dst.ctypes.data, 6, DTYPES.index("f64"), OPS.index("max"))
-    bcast(dst.ctypes.data, 6, DTYPES.index("f64"), 0)
+    allreduce(0, dst.ctypes.data, 6, DTYPES.index("f64"), OPS.index("max"), 1)
+    bcast(dst.ctypes.data, 6, DTYPES.index("f64"), 0, 2)
+    for call in blocks:
+        call(dst.ctypes.data, 6, DTYPES.index("f64"), 3)
+    scatter(dst.ctypes.data, 6, DTYPES.index("f64"), OPS.index("sum"), 0)
     assert dst.tolist() == [0, 1, 2, 3, 4, 0]
