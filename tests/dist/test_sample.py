@@ -2,6 +2,7 @@
 rank 0 prints, and rank 0 writes the parameters; under plain python it runs as a world of one."""
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,3 +43,16 @@ def test_the_sample_runs_as_a_world_of_one_under_plain_python(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     acc, _ = accuracy_and_params(r, tmp_path)
     assert acc > 0.8 and r.stdout.startswith("1 process, 16 rows each: global batch 16"), r.stdout
+
+
+@pytest.mark.parametrize("parallel", ["tensor", "pipeline"])
+def test_the_gpt_trains_with_tensor_or_pipeline_parallelism_as_one_process_does(parallel):
+    """samples/gpt_parallel.py under mpiexec -n 2: the tiny GPT split over 2 processes (its heads
+    and hidden units, or its blocks in 2 stages over 4 micro-batches) gives one process's losses,
+    step for step (--check: the sample fails past 1e-3)."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "gpt_parallel.py"
+    r = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(sample), "--parallel", parallel, "--steps", "10",
+                        "--check"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.count("step   10  loss ") == 1 and "(one process: " in r.stdout, r.stdout
+    assert f"{parallel} parallelism over 2 processes: 10 steps" in r.stdout
