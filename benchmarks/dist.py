@@ -10,6 +10,13 @@ OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are set to 1):
              allreduce of the loss and gradients, SGD update), compiled,
              64 and 1024 rows per process (--batch), at 1 process
              and at every process of the world              ms/step, samples/s
+  gpt        samples/gpt.dg's training step (2 layers, 64 channels, context
+             32, batch 16 in all), on 1 process, and on every process with
+             data parallelism (each its rows), tensor parallelism (heads and
+             hidden units split) and pipeline parallelism (the blocks in
+             stages, 4 micro-batches): ms/step, and the bytes each process
+             sends per step (worked out from the sizes; the pipeline's are the
+             forward pass's, which its gradient sends again as it recomputes)
 GB/s is the buffer's bytes over the time of one allreduce. A time is the
 slowest process's; every figure is the median of several timed repeats,
 taken in turns (a round times one batch of each peer) so that drift in the
@@ -131,6 +138,74 @@ def bench_step(batch: int, repeats: int, sync: Sync, hidden: int = 64) -> dict:
     return {"processes": n, "batch_per_process": batch, "ms_per_step": s * 1e3, "samples_per_s": n * batch / s}
 
 
+GPT = Path(__file__).resolve().parent.parent / "samples"
+
+
+def gpt_setup(layers: int = 2, context: int = 32):
+    """(the sample's module, its parallel module, whole parameters, a batch of 16)."""
+    sys.path.insert(0, str(GPT))
+    from gpt import init_params  # noqa: E402  (samples/)
+    from text import batch, load_text
+
+    ids, _, chars = load_text()
+    whole = init_params(len(chars), context, 64, layers, 0)
+    x, y = batch(ids, np.random.default_rng(0), 16, context)
+    return dg.load(GPT / "gpt.dg", mode="compiled"), dg.load(GPT / "gpt_parallel.dg", mode="compiled"), whole, x, y
+
+
+def _nbytes(tree) -> int:
+    if isinstance(tree, dict):
+        return sum(_nbytes(v) for v in tree.values())
+    if isinstance(tree, (tuple, list)):
+        return sum(_nbytes(v) for v in tree)
+    return np.asarray(tree).nbytes
+
+
+def bench_gpt(repeats: int, sync: Sync) -> dict:
+    """ms/step of the GPT's step on every process of the world, data-, tensor- and pipeline-parallel,
+    with the bytes each process sends per step."""
+    one, par, whole, x, y = gpt_setup()
+    n, rank, lr = world().size, world().rank, np.float32(1e-3)
+    out = {}
+    b, t = x.shape
+    c = whole["wte"].shape[1]
+    act = b * t * c * 4  # one activation of the whole batch
+    # data parallelism: each process its rows; one allreduce of every gradient
+    dg.dist.groups(dp=n)
+    rows = slice(rank * b // n, (rank + 1) * b // n)
+    st = par.init_state(whole)
+    s = medians({"dp": lambda: par.dp_step(whole, st, x[rows], y[rows], lr)}, repeats, sync)["dp"]
+    out["data"] = {"ms_per_step": s * 1e3, "bytes_sent": _nbytes(whole)}
+    # tensor parallelism: 2 allreduces of an activation per block forward, 2 backward, and the
+    # gradients of what every process holds whole
+    dg.dist.groups(tp=n)
+    mine = par.tp_shard(whole)
+    st = par.init_state(mine)
+    s = medians({"tp": lambda: par.tp_step(mine, st, x, y, lr)}, repeats, sync)["tp"]
+    whole_held = _nbytes({k: whole[k] for k in ("wte", "wpe", "lnf_g", "lnf_b")}) + sum(
+        _nbytes({k: blk[k] for k in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "b2")}) for blk in whole["blocks"])
+    out["tensor"] = {"ms_per_step": s * 1e3, "bytes_sent": 4 * act * len(whole["blocks"]) + whole_held}
+    # pipeline: 4 micro-batches; a stage boundary carries each activation forward and its
+    # cotangent back; the embeddings' gradients are summed over the stages
+    dg.dist.groups(pp=n)
+    per = len(whole["blocks"]) // n
+    stage = {**whole, "blocks": whole["blocks"][rank * per:(rank + 1) * per]}
+    st = par.init_state(stage)
+    shape = (4, b // 4, t)
+    s = medians({"pp": lambda: par.pp_step(stage, st, x.reshape(shape), y.reshape(shape), lr)}, repeats, sync)["pp"]
+    out["pipeline"] = {"ms_per_step": s * 1e3, "bytes_sent": 2 * act + _nbytes({k: whole[k] for k in (
+        "wte", "wpe", "lnf_g", "lnf_b")})}
+    dg.dist.groups(dp=n)
+    return out
+
+
+def gpt_alone(repeats: int) -> dict:
+    one, _, whole, x, y = gpt_setup()
+    st = one.init_state(whole)
+    s = medians({"one": lambda: one.train_step(whole, st, x, y, np.float32(1e-3))}, repeats, Sync())["one"]
+    return {"ms_per_step": s * 1e3, "bytes_sent": 0}
+
+
 def step_alone(batches: list, repeats: int, sync: Sync) -> dict:
     """The 1-process steps, timed by a child Python in a world of one (DG_DIST=0) that rank 0
     starts while the other ranks wait asleep: {batch: figures}."""
@@ -138,7 +213,7 @@ def step_alone(batches: list, repeats: int, sync: Sync) -> dict:
     if world().rank == 0:
         env = {**os.environ, "DG_DIST": "0", **{k: "1" for k in THREAD_VARS}}
         r = subprocess.run([sys.executable, __file__, "--step-alone", "--repeats", str(repeats),
-                            "--batch", *map(str, batches)], env=env, capture_output=True, text=True, timeout=600)
+                            "--batch", *map(str, batches)], env=env, capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
             raise RuntimeError(f"the 1-process step failed:\n{r.stderr[-3000:]}")
         res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -163,6 +238,9 @@ def report(res: dict) -> None:
         for row in runs.values():
             print(f"step_dp, batch {batch} a process, {row['processes']} process{'es' if row['processes'] > 1 else ''} "
                   f"(median): {row['ms_per_step']:.3f} ms/step, {row['samples_per_s']:.0f} samples/s")
+    for k, v in res["gpt"].items():
+        print(f"gpt step, {k}: " + (v if isinstance(v, str) else
+                                     f"{v['ms_per_step']:.2f} ms/step, {v['bytes_sent'] / 1e6:.2f} MB sent a process"))
     for k, v in res["ratios"].items():
         print(f"ratios {k}: {json.dumps(rounded(v))}")
 
@@ -184,8 +262,11 @@ def run_here(a) -> dict:
     alone = step_alone(batches, repeats, sync)
     res["allreduce"] = bench_allreduce([k * KB for k in kb], repeats, sync)
     together = {str(b): bench_step(b, repeats, sync) for b in batches}
+    gpt = bench_gpt(repeats, sync)
     if w.rank != 0:
         return res
+    res["gpt"] = {"1 process": alone.pop("gpt"), **{f"{k}, {w.size} processes": v for k, v in gpt.items()},
+                  "overlapped gradient reduction": "not built: gradients are reduced after the backward pass"}
     from mpi4py import MPI
 
     res["mpi"] = " ".join(MPI.Get_library_version().split()[:3])
@@ -195,7 +276,9 @@ def run_here(a) -> dict:
                                                             for k, v in res["allreduce"].items()},
                      f"step_dp weak-scaling efficiency at {w.size} (1-process time / {w.size}-process time)":
                          {f"batch {b}": v["1"]["ms_per_step"] / v[str(w.size)]["ms_per_step"]
-                          for b, v in res["step_dp"].items()}}
+                          for b, v in res["step_dp"].items()},
+                     "gpt step time over 1 process's": {k: v["ms_per_step"] / res["gpt"]["1 process"]["ms_per_step"]
+                                                         for k, v in res["gpt"].items() if isinstance(v, dict)}}
     report(res)
     if a.json:
         with open(a.json, "w") as f:
@@ -254,6 +337,7 @@ def main(argv=None) -> dict:
     a = _parser().parse_args(argv)
     if a.step_alone:
         res = {str(b): bench_step(b, a.repeats, Sync()) for b in a.batch}
+        res["gpt"] = gpt_alone(a.repeats)
         print(json.dumps(res))
         return res
     if not launched():
