@@ -181,3 +181,35 @@ def test_send_recv_and_pipeline_schedules(n, pp):
     assert sorted(rep["rank"] for rep in reports) == list(range(n)), r.stdout
     for rep in reports:
         assert rep["bad"] == [], rep
+
+
+FAILS = r"""
+import sys, numpy as np, dg
+dg.dist.groups(pp=2)
+p = dg.loads(sys.argv[1], mode=sys.argv[2], filename="stages.dg")
+p.run(np.ones((3, 2, 4)))
+print("never", flush=True)
+"""
+FAILING = '''
+import parallel
+
+def run(x: f64[M, B, D]) -> f64:
+    total = 0.0
+    for k in range(x.shape[0]):
+        h = tanh(parallel.stage_input(x[k]))
+        if parallel.last_stage():
+            assert k < 1, "the last stage gives up"
+            total = total + sum(h)
+        else:
+            total = total + parallel.stage_output(h)
+    return allreduce(total, op="sum", group="pp")
+'''
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_a_failure_in_a_stage_ends_every_stage(mode):
+    """The last stage fails a check at its second micro-batch while the first stage has sent on
+    and waits for the total: every process ends with the located message, none hangs."""
+    r = on_ranks(2, FAILS, FAILING, mode, timeout=120)
+    assert r.returncode != 0 and "never" not in r.stdout
+    assert "stages.dg:9:13: error: assertion failed: the last stage gives up" in r.stderr, r.stderr[-3000:]
