@@ -92,7 +92,7 @@ for mode in ("interp", "compiled"):
 '''
 
 
-@pytest.mark.parametrize("n", [2, 4])  # (4 oversubscribes this 2-core machine, as CI does)
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])  # (4 oversubscribes this 2-core machine, as CI does)
 def test_tensor_parallel_block_and_zero_adam_equal_one_process(n):
     r = on_ranks(n, CHECKS, SRC, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -145,6 +145,7 @@ print(json.dumps({"rank": r, "bad": bad}), flush=True)
 '''
 
 
+@pytest.mark.slow  # (4 processes on this 2-core machine)
 def test_a_two_by_two_grid_of_tensor_and_data_parallelism():
     """groups(tp=2, dp=2) under mpiexec -n 4: each process's place and its groups' collectives, in
     both modes and from Python; a tensor-parallel block trained data-parallel over the grid gives

@@ -173,7 +173,8 @@ print(json.dumps({"rank": r, "bad": bad}), flush=True)
 """
 
 
-@pytest.mark.parametrize("n, pp", [(2, 2), (4, 2), (4, 4)])  # (4 oversubscribes this 2-core machine, as CI does)
+@pytest.mark.parametrize("n, pp", [(2, 2), pytest.param(4, 2, marks=pytest.mark.slow), pytest.param(4, 4, marks=pytest.mark.slow)])
+# (4 oversubscribes this 2-core machine, as CI does: the slow tier)
 def test_send_recv_and_pipeline_schedules(n, pp):
     r = on_ranks(n, CHECKS, SRC, str(pp), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
