@@ -243,15 +243,16 @@ def _slice_sizes(b, v: str, t: TensorType, first: str) -> list:
     return [first] + [str(d) if isinstance(d, int) else b.dim(v, t, k) for k, d in enumerate(t.shape) if k]
 
 
-def _through_f32(lower):
-    """A lowering of f16 and bf16 values through f32 (MPI has no type for them), exactly."""
+def _through_f32(lower, same_shape: bool = False):
+    """A lowering of f16 and bf16 values through f32 (MPI has no type for them), exactly; the
+    result's first axis is known at run time, or (`same_shape`) the operand's."""
     def lowered(b, op):
         x, xt = op.operands[0], op.types[0]
         if xt.dtype not in HALF:
             return lower(b, x, xt, op)
         x32, t32 = _as(b, x, xt, "f32")
         out = lower(b, x32, t32, op)
-        return _as(b, out, TensorType("f32", (Sym(),) + tuple(t32.shape[1:])), xt.dtype)[0]
+        return _as(b, out, t32 if same_shape else TensorType("f32", (Sym(),) + tuple(t32.shape[1:])), xt.dtype)[0]
     return lowered
 
 
@@ -368,17 +369,6 @@ def _all_to_all(x, group="world"):
         raise ValueError(str(e)) from None
 
 
-def _same_shape_through_f32(lower):
-    """A lowering of f16 and bf16 values through f32 for a collective that keeps its shape."""
-    def lowered(b, op):
-        x, xt = op.operands[0], op.types[0]
-        if xt.dtype not in HALF:
-            return lower(b, x, xt, op)
-        x32, t32 = _as(b, x, xt, "f32")
-        return _as(b, lower(b, x32, t32, op), t32, xt.dtype)[0]
-    return lowered
-
-
 register(OpDef(
     name="all_to_all", impl=_all_to_all, attrs={"group": "str"}, batch=per_example, infer=_all_to_all_rule,
     sample=lambda rng: ([rng.standard_normal((2, 3)).astype(np.float32)], {"group": "world"}),
@@ -388,7 +378,7 @@ register(OpDef(
     all_to_all of the cotangent.
 
         %y = "dg.all_to_all"(%x) {group = "world"} : (tensor<4x3xf32>) -> tensor<4x3xf32>""",
-    lower=_same_shape_through_f32(_lower_all_to_all),
+    lower=_through_f32(_lower_all_to_all, same_shape=True),
     vjp=lambda g, op, d: [g.dg_op("all_to_all", [d], {"group": _group(op)})],
     jvp=_linear_in_x, lower_for={"cuda": _cpu_only},
 ))

@@ -39,6 +39,15 @@ def reports_in(out: str) -> list:
     return found
 
 
+def every_rank_clean(r: subprocess.CompletedProcess, ranks: list) -> None:
+    """The run ended well, every rank in `ranks` reported (once each), and none found anything bad."""
+    assert r.returncode == 0, r.stderr[-3000:]
+    reports = reports_in(r.stdout)
+    assert sorted(rep["rank"] for rep in reports) == sorted(ranks), r.stdout
+    for rep in reports:
+        assert rep["bad"] == [], rep
+
+
 SRC = '''
 def ar(x: f32[N], y: f64[2, 3], k: i64[4]):
     return allreduce(x, op="sum"), allreduce(y, op="mean"), allreduce(k, op="max"), allreduce((x, (y, x * 2.0)), op="sum")

@@ -6,7 +6,7 @@ micro-batches, whose gradient through the loop is the GPipe schedule and whose 1
 and in a 2 x 2 grid with data parallelism."""
 import pytest
 
-from .test_collectives import on_ranks, reports_in
+from .test_collectives import every_rank_clean, on_ranks
 
 SRC = '''
 import parallel
@@ -176,12 +176,7 @@ print(json.dumps({"rank": r, "bad": bad}), flush=True)
 @pytest.mark.parametrize("n, pp", [(2, 2), pytest.param(4, 2, marks=pytest.mark.slow), pytest.param(4, 4, marks=pytest.mark.slow)])
 # (4 oversubscribes this 2-core machine, as CI does: the slow tier)
 def test_send_recv_and_pipeline_schedules(n, pp):
-    r = on_ranks(n, CHECKS, SRC, str(pp), timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    reports = reports_in(r.stdout)
-    assert sorted(rep["rank"] for rep in reports) == list(range(n)), r.stdout
-    for rep in reports:
-        assert rep["bad"] == [], rep
+    every_rank_clean(on_ranks(n, CHECKS, SRC, str(pp), timeout=300), list(range(n)))
 
 
 FAILS = r"""
