@@ -35,6 +35,7 @@ from dg.core.errors import DgError, DgTypeError
 from dg.core.locations import loc_of
 from dg.core.writer import Value
 
+from ..irmodel import Func
 from .activity import is_float
 from .forward import jvp_function
 from .module import Derivatives, ints, unquoted

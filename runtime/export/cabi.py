@@ -136,7 +136,7 @@ def header(lib: str, entries: list, notes: list) -> str:
         "typedef struct dg_array {",
         "    void *data;",
         "    int64_t rank;",
-        f"    int64_t shape[DG_MAX_RANK];",
+        "    int64_t shape[DG_MAX_RANK];",
         "} dg_array;",
         "",
         "/* What every function returns. */",
@@ -151,7 +151,7 @@ def header(lib: str, entries: list, notes: list) -> str:
         "void dg_free(dg_array *a);",
         "#endif",
         "",
-        f"/* The same as dg_last_error, for a program that links more than one dg library. */",
+        "/* The same as dg_last_error, for a program that links more than one dg library. */",
         f"const char *{lib}_last_error(void);",
         "",
     ]

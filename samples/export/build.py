@@ -33,7 +33,7 @@ def build(out: Path) -> Path:
     w1, b1 = np.zeros((64, HIDDEN), np.float32), np.zeros(HIDDEN, np.float32)
     w2, b2 = np.zeros((HIDDEN, 10), np.float32), np.zeros(10, np.float32)
     x, y = np.zeros((BATCH, 64), np.float32), np.zeros(BATCH, np.int64)
-    lib = dg.export({"step": m.step, "forward": m.forward}, out,
+    dg.export({"step": m.step, "forward": m.forward}, out,
                     {"step": (w1, b1, w2, b2, x, y, np.float32(0.2)), "forward": (x, w1, b1, w2, b2)})
     cc = shutil.which("cc")
     if cc is None:
