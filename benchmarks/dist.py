@@ -17,6 +17,12 @@ OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are set to 1):
              stages, 4 micro-batches): ms/step, and the bytes each process
              sends per step (worked out from the sizes; the pipeline's are the
              forward pass's, which its gradient sends again as it recomputes)
+  overlap    a data-parallel step of 6 tanh layers of 512 x 512 (batch 64 a
+             process; benchmarks/overlap.dg): its gradients averaged at the
+             end of the backward pass (blocking), or each layer's started as
+             soon as the backward pass has made it (allreduce_start) and
+             waited for before the update (overlapped), and each leaf's
+             started at the end (late: the same buffers, no overlap)  ms/step
 GB/s is the buffer's bytes over the time of one allreduce. A time is the
 slowest process's; every figure is the median of several timed repeats,
 taken in turns (a round times one batch of each peer) so that drift in the
@@ -199,6 +205,20 @@ def bench_gpt(repeats: int, sync: Sync) -> dict:
     return out
 
 
+def bench_overlap(repeats: int, sync: Sync) -> dict:
+    """ms/step of benchmarks/overlap.dg's blocking and overlapped data-parallel steps."""
+    m = dg.load(Path(__file__).resolve().parent / "overlap.dg", mode="compiled")
+    rng = np.random.default_rng(world().rank)
+    d = 512
+    ls = tuple({"w": rng.normal(0, 1 / np.sqrt(d), (d, d)).astype(np.float32), "b": np.zeros(d, np.float32)}
+               for _ in range(6))
+    x, y = rng.normal(size=(64, d)).astype(np.float32), rng.normal(size=(64, d)).astype(np.float32)
+    lr = np.float32(1e-3)
+    t = medians({"blocking": lambda: m.blocking_step(ls, x, y, lr), "late": lambda: m.late_step(ls, x, y, lr),
+                 "overlapped": lambda: m.overlapped_step(ls, x, y, lr)}, repeats, sync)
+    return {k: v * 1e3 for k, v in t.items()}
+
+
 def gpt_alone(repeats: int) -> dict:
     one, _, whole, x, y = gpt_setup()
     st = one.init_state(whole)
@@ -239,8 +259,11 @@ def report(res: dict) -> None:
             print(f"step_dp, batch {batch} a process, {row['processes']} process{'es' if row['processes'] > 1 else ''} "
                   f"(median): {row['ms_per_step']:.3f} ms/step, {row['samples_per_s']:.0f} samples/s")
     for k, v in res["gpt"].items():
-        print(f"gpt step, {k}: " + (v if isinstance(v, str) else
-                                     f"{v['ms_per_step']:.2f} ms/step, {v['bytes_sent'] / 1e6:.2f} MB sent a process"))
+        print(f"gpt step, {k}: {v['ms_per_step']:.2f} ms/step, {v['bytes_sent'] / 1e6:.2f} MB sent a process")
+    o = res["overlap"]
+    print(f"data-parallel step, 6 layers of 512 (median): blocking reduction {o['blocking']:.3f} ms/step, "
+          f"each leaf started at the end {o['late']:.3f}, overlapped {o['overlapped']:.3f} ms/step "
+          f"(overlapped/blocking {o['overlapped'] / o['blocking']:.3f}, overlapped/late {o['overlapped'] / o['late']:.3f})")
     for k, v in res["ratios"].items():
         print(f"ratios {k}: {json.dumps(rounded(v))}")
 
@@ -263,10 +286,11 @@ def run_here(a) -> dict:
     res["allreduce"] = bench_allreduce([k * KB for k in kb], repeats, sync)
     together = {str(b): bench_step(b, repeats, sync) for b in batches}
     gpt = bench_gpt(repeats, sync)
+    overlap = bench_overlap(repeats, sync)
     if w.rank != 0:
         return res
-    res["gpt"] = {"1 process": alone.pop("gpt"), **{f"{k}, {w.size} processes": v for k, v in gpt.items()},
-                  "overlapped gradient reduction": "not built: gradients are reduced after the backward pass"}
+    res["gpt"] = {"1 process": alone.pop("gpt"), **{f"{k}, {w.size} processes": v for k, v in gpt.items()}}
+    res["overlap"] = overlap
     from mpi4py import MPI
 
     res["mpi"] = " ".join(MPI.Get_library_version().split()[:3])
@@ -278,7 +302,9 @@ def run_here(a) -> dict:
                          {f"batch {b}": v["1"]["ms_per_step"] / v[str(w.size)]["ms_per_step"]
                           for b, v in res["step_dp"].items()},
                      "gpt step time over 1 process's": {k: v["ms_per_step"] / res["gpt"]["1 process"]["ms_per_step"]
-                                                         for k, v in res["gpt"].items() if isinstance(v, dict)}}
+                                                         for k, v in res["gpt"].items()},
+                     "overlapped / blocking gradient reduction (time)": overlap["overlapped"] / overlap["blocking"],
+                     "overlapped / started at the end (time)": overlap["overlapped"] / overlap["late"]}
     report(res)
     if a.json:
         with open(a.json, "w") as f:

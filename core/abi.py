@@ -63,3 +63,6 @@ MPI_ALL_TO_ALL = "dg.mpi_all_to_all"
 # code, group code, the buffer as an unranked memref: its rank, then its descriptor's address).
 MPI_SEND, MPI_RECV = "dg.mpi_send", "dg.mpi_recv"
 MPI_FLUSH = "dg.mpi_flush"  # () : waits for every send in flight (the runtime calls it before MPI ends)
+# A reduction started and waited for apart: iallreduce (address, count, type code, op code, group)
+# starts reducing the buffer in place; wait (address) waits for the one started on that buffer.
+MPI_IALLREDUCE, MPI_WAIT = "dg.mpi_iallreduce", "dg.mpi_wait"

@@ -27,7 +27,7 @@ import numpy as np
 
 from dg.core.abi import MPI_RANK, MPI_RECV, MPI_SEND, MPI_SIZE
 from dg.core.errors import DgError
-from dg.core.mpi import DTYPES, GROUPS, NOT_A_PEER, NOT_DIVISIBLE, NOT_SPLIT, OPS, world
+from dg.core.mpi import DTYPES, GROUPS, NOT_A_PEER, NOT_DIVISIBLE, NOT_SPLIT, OPS, mean_of, world
 from dg.core.types import ShapeError, Sym, TensorType, is_float
 
 from .batch_rules import per_example, same_op
@@ -510,4 +510,68 @@ register(OpDef(
 
         %y = "dg.recv"(%like, %frm) {group = "world"} : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>""",
     lower=_lower_recv, vjp=_vjp_recv, jvp=_jvp_recv, lower_for={"cuda": _cpu_only},
+))
+
+
+# ------------------------------------------------------------------ a reduction started and waited for apart
+def _start_rule(types, **attrs):
+    t = _collective_rule(types, **attrs)
+    if t.dtype in HALF:
+        raise ShapeError(f"allreduce_start takes {', '.join(DTYPES)} values, got {t}")
+    return t
+
+
+class _Started:
+    """The interpreter's reductions in flight, by the id of the array they are made into."""
+
+    requests: dict = {}
+
+
+def _start(x, op="sum", group="world"):
+    out, req = world().group(group).iallreduce(np.asarray(x), op)
+    _Started.requests[id(out)] = (req, out)
+    return out
+
+
+def _wait(x, op="sum", group="world"):
+    req, out = _Started.requests.pop(id(x), (None, x))
+    if req is not None:
+        req.Wait()
+    return mean_of(out, world().group(group).size) if op == "mean" else np.array(out, copy=True)
+
+
+def _lower_start(b, op):
+    x, xt = op.operands[0], op.types[0]
+    return _marked_copy(b, x, xt, f"iallreduce:{OPS.index(op.attrs['op'])}:{DTYPES.index(xt.dtype)}:"
+                                  f"{GROUPS.index(_group(op))}")
+
+
+def _lower_wait(b, op):
+    x, xt = op.operands[0], op.types[0]
+    out = _marked_copy(b, x, xt, f"wait:0:{DTYPES.index(xt.dtype)}:{GROUPS.index(_group(op))}")
+    return _mean(b, out, xt, _group(op)) if op.attrs["op"] == "mean" else out
+
+
+register(OpDef(
+    name="allreduce_start", impl=_start, attrs={"op": "str", "group": "str"}, pure=False, batch=per_example,
+    infer=_start_rule,
+    doc="""Starts the allreduce of x (op, group) and gives the buffer it is made in, whose values are
+    the reduction's only once allreduce_wait has taken it: the work between the two runs while
+    the processes exchange the buffer (MPI_Iallreduce). The pair's gradient is the pair reversed:
+    the wait's adjoint starts the reduction of the cotangent, the start's waits for it.
+
+        %p = "dg.allreduce_start"(%x) {group = "world", op = "sum"} : (tensor<3xf32>) -> tensor<3xf32>""",
+    lower=_lower_start, lower_for={"cuda": _cpu_only},
+    vjp=lambda g, op, d: [g.dg_op("allreduce_wait", [d], dict(op.attrs))], jvp=_linear_in_x,
+))
+
+register(OpDef(
+    name="allreduce_wait", impl=_wait, attrs={"op": "str", "group": "str"}, pure=False, batch=per_example,
+    infer=_start_rule,
+    doc="""The allreduce started on buffer p (allreduce_start's result), waited for (op and group as
+    it was started with).
+
+        %y = "dg.allreduce_wait"(%p) {group = "world", op = "sum"} : (tensor<3xf32>) -> tensor<3xf32>""",
+    lower=_lower_wait, lower_for={"cuda": _cpu_only},
+    vjp=lambda g, op, d: [g.dg_op("allreduce_start", [d], dict(op.attrs))], jvp=_linear_in_x,
 ))

@@ -1280,6 +1280,29 @@ def _all_to_all(em, call, name):
     return em.op("reshape", [v] + dyn, {"shape": shape}, loc)
 
 
+def _started(opname):
+    """allreduce_start(x, op="sum", group="world") and allreduce_wait(p, op=, group=): leaf by leaf
+    (a wait finds its reduction by the buffer the start made, so leaves are not joined)."""
+    def h(em, call, name):
+        a = _Args(em, call, name, ["x", "op", "group"], {"op": "sum", "group": "world"}, static=("op", "group"))
+        if not a.ok:
+            return POISON
+        reduce = _reduction_name(em, a["op"] if not isinstance(a["op"], A.Node) else em.expr(a["op"]), a.loc_of("op"),
+                                 name)
+        group = _group_name(em, a, name)
+        if reduce is None or group is None:
+            return POISON
+        x = a["x"]
+        leaves = flatten(x) if is_tuple(x) else [x]
+        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
+        if any(v.poison for v in vals):
+            return POISON
+        out = [em.op(opname, [v], {"op": reduce, "group": group}, call.loc) for v in vals]
+        return unflatten_like(x, out) if is_tuple(x) else out[0]
+
+    return h
+
+
 def _point_to_point(opname, peer):
     """send(x, to=, group="world") and recv(like, frm=, group="world"): `to` and `frm` ranks in the
     group (i64, run-time values)."""
@@ -1339,6 +1362,7 @@ BUILTINS = {
     "broadcast": _collective("broadcast_from", "root", 0, _root),
     "allgather": _blocks("allgather"), "reduce_scatter": _blocks("reduce_scatter"), "all_to_all": _all_to_all,
     "send": _point_to_point("send", "to"), "recv": _point_to_point("recv", "frm"),
+    "allreduce_start": _started("allreduce_start"), "allreduce_wait": _started("allreduce_wait"),
     "jvp": _jvp,
 }
 for _n, _op in OPS.items():

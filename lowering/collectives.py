@@ -4,8 +4,11 @@ into the copy's fresh buffer.
 Expects: a bufferized CPU module where each collective (dialects.ops_dist) is a `linalg.copy`
 into a fresh buffer, marked `dg.collective = "allreduce:<op>:<type>:<group>"`,
 `"bcast:<root>:<type>:<group>"`, `"allgather:0:<type>:<group>"`,
-`"reduce_scatter:<op>:<type>:<group>"` or `"all_to_all:0:<type>:<group>"` (the group's code:
-its index in core.mpi.GROUPS). Guarantees: unless a check has failed or Ctrl-C was pressed, a
+`"reduce_scatter:<op>:<type>:<group>"`, `"all_to_all:0:<type>:<group>"` or
+`"iallreduce:<op>:<type>:<group>"` (the group's code: its index in core.mpi.GROUPS), or
+`"wait:..."`, a copy that reads a buffer an iallreduce started on. An iallreduce's call starts the
+reduction in place (`MPI_IALLREDUCE`); a wait's call, before its copy, waits for it (`MPI_WAIT`
+with the source's address). Guarantees: unless a check has failed or Ctrl-C was pressed, a
 call of `core.abi.MPI_ALLREDUCE`, `MPI_BCAST`, `MPI_ALLGATHER`, `MPI_REDUCE_SCATTER` or
 `MPI_ALL_TO_ALL` with that buffer (its address, its element count, the code of its element
 type, of its reduction or its root where it has one, and of its group). An allreduce whose source is contiguous reads it directly (its
@@ -16,7 +19,8 @@ error (bufferization allocates it).
 """
 from __future__ import annotations
 
-from dg.core.abi import INTERRUPT_DECL, MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_REDUCE_SCATTER, STATE_DECL
+from dg.core.abi import (INTERRUPT_DECL, MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_IALLREDUCE,
+                         MPI_REDUCE_SCATTER, MPI_WAIT, STATE_DECL)
 from dg.core.mlir import append_parsed, create, ir, operations_under
 
 from .stoppable import stopped
@@ -26,10 +30,13 @@ DECLS = (f"func.func private @{MPI_ALLREDUCE}(i64, i64, i64, i32, i32, i32)\n"
          f"func.func private @{MPI_BCAST}(i64, i64, i32, i64, i32)\n"
          f"func.func private @{MPI_ALLGATHER}(i64, i64, i32, i32)\n"
          f"func.func private @{MPI_REDUCE_SCATTER}(i64, i64, i32, i32, i32)\n"
-         f"func.func private @{MPI_ALL_TO_ALL}(i64, i64, i32, i32)\n")
+         f"func.func private @{MPI_ALL_TO_ALL}(i64, i64, i32, i32)\n"
+         f"func.func private @{MPI_IALLREDUCE}(i64, i64, i32, i32, i32)\n"
+         f"func.func private @{MPI_WAIT}(i64)\n")
 # kind -> (the runtime's function, the type of its last argument: the op code or the root; None: none)
 CALLS = {"allreduce": (MPI_ALLREDUCE, 32), "bcast": (MPI_BCAST, 64), "allgather": (MPI_ALLGATHER, None),
-         "reduce_scatter": (MPI_REDUCE_SCATTER, 32), "all_to_all": (MPI_ALL_TO_ALL, None)}
+         "reduce_scatter": (MPI_REDUCE_SCATTER, 32), "all_to_all": (MPI_ALL_TO_ALL, None),
+         "iallreduce": (MPI_IALLREDUCE, 32)}
 
 
 def mpi_collectives(m) -> None:
@@ -64,6 +71,9 @@ def _call_after(op) -> None:
             return create("arith.index_cast", [i64], [at]).result
 
         src = op.operands[0]
+        if kind == "wait":  # (before the copy reads the buffer: the reduction started on it, waited for)
+            create("func.call", [], [address(src)], callee=ir.FlatSymbolRefAttr.get(MPI_WAIT))
+            return
         direct = kind == "allreduce" and _contiguous(src.type)  # the reduction reads src itself: no copy
         args = [address(src) if direct else const(0, i64)] if kind == "allreduce" else []
         args += [address(dst), create("arith.index_cast", [i64], [count]).result, const(dtype, i32)]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from dg.core.abi import (MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_FLUSH, MPI_RANK, MPI_RECV,
-                         MPI_REDUCE_SCATTER, MPI_SEND, MPI_SIZE)
+from dg.core.abi import (MPI_ALL_TO_ALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_BCAST, MPI_FLUSH, MPI_IALLREDUCE, MPI_RANK,
+                         MPI_RECV, MPI_REDUCE_SCATTER, MPI_SEND, MPI_SIZE, MPI_WAIT)
 from dg.core.mpi import DTYPES, GROUPS, OPS, world
 
 from .natives import compile_native
@@ -31,6 +31,7 @@ ITEM = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
 
 NAMES = (MPI_RANK, MPI_SIZE, MPI_ALLREDUCE, MPI_BCAST, MPI_ALLGATHER, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL,
+         MPI_IALLREDUCE, MPI_WAIT,
          *(f"{p2p}_{t}" for p2p in (MPI_SEND, MPI_RECV) for t in DTYPES))
 
 
@@ -46,7 +47,8 @@ def helper(w) -> tuple[str, dict]:
     its placeholders stand for."""
     names = {"MPI_RANK": MPI_RANK, "MPI_SIZE": MPI_SIZE, "MPI_ALLREDUCE": MPI_ALLREDUCE, "MPI_BCAST": MPI_BCAST,
              "MPI_ALLGATHER": MPI_ALLGATHER, "MPI_REDUCE_SCATTER": MPI_REDUCE_SCATTER, "MPI_ALL_TO_ALL": MPI_ALL_TO_ALL,
-             "MPI_SEND": MPI_SEND, "MPI_RECV": MPI_RECV, "MPI_FLUSH": MPI_FLUSH, "ALIASES": _aliases()}
+             "MPI_SEND": MPI_SEND, "MPI_RECV": MPI_RECV, "MPI_FLUSH": MPI_FLUSH, "MPI_IALLREDUCE": MPI_IALLREDUCE,
+             "MPI_WAIT": MPI_WAIT, "ALIASES": _aliases()}
     common = {**names, "NDTYPES": len(DTYPES), "ITEMS": ", ".join(f"i64 {ITEM[t]}" for t in DTYPES)}
     if w.native is None:  # a world of one: a reduction that reads its source copies it
         return "collectives_one", common
@@ -83,7 +85,7 @@ def _make() -> None:
         lib = ctypes.CDLL(w.native[0])
         mpi = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
                for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Alltoall",
-                             "MPI_Isend", "MPI_Recv", "MPI_Test", "MPI_Wait")}
+                             "MPI_Isend", "MPI_Recv", "MPI_Test", "MPI_Wait", "MPI_Iallreduce")}
     engine = compile_native(*helper(w), mpi)
     _Made.symbols = {n: engine.get_function_address(n) for n in NAMES}
     _Made.engine = engine

@@ -12,7 +12,8 @@
 ;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
 ; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER}, ${MPI_ALL_TO_ALL},
-; ${MPI_SEND}, ${MPI_RECV} and ${MPI_FLUSH} (core.abi's names), ALIASES at the end (the point-to-point calls' names
+; ${MPI_SEND}, ${MPI_RECV}, ${MPI_FLUSH}, ${MPI_IALLREDUCE} and ${MPI_WAIT} (core.abi's names),
+; ALIASES at the end (the point-to-point calls' names
 ; per element type), ${NGROUPS}, ${COMMS}, ${RANKS} and ${SIZES} (the groups' first tables),
 ; ${H} (the type of an MPI handle: i32 in MPICH, i64 (a pointer) in Open MPI), ${IN_PLACE}
 ; (MPI_IN_PLACE), ${NDTYPES}, ${ITEMS} and ${TYPES} (the item size and MPI type handle of each
@@ -47,11 +48,19 @@ declare i32 @MPI_Alltoall(ptr, i32, ${H}, ptr, i32, ${H}, ${H})
 declare i32 @MPI_Isend(ptr, i32, ${H}, i32, i32, ${H}, ptr)
 declare i32 @MPI_Recv(ptr, i32, ${H}, i32, i32, ${H}, ptr)
 declare i32 @MPI_Test(ptr, ptr, ptr)
+declare i32 @MPI_Iallreduce(ptr, ptr, i32, ${H}, ${H}, ${H}, ptr)
 declare i32 @MPI_Wait(ptr, ptr)
 declare ptr @malloc(i64)
 declare ptr @realloc(ptr, i64)
 declare void @free(ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+; The reductions started and not yet waited for: their requests and buffers' addresses,
+; @nstarted of each (room for @sroom).
+@sreqs = internal global ptr null
+@saddrs = internal global ptr null
+@nstarted = internal global i64 0
+@sroom = internal global i64 0
 
 ; The sends in flight: their requests and copies, @npending of each (room for @room).
 @requests = internal global ptr null
@@ -319,6 +328,81 @@ define void @"${MPI_RECV}"(i64 %peer, i32 %type, i32 %g, i64 %rank, ptr %desc) {
   %c = call ${H} @comm(i32 %g)
   %peer32 = trunc i64 %peer to i32
   %r = call i32 @MPI_Recv(ptr %p, i32 %n, ${H} %t, i32 %peer32, i32 0, ${H} %c, ptr %status)
+  ret void
+}
+
+; (address, count, type code, op code, group): the buffer's reduction over the group started in
+; place (MPI_Iallreduce); `${MPI_WAIT}` on the same address waits for it.
+define void @"${MPI_IALLREDUCE}"(i64 %addr, i64 %count, i32 %type, i32 %op, i32 %g) {
+entry:
+  %n = load i64, ptr @nstarted
+  %room = load i64, ptr @sroom
+  %full = icmp eq i64 %n, %room
+  br i1 %full, label %grow, label %go
+grow:
+  %r2 = mul i64 %room, 2
+  %r3 = add i64 %r2, 8
+  %rb = mul i64 %r3, 8
+  %q0 = load ptr, ptr @sreqs
+  %q1 = call ptr @realloc(ptr %q0, i64 %rb)
+  store ptr %q1, ptr @sreqs
+  %a0 = load ptr, ptr @saddrs
+  %a1 = call ptr @realloc(ptr %a0, i64 %rb)
+  store ptr %a1, ptr @saddrs
+  store i64 %r3, ptr @sroom
+  br label %go
+go:
+  %t = call ${H} @type(i32 %type)
+  %c = call ${H} @comm(i32 %g)
+  %opp = getelementptr [${NOPS} x ${H}], ptr @ops, i32 0, i32 %op
+  %o = load ${H}, ptr %opp
+  %in_place = inttoptr i64 ${IN_PLACE} to ptr
+  %p = inttoptr i64 %addr to ptr
+  %n32 = trunc i64 %count to i32
+  %reqs = load ptr, ptr @sreqs
+  %rp = getelementptr ${H}, ptr %reqs, i64 %n
+  %addrs = load ptr, ptr @saddrs
+  %ap = getelementptr i64, ptr %addrs, i64 %n
+  store i64 %addr, ptr %ap
+  %r = call i32 @MPI_Iallreduce(ptr %in_place, ptr %p, i32 %n32, ${H} %t, ${H} %o, ${H} %c, ptr %rp)
+  %n1 = add i64 %n, 1
+  store i64 %n1, ptr @nstarted
+  ret void
+}
+
+; (address): the reduction started on that buffer waited for, and forgotten (none: nothing).
+define void @"${MPI_WAIT}"(i64 %addr) {
+entry:
+  %status = alloca [16 x i64]
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %next]
+  %n = load i64, ptr @nstarted
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %exit
+body:
+  %addrs = load ptr, ptr @saddrs
+  %ap = getelementptr i64, ptr %addrs, i64 %i
+  %a = load i64, ptr %ap
+  %hit = icmp eq i64 %a, %addr
+  br i1 %hit, label %found, label %next
+next:
+  %i1 = add i64 %i, 1
+  br label %loop
+found:
+  %reqs = load ptr, ptr @sreqs
+  %rp = getelementptr ${H}, ptr %reqs, i64 %i
+  %w = call i32 @MPI_Wait(ptr %rp, ptr %status)
+  %last = sub i64 %n, 1
+  %lrp = getelementptr ${H}, ptr %reqs, i64 %last
+  %lr = load ${H}, ptr %lrp
+  store ${H} %lr, ptr %rp
+  %lap = getelementptr i64, ptr %addrs, i64 %last
+  %la = load i64, ptr %lap
+  store i64 %la, ptr %ap
+  store i64 %last, ptr @nstarted
+  br label %exit
+exit:
   ret void
 }
 

@@ -7,7 +7,8 @@
 ;
 ; A template: runtime/natives.py (`native_ir`) replaces ${MPI_RANK}, ${MPI_SIZE},
 ; ${MPI_ALLREDUCE}, ${MPI_BCAST}, ${MPI_ALLGATHER}, ${MPI_REDUCE_SCATTER}, ${MPI_ALL_TO_ALL},
-; ${MPI_SEND}, ${MPI_RECV} and ${MPI_FLUSH} (core.abi's names), ALIASES at the end (the point-to-point calls' names
+; ${MPI_SEND}, ${MPI_RECV}, ${MPI_FLUSH}, ${MPI_IALLREDUCE} and ${MPI_WAIT} (core.abi's names),
+; ALIASES at the end (the point-to-point calls' names
 ; per element type), ${NDTYPES} and ${ITEMS} (the item size of each of core.mpi.DTYPES, the
 ; type codes' order).
 
@@ -69,6 +70,15 @@ define void @"${MPI_RECV}"(i64 %peer, i32 %type, i32 %g, i64 %rank, ptr %desc) {
 }
 
 define void @"${MPI_FLUSH}"() {
+  ret void
+}
+
+; (address, count, type code, op code, group): one process's reduction is its buffer
+define void @"${MPI_IALLREDUCE}"(i64 %a, i64 %n, i32 %t, i32 %o, i32 %g) {
+  ret void
+}
+
+define void @"${MPI_WAIT}"(i64 %a) {
   ret void
 }
 

@@ -35,6 +35,8 @@ ELSEWHERE = {
     "tape_read": "e2e/test_vmap.py (vmap of grad through loops)",
     "send": "per example, in order: a message needs two processes (dist/test_pipeline.py)",
     "recv": "per example, in order: a message needs two processes (dist/test_pipeline.py)",
+    "allreduce_start": "per example, in order: a pair with allreduce_wait (dist/test_blocks.py)",
+    "allreduce_wait": "per example, in order: a pair with allreduce_start (dist/test_blocks.py)",
 }
 
 

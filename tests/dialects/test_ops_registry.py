@@ -10,7 +10,8 @@ from dg.dialects.dialect import irdl_text, shared_context
 # Ops whose implementation needs a runtime (effects) or special inputs.
 NO_SAMPLE = {"print", "assert", "check", "breakpoint", "constant", "to_index", "from_index", "to_i1", "from_i1", "range_len",
              "tape_alloc", "tape_push", "tape_read",
-             "send", "recv"}  # (a message needs two processes: tests/dist/test_pipeline.py)
+             "send", "recv",  # (a message needs two processes: tests/dist/test_pipeline.py)
+             "allreduce_start", "allreduce_wait"}  # (a pair: tests/dist/test_blocks.py)
 
 
 def test_every_op_has_a_sample_or_a_reason():

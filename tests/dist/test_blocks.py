@@ -3,6 +3,8 @@ and inside dg code, in both modes, along any axis, on structures and half floats
 gradients and tangents checked against central differences of the sum over every rank of what
 each computes (the gradient's meaning for collectives), and the check of reduce_scatter's
 sizes. Each case runs a script on 2 processes (and 4, oversubscribed on this 2-core machine)."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,64 @@ def test_a_world_of_one_gathers_and_scatters_its_own(tmp_path):
         dg.loads('def f(x: f32[4, 4]):\n    return all_to_all(x, concat_axis=3)\n', filename="e.dg").f(np.ones((4, 4), np.float32))
     with pytest.raises(dg.DgTypeError, match="allgather: axis 1 is out of range for an array of rank 1"):
         dg.loads('def f(x: f32[4]):\n    return allgather(x, axis=1)\n', filename="d.dg").f(np.ones(4, np.float32))
+
+
+STARTED = r"""
+import json, sys
+from pathlib import Path
+import numpy as np
+import dg
+r, n = dg.dist.rank(), dg.dist.world_size()
+bad = []
+overlap = dg.load(Path(sys.argv[1]) / "benchmarks" / "overlap.dg", mode=sys.argv[2])
+m = dg.loads('''
+def f(x: f32[N], w: f32[N, N]):
+    p = allreduce_start({"a": x * 2.0, "b": (w,)}, op="sum")
+    q = allreduce_start(x, op="mean")
+    h = tanh(x @ w)
+    for i in range(20):
+        h = tanh(h @ w)
+    return allreduce_wait(p, op="sum"), allreduce_wait(q, op="mean"), h
+
+def pair_loss(x: f64[N]) -> f64:
+    y = allreduce_wait(allreduce_start(x * x, op="mean"), op="mean")
+    return sum(tanh(y) * x)
+''', mode=sys.argv[2], filename="started.dg")
+x = np.arange(4, dtype=np.float32) + r
+w = np.eye(4, dtype=np.float32) * (r + 1)
+got, mean, h = m.f(x, w)
+tot = sum(np.arange(4, dtype=np.float32) + k for k in range(n))
+if not np.allclose(got["a"], 2 * tot) or not np.allclose(got["b"][0], np.eye(4) * sum(k + 1 for k in range(n))):
+    bad.append(f"sum {got}")
+if not np.allclose(mean, tot / n):
+    bad.append(f"mean {mean}")
+# the pair's gradient (reversed: a start of the cotangent, then its wait) against central differences
+x0 = [np.arange(3) * 0.3 + 0.1 * k for k in range(n)]
+gx = dg.dist.allgather(dg.grad(m.pair_loss)(x0[r])[None], axis=0)
+for q, i in ((0, 1), (n - 1, 2)):
+    def total(delta):
+        mine = x0[r].copy()
+        if r == q:
+            mine[i] += delta
+        return dg.dist.allreduce(np.float64(m.pair_loss(mine)))
+    fd = (total(1e-6) - total(-1e-6)) / 2e-6
+    if abs(gx[q][i] - fd) > 1e-6 * max(1.0, abs(fd)):
+        bad.append(f"grad ({q}, {i}): {gx[q][i]} against {fd}")
+rng = np.random.default_rng(0)
+ls = tuple({"w": rng.normal(0, 0.3, (16, 16)).astype(np.float32), "b": np.zeros(16, np.float32)} for _ in range(3))
+xs, ys = rng.normal(size=(8, 16)).astype(np.float32) + r, rng.normal(size=(8, 16)).astype(np.float32)
+a = overlap.blocking_step(ls, xs, ys, np.float32(0.1))
+b = overlap.overlapped_step(ls, xs, ys, np.float32(0.1))
+if any(not np.allclose(p[k], q[k], rtol=1e-6, atol=1e-7) for p, q in zip(a, b) for k in p):
+    bad.append("the overlapped step differs from the blocking one")
+print(json.dumps({"rank": r, "bad": bad}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["interp", "compiled"])
+def test_reductions_started_and_waited_for_apart(mode):
+    """allreduce_start / allreduce_wait (a structure leaf by leaf, sum and mean, work in between)
+    give allreduce's values; benchmarks/overlap.dg's overlapped data-parallel step (each layer's
+    gradients reduced while the backward pass goes on) gives the blocking step's parameters."""
+    root = str(Path(__file__).resolve().parents[2])
+    every_rank_clean(on_ranks(2, STARTED, root, mode, timeout=300), [0, 1])
