@@ -12,7 +12,9 @@ OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are set to 1):
              and at every process of the world              ms/step, samples/s
   gpt        samples/gpt.dg's training step (2 layers, 64 channels, context
              32, batch 16 in all), on 1 process, and on every process with
-             data parallelism (each its rows), tensor parallelism (heads and
+             data parallelism (each its rows; its gradients reduced after the
+             backward pass, or each block's during it: samples/
+             gpt_parallel.dg's dp_overlapped_step), tensor parallelism (heads and
              hidden units split) and pipeline parallelism (the blocks in
              stages, 4 micro-batches): ms/step, and the bytes each process
              sends per step (worked out from the sizes; the pipeline's are the
@@ -180,8 +182,11 @@ def bench_gpt(repeats: int, sync: Sync) -> dict:
     dg.dist.groups(dp=n)
     rows = slice(rank * b // n, (rank + 1) * b // n)
     st = par.init_state(whole)
-    s = medians({"dp": lambda: par.dp_step(whole, st, x[rows], y[rows], lr)}, repeats, sync)["dp"]
-    out["data"] = {"ms_per_step": s * 1e3, "bytes_sent": _nbytes(whole)}
+    times = medians({"dp": lambda: par.dp_step(whole, st, x[rows], y[rows], lr),
+                     "overlapped": lambda: par.dp_overlapped_step(whole, st, x[rows], y[rows], lr)}, repeats, sync)
+    out["data"] = {"ms_per_step": times["dp"] * 1e3, "bytes_sent": _nbytes(whole)}
+    out["data, each block's gradients reduced during the backward pass"] = {
+        "ms_per_step": times["overlapped"] * 1e3, "bytes_sent": _nbytes(whole)}
     # tensor parallelism: 2 allreduces of an activation per block forward, 2 backward, and the
     # gradients of what every process holds whole
     dg.dist.groups(tp=n)

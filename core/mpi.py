@@ -146,7 +146,7 @@ class MpiWorld(World):
     def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
         if x.dtype.itemsize == 2 and x.dtype.kind in "fV":  # f16, bf16: as f32 (MPI has no type for them)
             return self.allreduce(x.astype(np.float32), op).astype(x.dtype)
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x, order="C")  # (not ascontiguousarray: it makes a 0-d array 1-d)
         out = np.empty_like(x)
         self.comm.Allreduce(x, out, op=self._ops[op])
         return mean_of(out, self.size) if op == "mean" else out
