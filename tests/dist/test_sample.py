@@ -46,6 +46,7 @@ def test_the_sample_runs_as_a_world_of_one_under_plain_python(tmp_path):
     assert acc > 0.8 and r.stdout.startswith("1 process, 16 rows each: global batch 16"), r.stdout
 
 
+@pytest.mark.slow  # (the GPT compiled twice on 2 processes)
 @pytest.mark.parametrize("parallel", ["tensor", "pipeline"])
 def test_the_gpt_trains_with_tensor_or_pipeline_parallelism_as_one_process_does(parallel):
     """samples/gpt_parallel.py under mpiexec -n 2: the tiny GPT split over 2 processes (its heads
@@ -86,6 +87,7 @@ print(json.dumps({"rank": r, "bad": bad}), flush=True)
 """
 
 
+@pytest.mark.slow  # (two GPT steps on 2 processes, the interpreter's among them)
 @pytest.mark.parametrize("mode", ["interp", "compiled"])
 def test_the_gpt_step_with_overlapped_reduction_is_the_blocking_one(mode):
     """samples/gpt_parallel.dg's dp_overlapped_step (each block's gradients reduced while the
