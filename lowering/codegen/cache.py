@@ -21,6 +21,7 @@ The folder is `DG_CACHE_DIR`, else `$XDG_CACHE_HOME/dg/compiled`, else
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -41,7 +42,23 @@ MAX_OBJECT = 1 << 31
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
+_FOLDER: list = []  # a folder `stored_in` sets, whatever the settings say
+
+
+@contextlib.contextmanager
+def stored_in(d: Path):
+    """Inside, the disk cache is folder `d`, whatever the settings say now (the optimizer's
+    worker stores its code where the process that asked for it had its cache when it asked)."""
+    _FOLDER.append(d)
+    try:
+        yield
+    finally:
+        _FOLDER.pop()
+
+
 def folder() -> Path | None:
+    if _FOLDER:
+        return _FOLDER[-1]
     if not config.cache:
         return None
     d = config.cache_dir

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 try:
@@ -68,8 +69,14 @@ class Optimizing:
         self._meanwhile = meanwhile  # entered while the worker runs
         self._finished = threading.Event()
         self.finished_word = ctypes.c_int64(0)  # 1 once finished (read by quick calls: runtime.fastcall)
+        # The disk cache the code was made for, decided now: the worker may start much later (the
+        # queue serves the newest first), when this process's settings have changed (a test that
+        # turned the cache off to compile a patched lowering, say), and must not store the code
+        # anywhere else.
+        folder = cache.folder()
         header = json.dumps({"level": unit.level, "key": key, "meta": {**unit.meta, "opt_level": unit.level},
-                             "drop": drop, "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
+                             "drop": drop, "folder": None if folder is None else str(folder),
+                             "limits": {"cpu_s": WORKER_CPU_S, "memory": WORKER_MEMORY}})
         # The job's input, in a file the worker reads and removes: a worker started just before
         # this process ends still has all of it (it then puts the optimized code into the disk
         # cache for the next process). A job that never starts takes its file with it.
@@ -197,11 +204,12 @@ def _work(path: str) -> None:
     job = json.loads(header)
     _limit(**job["limits"])
     blob = object_code(text, job["level"])
-    folder = cache.folder()
-    if folder is not None and folder.parent.is_dir():  # (not in a temporary folder removed meanwhile)
-        cache.store(job["key"], job["meta"], blob)  # (in place of the quick code)
-        if job.get("drop"):
-            cache.remove(job["drop"])  # (the LLVM IR kept for it)
+    folder = job["folder"]  # (the cache of the process that asked, when it asked; None: none)
+    if folder is not None and Path(folder).parent.is_dir():  # (not in a temporary folder removed meanwhile)
+        with cache.stored_in(Path(folder)):
+            cache.store(job["key"], job["meta"], blob)  # (in place of the quick code)
+            if job.get("drop"):
+                cache.remove(job["drop"])  # (the LLVM IR kept for it)
     try:
         sys.stdout.buffer.write(blob)
         sys.stdout.flush()

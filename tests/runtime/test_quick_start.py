@@ -12,7 +12,8 @@ import pytest
 
 import dg
 from dg.lowering import blas, parallel
-from dg.lowering.codegen import lower, objects, optimizer, tiers
+from dg.lowering.codegen import cache, lower, objects, optimizer, tiers
+from dg.lowering.codegen.units import LlvmUnit
 from dg.runtime import cpu
 
 SRC = """
@@ -362,3 +363,31 @@ def test_a_worker_past_its_limits_leaves_the_quick_code_running(large, monkeypat
     assert program.optimized.wait(300) and program.optimized.blob is None
     np.testing.assert_allclose(m.g(x, w), first, rtol=1e-6)
     assert program.opt_level == 0 and program.optimized is None
+
+
+def test_the_worker_stores_where_the_cache_was_when_the_code_was_asked_for(tmp_path, monkeypatch):
+    """A job the optimizer starts later (the queue serves the newest first) stores its code in
+    the disk cache of the moment it was asked for, not in the one its process has when the
+    worker starts: a test that turned the cache off to compile a patched lowering left its job
+    queued, and the worker, started after the test, put the patched code into the default
+    cache, where later processes loaded it."""
+    unit = LlvmUnit("define i64 @dg_probe() {\n  ret i64 7\n}\n", 2, {"signatures": {}})
+    asked, later = tmp_path / "asked", tmp_path / "later"
+    monkeypatch.setenv("DG_CACHE_DIR", str(asked))
+    with optimizer._READY:  # (the server cannot take the job before the settings change)
+        job = optimizer.Optimizing(unit, "probe-key", drop=None)
+        monkeypatch.setenv("DG_CACHE_DIR", str(later))
+    assert job.wait(120) and job.blob
+    with cache.stored_in(asked):
+        assert cache.load("probe-key") is not None
+    with cache.stored_in(later):
+        assert cache.load("probe-key") is None
+    monkeypatch.setenv("DG_CACHE", "0")
+    with optimizer._READY:  # the cache off when asked: stored nowhere, whatever comes after
+        job = optimizer.Optimizing(unit, "probe-key-2", drop=None)
+        monkeypatch.delenv("DG_CACHE")
+    assert job.wait(120) and job.blob
+    with cache.stored_in(later):
+        assert cache.load("probe-key-2") is None
+    with cache.stored_in(asked):
+        assert cache.load("probe-key-2") is None
