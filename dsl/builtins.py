@@ -70,6 +70,12 @@ class _Args:
     def __getitem__(self, k):
         return self.vals[k]
 
+    def static(self, k):
+        """A static argument's value: its expression evaluated where the call wrote one, else its
+        default as it is."""
+        v = self.vals[k]
+        return self.em.expr(v) if isinstance(v, A.Node) else v
+
     def tensors(self, *keys):
         """The named arguments as tensors; None if any is missing, poison or not a tensor."""
         if not self.ok:
@@ -278,7 +284,7 @@ def _gelu(em, call, name):
     a = _Args(em, call, name, ["x", "approximate"], {"approximate": "none"}, static=("approximate",))
     if not a.ok:
         return POISON
-    v = a["approximate"] if not isinstance(a["approximate"], A.Node) else em.expr(a["approximate"])
+    v = a.static("approximate")
     mode = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
     if mode not in _GELU_OPS:
         em.error('gelu: approximate must be "none" or "tanh"', a.loc_of("approximate"))
@@ -1115,12 +1121,19 @@ def _world(opname):
 
 def _group_name(em, a, name):
     """The `group` argument of a collective: one of core.mpi.GROUPS (None: an error said)."""
-    v = a["group"] if not isinstance(a["group"], A.Node) else em.expr(a["group"])
+    v = a.static("group")
     group = v.value if isinstance(v, Str) else v if isinstance(v, str) else None
     if group not in GROUPS:
         em.error(f"{name}: group must be one of {', '.join(repr(g) for g in GROUPS)}", a.loc_of("group"))
         return None
     return group
+
+
+def _tensor_leaves(em, x, loc) -> list | None:
+    """The leaves of x (a tensor, or a tuple or record of them) as tensors, materialized; None
+    where one is poison (an error said)."""
+    vals = [em.materialize(tensor(em, v, loc), loc=loc) for v in (flatten(x) if is_tuple(x) else [x])]
+    return None if any(v.poison for v in vals) else vals
 
 
 def _collective(opname, param, default, check):
@@ -1130,16 +1143,15 @@ def _collective(opname, param, default, check):
         a = _Args(em, call, name, ["x", param, "group"], {param: default, "group": "world"}, static=(param, "group"))
         if not a.ok:
             return POISON
-        pv = a[param] if not isinstance(a[param], A.Node) else em.expr(a[param])
+        pv = a.static(param)
         value = check(em, pv, a.loc_of(param))
         group = _group_name(em, a, name)
         if value is None or group is None:
             return POISON
         attrs = {"op" if param == "op" else "root": value, "group": group}
         x = a["x"]
-        leaves = flatten(x) if is_tuple(x) else [x]
-        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
-        if any(v.poison for v in vals):
+        vals = _tensor_leaves(em, x, call.loc)
+        if vals is None:
             return POISON
         if not is_tuple(x):
             return em.op(opname, vals, attrs, call.loc)
@@ -1192,7 +1204,7 @@ def _blocks(opname):
                   static=tuple(params[1:]))
         if not a.ok:
             return POISON
-        given = {p: a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]) for p in params[1:-1]}
+        given = {p: a.static(p) for p in params[1:-1]}
         axis = static_int(em, given["axis"], a.loc_of("axis"), "axis")
         group = _group_name(em, a, name)
         if group is None:
@@ -1205,9 +1217,8 @@ def _blocks(opname):
         if axis is None:
             return POISON
         x = a["x"]
-        leaves = flatten(x) if is_tuple(x) else [x]
-        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
-        if any(v.poison for v in vals):
+        vals = _tensor_leaves(em, x, call.loc)
+        if vals is None:
             return POISON
         out = []
         for v in vals:
@@ -1239,7 +1250,7 @@ def _all_to_all(em, call, name):
     attrs = {"group": group}
     axes = []
     for p in ("split_axis", "concat_axis"):
-        v = static_int(em, a[p] if not isinstance(a[p], A.Node) else em.expr(a[p]), a.loc_of(p), p)
+        v = static_int(em, a.static(p), a.loc_of(p), p)
         if v is None:
             return POISON
         if not -x.rank <= v < max(x.rank, 1) or not x.rank:
@@ -1287,15 +1298,13 @@ def _started(opname):
         a = _Args(em, call, name, ["x", "op", "group"], {"op": "sum", "group": "world"}, static=("op", "group"))
         if not a.ok:
             return POISON
-        reduce = _reduction_name(em, a["op"] if not isinstance(a["op"], A.Node) else em.expr(a["op"]), a.loc_of("op"),
-                                 name)
+        reduce = _reduction_name(em, a.static("op"), a.loc_of("op"), name)
         group = _group_name(em, a, name)
         if reduce is None or group is None:
             return POISON
         x = a["x"]
-        leaves = flatten(x) if is_tuple(x) else [x]
-        vals = [em.materialize(tensor(em, v, call.loc), loc=call.loc) for v in leaves]
-        if any(v.poison for v in vals):
+        vals = _tensor_leaves(em, x, call.loc)
+        if vals is None:
             return POISON
         out = [em.op(opname, [v], {"op": reduce, "group": group}, call.loc) for v in vals]
         return unflatten_like(x, out) if is_tuple(x) else out[0]

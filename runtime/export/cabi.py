@@ -260,7 +260,7 @@ def _function(lib: str, e: Entry, k: int) -> list:
     assert len(ins) == len(e.args) and len(outs) == len(e.results), (e.name, ins, e.args, outs, e.results)
     body = [f"extern int32_t dg__entry_{k}(void **) __asm__(\"{GUARDED}{LINKED}{e.symbol}\");", *_tables(e, k),
             _proto(e, lib) + " {",
-            "    int64_t budget = dg__prepare();",
+            "    int64_t budget = dg__prepare();" if e.stateful else "    dg__prepare();",
             "    dg__clear_error();"]
     body += ["    " + s for s in _argument_checks(e)]
     argv, inputs = [], []
@@ -295,23 +295,23 @@ def _function(lib: str, e: Entry, k: int) -> list:
         if r.rank:
             body.append(f"    if (!{r.name}) {{ dg__error(\"dg: error: result '{r.name}' of {lib}_{e.name}() is NULL\"); "
                         f"return DG_ERROR_ARGUMENT; }}")
-    state = STATE if e.stateful else f"state_{k}"
-    if not e.stateful:  # (code with neither loops nor checks: nothing can fail but an allocation)
-        body.append(f"    int64_t {state}[{STATE_WORDS}] = {{0}};")
-    body += [
-        f"    {state}[0] = 0;",
-        f"    {state}[1] = 0;",
-        f"    {state}[2] = budget;",
-        f"    int32_t rc = dg__entry_{k}(argv);",
-        f"    if ({state}[0]) {{",
-        f"        int64_t id = {state}[0] - 1;",
-        f"        if (!rc) dg__release(res, offsets, {nres}, inputs, {len(inputs)}, taken, &ntaken);" if nres else "",
-        f"        dg__check_error(checks_{k}[id], {state}[3], {state}[4], {state} + 5, {INNER_FRAMES}, {MAX_FRAMES}, "
-        f"sites_{k}, places_{k});",
-        "        return DG_ERROR_CHECK;",
-        "    }",
-        f"    if (rc) {{ dg__error(\"%s\", allocs_{k}[rc - 1]); return DG_ERROR_MEMORY; }}",
-    ]
+    if e.stateful:
+        body += [
+            f"    {STATE}[0] = 0;",
+            f"    {STATE}[1] = 0;",
+            f"    {STATE}[2] = budget;",
+            f"    int32_t rc = dg__entry_{k}(argv);",
+            f"    if ({STATE}[0]) {{",
+            f"        int64_t id = {STATE}[0] - 1;",
+            f"        if (!rc) dg__release(res, offsets, {nres}, inputs, {len(inputs)}, taken, &ntaken);" if nres else "",
+            f"        dg__check_error(checks_{k}[id], {STATE}[3], {STATE}[4], {STATE} + 5, {INNER_FRAMES}, {MAX_FRAMES}, "
+            f"sites_{k}, places_{k});",
+            "        return DG_ERROR_CHECK;",
+            "    }",
+        ]
+    else:  # (code with neither loops nor checks: nothing can fail but an allocation)
+        body.append(f"    int32_t rc = dg__entry_{k}(argv);")
+    body.append(f"    if (rc) {{ dg__error(\"%s\", allocs_{k}[rc - 1]); return DG_ERROR_MEMORY; }}")
     fits = " || ".join(f"dg__fits(res + {off}, {r.rank}, {r.name}, \"{r.name}\")"
                        for r, off in zip(e.results, offsets) if r.rank)
     if fits:

@@ -10,7 +10,7 @@ import pytest
 
 import dg
 
-from .test_collectives import every_rank_clean, on_ranks, reports_in
+from .test_collectives import assert_every_rank_clean, on_ranks, reports_in
 
 SRC = '''
 def ag(x: f32[N, 3], h: f16[4]):
@@ -141,7 +141,7 @@ print(json.dumps({"rank": r, "size": n, "bad": bad}), flush=True)
 @pytest.mark.parametrize("n", [2, 4])  # (4 oversubscribes this 2-core machine, as CI does)
 def test_allgather_and_reduce_scatter_on_every_rank(n):
     r = on_ranks(n, CHECKS, SRC, timeout=600)
-    every_rank_clean(r, list(range(n)))
+    assert_every_rank_clean(r, list(range(n)))
     assert all(rep["size"] == n for rep in reports_in(r.stdout))
 
 
@@ -231,4 +231,4 @@ def test_reductions_started_and_waited_for_apart(mode):
     give allreduce's values; benchmarks/overlap.dg's overlapped data-parallel step (each layer's
     gradients reduced while the backward pass goes on) gives the blocking step's parameters."""
     root = str(Path(__file__).resolve().parents[2])
-    every_rank_clean(on_ranks(2, STARTED, root, mode, timeout=300), [0, 1])
+    assert_every_rank_clean(on_ranks(2, STARTED, root, mode, timeout=300), [0, 1])

@@ -39,7 +39,7 @@ def reports_in(out: str) -> list:
     return found
 
 
-def every_rank_clean(r: subprocess.CompletedProcess, ranks: list) -> None:
+def assert_every_rank_clean(r: subprocess.CompletedProcess, ranks: list) -> None:
     """The run ended well, every rank in `ranks` reported (once each), and none found anything bad."""
     assert r.returncode == 0, r.stderr[-3000:]
     reports = reports_in(r.stdout)

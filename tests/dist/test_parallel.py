@@ -4,7 +4,7 @@ block's output and, for each process's part, the one-process gradient; ZeRO-1 Ad
 (data-parallel) Adam's parameters while each process holds 1/N of the optimizer state."""
 import pytest
 
-from .test_collectives import every_rank_clean, on_ranks, reports_in
+from .test_collectives import assert_every_rank_clean, on_ranks, reports_in
 
 SRC = """
 import nn
@@ -96,7 +96,7 @@ for mode in ("interp", "compiled"):
 @pytest.mark.parametrize("n", [2, 4])  # (4 oversubscribes this 2-core machine, as CI does)
 def test_tensor_parallel_block_and_zero_adam_equal_one_process(n):
     r = on_ranks(n, CHECKS, SRC, timeout=900)
-    every_rank_clean(r, list(range(n)) * 2)  # (a report per mode)
+    assert_every_rank_clean(r, list(range(n)) * 2)  # (a report per mode)
     for rep in reports_in(r.stdout):
         # w [5, 3] and b [3], f64: 15 and 3 elements padded to multiples of n, m and v each
         padded = sum(-(-k // n) for k in (15, 3))
@@ -148,4 +148,4 @@ def test_a_two_by_two_grid_of_tensor_and_data_parallelism():
     """groups(tp=2, dp=2) under mpiexec -n 4: each process's place and its groups' collectives, in
     both modes and from Python; a tensor-parallel block trained data-parallel over the grid gives
     each process the one-process gradient (of the whole batch) of its part."""
-    every_rank_clean(on_ranks(4, GRID, SRC, timeout=900), [0, 1, 2, 3])
+    assert_every_rank_clean(on_ranks(4, GRID, SRC, timeout=900), [0, 1, 2, 3])

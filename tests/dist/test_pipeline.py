@@ -6,7 +6,7 @@ micro-batches, whose gradient through the loop is the GPipe schedule and whose 1
 and in a 2 x 2 grid with data parallelism."""
 import pytest
 
-from .test_collectives import every_rank_clean, on_ranks
+from .test_collectives import assert_every_rank_clean, on_ranks
 
 SRC = '''
 import parallel
@@ -177,7 +177,7 @@ print(json.dumps({"rank": r, "bad": bad}), flush=True)
 @pytest.mark.parametrize("n, pp", [(2, 2), (4, 2), (4, 4)])
 # (4 oversubscribes this 2-core machine, as CI does: the slow tier)
 def test_send_recv_and_pipeline_schedules(n, pp):
-    every_rank_clean(on_ranks(n, CHECKS, SRC, str(pp), timeout=300), list(range(n)))
+    assert_every_rank_clean(on_ranks(n, CHECKS, SRC, str(pp), timeout=300), list(range(n)))
 
 
 FAILS = r"""

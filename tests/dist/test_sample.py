@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .test_collectives import every_rank_clean, on_ranks
+from .test_collectives import assert_every_rank_clean, on_ranks
 from .test_data_parallel import mpiexec
 
 EPOCHS = 3
@@ -93,4 +93,4 @@ def test_the_gpt_step_with_overlapped_reduction_is_the_blocking_one(mode):
     """samples/gpt_parallel.dg's dp_overlapped_step (each block's gradients reduced while the
     backward pass goes on) makes the update dp_step makes (one allreduce after it)."""
     samples = str(Path(__file__).resolve().parents[2] / "samples")
-    every_rank_clean(on_ranks(2, OVERLAPPED, samples, mode, timeout=600), [0, 1])
+    assert_every_rank_clean(on_ranks(2, OVERLAPPED, samples, mode, timeout=600), [0, 1])
