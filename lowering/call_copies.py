@@ -100,14 +100,20 @@ def drop_call_copies(m) -> int:
     """Pass calls the buffers their copies were made from (see the module's doc); how many."""
     returns = returned_arguments(m)
     written = written_arguments(m, returns)
+    handed = handed_arguments(m, returns)
     dropped = 0
     for body in function_bodies(m):
-        own = is_private(body.owner.operation if hasattr(body.owner, "operation") else body.owner)
+        f = body.owner.operation if hasattr(body.owner, "operation") else body.owner
+        own = is_private(f)
+        mine = handed.get(ir.StringAttr(f.attributes["sym_name"]).value, frozenset())
         for call in [op for op in operations_under(body) if op.name == "func.call"]:
             callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
             if callee in written:
-                dropped += _drop(call, written[callee], returns.get(callee))
-                dropped += _hand_over(call, written[callee], returns, own)
+                dropped += _drop(call, written[callee], returns, mine)
+                returned = returns.get(callee)
+                given = frozenset(range(len(call.operands))) if returned is None else \
+                    frozenset() if returned == FRESH else returned
+                dropped += _hand_over(call, written[callee] | given, returns, own)
     return dropped
 
 
@@ -143,12 +149,22 @@ def _roots(v, returns: dict, own_args: bool) -> list | None:
     if op.name == "memref.alloc":
         return [v]
     if op.name == "func.call":
-        returned = returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        returned = returns.get(callee)
         if returned is None:
             return None
+        mine = returns.of_result(callee, list(op.results).index(v))
         found = [v]
-        for p in (() if returned == FRESH else returned):
+        for p in (() if returned == FRESH else returned if mine is None else mine):
             more = _roots(op.operands[p], returns, own_args)
+            if more is None:
+                return None
+            found += more
+        return found
+    if op.name == "arith.select":  # (either of its buffers)
+        found = [v]
+        for x in list(op.operands)[1:]:
+            more = _roots(x, returns, own_args)
             if more is None:
                 return None
             found += more
@@ -183,9 +199,13 @@ def _aliases(roots: list, call, returns: dict) -> list | None:
             if op.name in VIEWS or op.name == "arith.select":
                 todo += [r for r in op.results if isinstance(downcast(r.type), ir.MemRefType)]
             elif op.name == "func.call":
-                returned = returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                returned = returns.get(callee)
                 if returned is None or returned != FRESH and at in returned:
-                    todo += [r for r in op.results if isinstance(downcast(r.type), ir.MemRefType)]
+                    for k, r in enumerate(op.results):
+                        mine = returns.of_result(callee, k) if returned is not None else None
+                        if isinstance(downcast(r.type), ir.MemRefType) and (mine is None or at in mine):
+                            todo.append(r)
             elif op.name in ("scf.yield", "scf.condition"):
                 parent = op.parent
                 parent = getattr(parent, "operation", parent)
@@ -218,7 +238,7 @@ def _chain(op) -> list:
     return out
 
 
-def _after(u, call) -> bool:
+def may_run_after(u, call) -> bool:
     """Whether op `u` may run after `call` (no loop holds both: see _hand_over)."""
     mine = _chain(call)
     theirs = _chain(u)
@@ -233,8 +253,8 @@ def _after(u, call) -> bool:
 
 
 def _hand_over(call, written: frozenset, returns: dict, own_args: bool) -> int:
-    """Drop the copies made before `call` of buffers that the callee writes (`written`) where the
-    caller hands the buffer over (see the module's doc)."""
+    """Drop the copies made before `call` of buffers that the callee writes or may give back
+    (`written`) where the caller hands the buffer over (see the module's doc)."""
     copies = _copies_before(call)
     if not copies:
         return 0
@@ -247,19 +267,33 @@ def _hand_over(call, written: frozenset, returns: dict, own_args: bool) -> int:
         src = copy.operands[0]
         if src.type != v.type or len(list(v.uses)) != 2:
             continue
-        roots = _roots(src, returns, own_args)
-        if roots is None or any(_in_loop_below(call, r) for r in roots):
-            continue
-        aliases = _aliases(roots, call, returns)
-        if aliases is None:
+        found = dies_at(src, call, returns, own_args, spare=(copy,))
+        if found is None:
             continue
         others = [o for i, o in enumerate(call.operands) if i != at]
-        if any(any(o == a for a in aliases) or base(o) == base(src) for o in others):
-            continue
-        if any(_after(user(u), call) for a in aliases for u in a.uses if user(u) != copy and user(u) != call):
+        if any(any(o == a for a in found[1]) or base(o) == base(src) for o in others):
             continue
         dropped += _pass_instead(call, at, copy)
     return dropped
+
+
+def dies_at(v, op, returns: dict, own_args: bool, spare=()) -> tuple | None:
+    """(the buffers `v` may be, every value that may be one of them) where each of those buffers
+    is the function's to write (`_roots`) and nothing uses them once `op` has run (but the ops
+    in `spare`, and sizes read: a buffer's sizes are its descriptor's, not its memory's), with
+    no loop between their making and `op`; else None."""
+    roots = _roots(v, returns, own_args)
+    if roots is None or any(in_loop_below(op, r) for r in roots):
+        return None
+    aliases = _aliases(roots, op, returns)
+    if aliases is None:
+        return None
+    for a in aliases:
+        for u in a.uses:
+            x = user(u)
+            if x != op and x.name != "memref.dim" and all(x != s for s in spare) and may_run_after(x, op):
+                return None
+    return roots, aliases
 
 
 def _pass_instead(call, at: int, copy) -> int:
@@ -272,31 +306,42 @@ def _pass_instead(call, at: int, copy) -> int:
     return 1
 
 
-def _in_loop_below(call, root) -> bool:
+def in_loop_below(call, root) -> bool:
     """Whether a loop holds `call` but not the making of `root` (a function's argument: made
     before everything)."""
     op = defining_op(root)
     home = op.block if op is not None else None
     for x in _chain(call)[1:]:
-        if home is not None and any(o.operation == x for o in home.operations):
-            return False
         if x.name in _LOOPS:
             return True
+        if home is not None and any(o.operation == x for o in home.operations):
+            return False
     return False
 
 
-def _drop(call, written: frozenset, returned) -> int:
+def _drop(call, written: frozenset, returns: dict, handed: frozenset) -> int:
     """Drop the copies made only to be passed to `call` (of a function that writes the arguments
-    `written` and returns `returned`) in its block before it, with nothing that writes memory
-    between (only ops of _BETWEEN, copies only into buffers just allocated)."""
+    `written`) in its block before it, with nothing that writes memory between (only ops of
+    _BETWEEN, copies only into buffers just allocated). `handed`: the positions of the calling
+    function's arguments its callers hand over (handed_arguments)."""
+    callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    returned = returns.get(callee)
     copies = _copies_before(call)  # the buffer copied into -> the copy
     dropped = 0
     operands = list(call.operands)
     # What the callee writes must not be the buffer a dropped copy was made from: the callee
-    # would read what it wrote. Only buffers just allocated are known not to be.
+    # would read what it wrote. It may be only buffers made here (allocations, calls' results)
+    # or arguments the function's callers hand over, which they pass apart from every other
+    # (handed_arguments), and none the buffer copied from may be.
     writes = [base(operands[i]) for i in written]
-    if any(defining_op(w) is None or defining_op(w).name != "memref.alloc" for w in writes):
-        return 0
+    written_roots = []
+    for w in writes:
+        if getattr(defining_op(w), "name", None) == "memref.alloc":
+            continue  # (made here: base(src) is compared with it)
+        roots = _roots(w, returns, True)
+        if roots is None or any(is_function_argument(r) and ir.BlockArgument(r).arg_number not in handed for r in roots):
+            return 0
+        written_roots += roots
     for at, v in enumerate(operands):
         copy = copies.get(v)
         if copy is None or at in written or _returns(returned, at):
@@ -306,6 +351,53 @@ def _drop(call, written: frozenset, returned) -> int:
         if src.type != v.type or src in copies or len(uses) != 2 or not any(op == call for op in uses) \
                 or base(src) in writes:
             continue
+        if written_roots:
+            roots = _roots(src, returns, True)
+            if roots is None or any(r == w for r in roots for w in written_roots):
+                continue
         dropped += _pass_instead(call, at, copy)
     return dropped
+
+
+def handed_arguments(m, returns: dict) -> dict:
+    """Each function with `dg.donated` (its callers hand those arguments over: lowering/ad's
+    shadows) -> the positions among them where every call of it is passed a buffer that its
+    caller may write and nothing reads once the call is made, and that is none of the call's
+    other operands. Such an argument is the function's to write. A caller's own argument
+    counts only where it is handed over in turn: found again until nothing changes, from all
+    the donated positions."""
+    funcs, calls = {}, {}
+    for body in function_bodies(m):
+        f = body.owner.operation if hasattr(body.owner, "operation") else body.owner
+        name = ir.StringAttr(f.attributes["sym_name"]).value
+        funcs[name] = f
+        for op in operations_under(body):
+            if op.name == "func.call":
+                calls.setdefault(ir.FlatSymbolRefAttr(op.attributes["callee"]).value, []).append((op, name))
+    handed = {name: frozenset(ir.DenseI64ArrayAttr(f.attributes["dg.donated"])) for name, f in funcs.items()
+              if "dg.donated" in f.attributes and is_private(f)}
+    changed = True
+    while changed:
+        changed = False
+        for name, positions in handed.items():
+            kept = frozenset(p for p in positions if all(_hands_over(c, p, returns, handed.get(caller, frozenset()))
+                                                       for c, caller in calls.get(name, [])))
+            if kept != positions:
+                handed[name], changed = kept, True
+    return handed
+
+
+def _hands_over(call, at: int, returns: dict, handed: frozenset) -> bool:
+    """Whether `call` is passed at `at` a buffer its caller may write (of its own arguments,
+    those it is handed: `handed`), that nothing uses once the call is made, and that none of
+    the call's other operands may be."""
+    v = call.operands[at]
+    found = dies_at(v, call, returns, True)
+    if found is None:
+        return False
+    roots, aliases = found
+    if any(is_function_argument(r) and ir.BlockArgument(r).arg_number not in handed for r in roots):
+        return False
+    others = [o for i, o in enumerate(call.operands) if i != at]
+    return not any(any(o == a for a in aliases) or base(o) == base(v) for o in others)
 

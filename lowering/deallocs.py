@@ -46,7 +46,7 @@ def base(v):
 class _Buffers:
     """Which buffers of a function a memref value may be (see `may_be`), remembered."""
 
-    def __init__(self, returns: dict):
+    def __init__(self, returns: "Returns"):
         self.returns = returns  # a function's name -> the arguments its results may be (returned_arguments)
         self.known: dict = {}
 
@@ -71,12 +71,14 @@ class _Buffers:
             return frozenset()
         if op.name == "func.call":
             operands = list(op.operands)
-            returned = self.returns.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            returned = self.returns.get(callee)
             if returned is None:
                 return self.union(v for v in operands if isinstance(downcast(v.type), ir.MemRefType))
             if returned == FRESH:  # (a buffer of its own: the result stands for it)
                 return frozenset([v])
-            return self.union(operands[i] for i in returned)
+            mine = self.returns.of_result(callee, list(op.results).index(v))
+            return self.union(operands[i] for i in (returned if mine is None else mine))
         if op.name == "arith.select":
             return self.union(list(op.operands)[1:])
         if op.name == "scf.if":
@@ -111,23 +113,44 @@ class _Buffers:
 FRESH = "fresh"
 
 
-def returned_arguments(m) -> dict:
+class Returns(dict):
+    """returned_arguments' answer: a function's name -> FRESH or the positions of the arguments
+    its results may be; and, in `by_result`, the positions each result may be (None for a
+    result that is no buffer, or that may be any argument)."""
+
+    def __init__(self, functions):
+        super().__init__(dict.fromkeys(functions, FRESH))
+        self.by_result: dict = {}
+
+    def of_result(self, callee: str, r: int):
+        """The positions of the arguments a call of `callee`'s result `r` may be (or view): a
+        frozenset, or None where any argument it returns."""
+        if self.get(callee) == FRESH:
+            return frozenset()
+        per = self.by_result.get(callee)
+        return None if per is None or per[r] is None else per[r]
+
+
+def returned_arguments(m) -> Returns:
     """Each function's name -> FRESH, or else the positions of the arguments its results may be
-    (or view). Found again for every function until nothing changes, from FRESH for all: a
-    recursive function's results are what its calls of itself return, among others, and the
-    least answer is the one that holds (by induction on the depth of the calls). A function
-    without a body may return any of its arguments (it is not in the dict)."""
+    (or view), and which each result may be. Found again for every function until nothing
+    changes, from FRESH for all: a recursive function's results are what its calls of itself
+    return, among others, and the least answer is the one that holds (by induction on the depth
+    of the calls). A function without a body may return any of its arguments (it is not in the
+    dict)."""
     functions = {}
     for body in function_bodies(m):
         functions[ir.StringAttr(body.owner.attributes["sym_name"]).value] = body
-    returns: dict = dict.fromkeys(functions, FRESH)
+    returns = Returns(functions)
     changed = True
     while changed:
         changed = False
         for name, body in functions.items():
-            found = _returned(body, _Buffers(returns))
-            if found != returns[name]:
-                returns[name], changed = found, True
+            buffers = _Buffers(returns)
+            found = _returned(body, buffers)
+            per = _returned_by_result(body, buffers)
+            if found != returns[name] or per != returns.by_result.get(name):
+                returns[name], returns.by_result[name], changed = found, per, True
     return returns
 
 
@@ -143,6 +166,18 @@ def _returned(body, buffers: _Buffers):
     if passed or not all(sets) or sum(len(s) for s in sets) != len(frozenset().union(*sets)):
         return passed
     return FRESH
+
+
+def _returned_by_result(body, buffers: _Buffers) -> tuple:
+    """For each result of the function of this body: the positions of the arguments it may be,
+    or None (no buffer, or not known)."""
+    args = list(body.arguments)
+    ret = body.operations[len(body.operations) - 1]
+    out = []
+    for v in ret.operands:
+        s = buffers.may_be(v) if isinstance(downcast(v.type), ir.MemRefType) else None
+        out.append(None if s is None else frozenset(i for i, a in enumerate(args) if a in s))
+    return tuple(out)
 
 
 def split_deallocs(m) -> int:

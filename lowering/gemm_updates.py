@@ -69,10 +69,13 @@ def _update_of(call):
     if getattr(getattr(func, "operation", func), "name", None) != "func.func":
         return None
     users = [user(u) for u in g.uses]
-    generics = [u for u in users if u.name == "linalg.generic"]
+    generics = []
+    for u in users:  # (a generic written over G, in place, uses it twice)
+        if u.name == "linalg.generic" and not any(u == x for x in generics):
+            generics.append(u)
     rest = [u for u in users if u.name not in ("linalg.generic", "memref.dealloc") and u != cast]
-    if len(generics) != 1 or rest:
-        return None
+    if len(generics) != 1 or rest and not all(_after(u, generics[0]) for u in rest):
+        return None  # (G may be used after the update only where the update was written over it)
     gen = generics[0]
     if gen.block != block or ops_between(call, gen) is None:
         return None
@@ -85,7 +88,7 @@ def _update_of(call):
     out = outs[0]
     if maps[-1] != _IDENTITY or out.type != g.type or getattr(defining_op(out), "name", None) != "memref.alloc":
         return None
-    if not all(_after(user(u), gen) for u in out.uses if user(u) != gen):
+    if out != g and (rest or not all(_after(user(u), gen) for u in out.uses if user(u) != gen)):
         return None
     body = gen.regions[0].blocks[0]
 
@@ -222,6 +225,8 @@ def _rewrite(call, elt, g, gen, w, scale, negate) -> None:
     out_alloc = defining_op(out)
     g_deallocs = [user(u) for u in g.uses if user(u).name == "memref.dealloc"]
     gen.erase()
+    if out == g:  # (the update was written over G: G holds it now)
+        return
     for d in g_deallocs:
         d.erase()
     out.replace_all_uses_with(g)

@@ -49,6 +49,7 @@ from . import (
     gpu,
     gpu_loops,
     gpu_matmul,
+    in_place,
     inlining,
     instrument,
     parallel,
@@ -58,6 +59,7 @@ from . import (
     reshapes,
     stand_ins,
     stoppable,
+    sums,
     to_linalg,
     transforms,
 )
@@ -72,24 +74,28 @@ BUFFERIZE = (
 # Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.
 BUFFERIZE_DEEP = BUFFERIZE.replace("allow-return-allocs-from-loops}", "allow-return-allocs-from-loops copy-before-write}")
 # MLIR's buffer-deallocation-pipeline, in two: deallocs.split_deallocs between.
-OWNERSHIP = ("builtin.module(expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation,"
+OWNERSHIP = ("builtin.module(expand-realloc{emit-deallocs=false}, canonicalize, ownership-based-buffer-deallocation{private-function-dynamic-ownership=true},"
              "canonicalize)")
 DEALLOCATE = ("builtin.module(buffer-deallocation-simplification, bufferization-lower-deallocations, cse, canonicalize,"
               "convert-bufferization-to-memref)")
 
 
 def _bufferize(m):
-    """MLIR's fusion of element-wise ops (FUSE), the stand-ins of failed checks made views
+    """Sums of zeros dropped and matrix products added to a value accumulated into it
+    (sums.simplify_sums); MLIR's fusion of element-wise ops (FUSE), the stand-ins of failed checks made views
     (stand_ins.stand_ins_as_views); MLIR's BUFFERIZE, or BUFFERIZE_DEEP where scf ops nest
     deeper than MAX_ANALYZED_NESTING, the tensors that callable functions take read-only
-    (_arguments_read_only); the copies made only for calls that do not write them dropped
+    (_arguments_read_only); element-wise ops written over the inputs that die there
+    (in_place.outputs_in_place); the copies made only for calls that do not write them dropped
     (call_copies.drop_call_copies); then the deallocations (OWNERSHIP), those that dg knows apart
     split (deallocs.split_deallocs), and simplified (DEALLOCATE)."""
+    sums.simplify_sums(m)
     run_pipeline(m, FUSE)
     stand_ins.stand_ins_as_views(m)
     _arguments_read_only(m)
     deep = scf_nesting(m.body) > MAX_ANALYZED_NESTING
     run_pipeline(m, BUFFERIZE_DEEP if deep else BUFFERIZE)
+    in_place.outputs_in_place(m)
     call_copies.drop_call_copies(m)
     run_pipeline(m, OWNERSHIP)
     deallocs.split_deallocs(m)

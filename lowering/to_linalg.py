@@ -72,7 +72,7 @@ class ToLinalg:
         params = ", ".join(f"{self.name(a)}: {a.type}" for a in block.arguments)
         results = ", ".join(str(t) for t in ftype.results)
         b.indent = 2
-        sizes = f", dg.sizes = {fop.attributes['dg.sizes']}" if "dg.sizes" in fop.attributes else ""
+        sizes = "".join(f", {k} = {fop.attributes[k]}" for k in ("dg.sizes", "dg.donated") if k in fop.attributes)
         b.line(f"func.func @{sym}({params}) -> ({results}) attributes {{llvm.emit_c_interface{sizes}}} {{")
         with b.nested():
             if sym in self.recursive:

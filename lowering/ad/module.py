@@ -23,6 +23,7 @@ from dg.dialects.rules import RuleBuilder
 from dg.dialects.dialect import parse
 
 from ..irmodel import Block, Func, Op, read_module
+from . import prune
 from .activity import ALWAYS_ACTIVE, TERMINATORS, is_float, slot_appends, slot_passed_on, walk_ops
 
 EFFECTS = ("print", "breakpoint", "assert", "check")  # not repeated when a forward is recomputed
@@ -91,6 +92,7 @@ class Derivatives:
         self.untaped_slots: dict = {}  # loop op -> untaped(op)
         self.appended_slots: dict = {}  # loop op -> the untaped slots that are tapes it appends to
         self.cycles: dict = {}  # function -> whether it can call itself (recursive)
+        self.pruned: set = set()  # derived functions whose dead code goes once the module is whole (prune.py)
         # The declarations' attributes (`dg.kind`, ...), kept once their bodies are written
         self.declared = {f.sym: dict(f.attrs) for f in funcs if f.body is None and "dg.kind" in f.attrs}
         self.note_placeholders(funcs)
@@ -218,10 +220,15 @@ class Derivatives:
         return w, dict(zip(f.args, args)), args
 
     def write(self, sym: str, args: list, result_types: list, loc: str, w: RuleBuilder,
-              sizes: str | None = None) -> None:
+              sizes: str | None = None, donated: list | str | None = None) -> None:
         """Keep the text of function `sym`, whose body `w` wrote. `sizes`: the copied function's
-        `dg.sizes` attribute text (dsl/emit), if it has one."""
-        extra = f" attributes {{dg.sizes = {sizes}}}" if sizes else ""
+        `dg.sizes` attribute text (dsl/emit), if it has one; `donated`: the positions of the
+        arguments its callers hand over (`dg.donated`: nothing reads them once passed, so the
+        function may write them in place), or that attribute's text."""
+        if isinstance(donated, list):
+            donated = f"array<i64{': ' if donated else ''}{', '.join(map(str, donated))}>" if donated else None
+        attrs = ", ".join(f"dg.{k} = {v}" for k, v in (("sizes", sizes), ("donated", donated)) if v)
+        extra = f" attributes {{{attrs}}}" if attrs else ""
         head = (f"  func.func @{sym}({', '.join(f'{a.name}: {a.type} {loc}' for a in args)}) -> "
                 f"({', '.join(result_types)}){extra} {{")
         self.texts[sym] = "\n".join([head] + w.lines + [f"  }} {loc}"])
@@ -233,7 +240,25 @@ class Derivatives:
         ret = f.body.ops[-1]
         w.loc = ret.loc
         w.op("func.return", [env[o] for o in ret.operands], [])
-        self.write(f.sym, args, f.result_types, f.loc, w, f.attrs.get("dg.sizes"))
+        self.write(f.sym, args, f.result_types, f.loc, w, f.attrs.get("dg.sizes"), f.attrs.get("dg.donated"))
+
+    def prune(self) -> None:
+        """The dead code of the functions in `pruned` removed (prune.py), each once every function
+        it reaches is written."""
+        funcs = {f.sym: f for f in read_module(parse(module_text(list(self.texts.values()))))}
+        pure = prune.pure_functions(list(funcs.values()))
+        for sym in sorted(self.pruned):
+            reached, todo = set(), [sym]
+            while todo:
+                s = todo.pop()
+                if s not in reached:
+                    reached.add(s)
+                    todo += [prune.callee(op) for op in walk_ops(funcs[s].body)
+                             if op.name == "func.call"] if s in funcs else []
+            if all(s in funcs for s in reached):
+                prune.prune(funcs[sym].body, pure)
+                self.copy_function(funcs[sym])
+                self.pruned.discard(sym)
 
     @staticmethod
     def declaration(f: Func) -> str:
@@ -242,10 +267,13 @@ class Derivatives:
                 f"({', '.join(f.result_types)}){' attributes {' + attrs + '}' if attrs else ''} {f.loc}")
 
     def module_text(self) -> str:
-        """The whole module as it stands: originals not written yet are copied, declarations kept."""
+        """The whole module as it stands: originals not written yet are copied, declarations kept;
+        the functions to prune pruned where everything they call is written."""
         for sym in self.order:
             if sym not in self.texts and self.funcs[sym].body is not None:
                 self.copy_function(self.funcs[sym])
+        if self.pruned:
+            self.prune()
         decls = [self.declaration(self.funcs[s]) for s in self.order
                  if self.funcs[s].body is None and s not in self.texts]
         return module_text(decls + list(self.texts.values()))

@@ -5,7 +5,7 @@ Guarantees: `vjp_function(mod, f, mask)` writes `f__vjp_<mask>(args,
 cotangents) -> (results, gradients)` (with `_ck<c>` when its loops keep c
 snapshots) and the VJP functions of what it calls, and returns its name.
 Those of the recursive functions it calls take shadows too:
-`g__vjp_<mask>_sh(args, cotangents, shadows) -> (results, shadows)`. A shadow is the gradient of an argument in
+`g__vjp_<mask>_sh(args, cotangents, shadows) -> shadows`. A shadow is the gradient of an argument in
 the mask accumulated so far (as Enzyme's duplicated arguments): the function
 adds its share into it and gives it back, so that a gradient passed down
 through calls and recursion is made once, by the outermost gradient, and a
@@ -13,7 +13,13 @@ row that a callee reads adds its row, not a fresh full-size gradient per
 call added up the recursion. (The outermost function has none: its
 gradients start from its own contributions, not from zeros added to; nor
 do functions that cannot call themselves, whose calls the inliner takes
-apart.)
+apart.) A function with shadows gives back no results: its caller has them
+from its own forward sweep. So its forward sweep's copies that only made
+them are dead, and `prune` removes them (each branch's reverse recomputes
+what it needs), which keeps a recursion's gradient from running every
+subtree's forward twice at each level. The callers hand their shadows over
+(`dg.donated`): nothing reads a shadow once it is passed, so the callee may
+add into it in place.
 
 How (a forward sweep, then a reverse sweep, over one `Sweep`):
 - The forward sweep copies f's body. Each `scf.for` at the level being swept
@@ -92,8 +98,13 @@ def vjp_function(mod: Derivatives, sym: str, mask: tuple, slots: int = 0, shadow
     reverse_sweep(s, f.body, env, adj, w, info)
     w.loc = f.loc
     grads = [adj[f.args[i]] if f.args[i] in adj else w.zeros_like(env[f.args[i]]) for i in mask]
-    w.op("func.return", results + grads, [])
-    mod.write(name, args + cts + shadows, f.result_types + [f.args[i].type for i in mask], f.loc, w)
+    given = [] if shadowed else results
+    w.op("func.return", given + grads, [])
+    donated = list(range(len(args) + len(cts), len(args) + len(cts) + len(shadows)))
+    mod.write(name, args + cts + shadows, ([] if shadowed else f.result_types) + [f.args[i].type for i in mask], f.loc,
+              w, donated=donated)
+    if shadowed:
+        mod.pruned.add(name)
     return name
 
 
@@ -310,12 +321,13 @@ def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None
         o = op.operands[i]
         shadows.append(adj[o] if o in adj and o not in handed else w.zeros_like(env[o]))
         handed.append(o)
+    given = [] if core.endswith("_sh") else [r.type for r in op.results]  # (one with shadows gives back only them)
     outs = w.op("func.call", [env[o] for o in op.operands] + cts + shadows,
-                [r.type for r in op.results] + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
+                given + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
     taken = set()
-    for i, g in zip(mask, outs[len(op.results):]):
+    for i, g in zip(mask, outs[len(given):]):
         o = op.operands[i]
-        if o in taken or not shadows:
+        if o in taken or not core.endswith("_sh"):
             accumulate(w, adj, o, g, env[o])
         else:  # the shadow given back holds what adj[o] held
             adj[o] = g

@@ -84,7 +84,8 @@ def test_updates_give_numpy_results(m, name):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     text = getattr(m, name).ir("llvm", args=args)
     elt = "f64" if name == "half" else "f32"
-    fused = text.count(f"call @dg_gemm_{elt}_scaled(")
+    # (a product added as it is accumulates into w's copy by the helper that adds, lowering/sums.py)
+    fused = text.count(f"call @dg_gemm_{elt}_scaled(") + text.count(f"call @dg_gemm_{elt}(")
     assert fused == (FUSED[name] if blas.locate() else 0), text[:2000]
 
 
