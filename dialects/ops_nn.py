@@ -208,8 +208,9 @@ def _vjp_matmul(g, op, d):
         return [da, db]
     if b.tt.rank == 1:  # [..., m, k] @ [k] -> [..., m]
         da = g.mul(g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)}), b)
-        db = g.dg_op("matmul", [g.transpose_last(a), g.dg_op("expand_dims", [d], {"axes": (d.tt.rank,)})])
-        db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 1,)})
+        # d as a row times a ([..., 1, m] @ [..., m, k]): a read as it is, not a transposed copy of it
+        db = g.dg_op("matmul", [g.dg_op("expand_dims", [d], {"axes": (d.tt.rank - 1,)}), a])
+        db = g.dg_op("squeeze", [db], {"axes": (db.tt.rank - 2,)})
         return [da, db]
     if a.tt.rank > 2 and b.tt.rank == 2:  # db: one [k, (...)*m] @ [(...)*m, n] product
         da = g.dg_op("matmul", [d, g.transpose_last(b)])

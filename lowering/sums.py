@@ -86,12 +86,13 @@ def _adds_two(op) -> bool:
 def _rewrite(op) -> int:
     if not _adds_two(op):
         return 0
+    _stand_in_on_the_sum(op)
     ins = [op.operands[0], op.operands[1]]
     for k in (1, 0):
         if _zeros(_stand_in(ins[k])[0]) and ins[1 - k].type == op.results[0].type:
             op.results[0].replace_all_uses_with(ins[1 - k])
             op.erase()
-            _erase_if_unused(ins[k])
+            _erase_unused(ins[k])
             return 1
     for k in (1, 0):
         g, bad_g = _stand_in(ins[k])
@@ -115,23 +116,60 @@ def _rewrite(op) -> int:
         stand_ins = [defining_op(ins[j]) for j, b in ((k, bad_g), (1 - k, bad_w)) if b is not None]
         op.erase()
         fill.erase()
+        unused = [s.operands[1] for s in stand_ins]
         for s in stand_ins:
-            unused = s.operands[1]
             s.erase()
-            _erase_if_unused(unused)
-        _erase_if_unused(empty)
+        _erase_unused(*unused, empty)
         return 1
     return 0
 
 
-def _erase_if_unused(v) -> None:
-    """Erase v's op where nothing uses v, and so on up through a stand-in and a fill."""
-    op = defining_op(v)
-    if op is None or any(True for _ in v.uses):
+def _stand_in_on_the_sum(op) -> None:
+    """Where a sum's operand made by a linalg op just for it (`g`, its output a `tensor.empty`)
+    has a stand-in and the other (`w`) has none, stand in for w instead, with an uninitialised
+    tensor of g's sizes (made under an `scf.if` on the failure), which the op iterates over then: MLIR's fusion then makes g's loop and the sum one (a stand-in between
+    them kept them two), and a product accumulates into w."""
+    for k in (0, 1):
+        g, bad = _stand_in(op.operands[k])
+        made = defining_op(g)
+        if bad is None or _stand_in(op.operands[1 - k])[1] is not None or not one_use(g) or \
+                not getattr(made, "name", "").startswith("linalg.") or g.type != op.operands[1 - k].type:
+            continue
+        init = defining_op(made.operands[len(made.operands) - 1])
+        if getattr(init, "name", None) != "tensor.empty" or init.results[0].type != g.type:
+            continue  # (g's sizes are its output's: read from g, g would have two uses)
+        old, out = defining_op(op.operands[k]), op.operands[2]
+        with op.location, ir.InsertionPoint(op):
+            empty = create("tensor.empty", [g.type], list(init.operands)).result
+            branch = create("scf.if", [g.type], [bad], regions=2)
+            then, other = (ir.Block.create_at_start(r, []) for r in branch.regions)
+            with ir.InsertionPoint(then):  # (made only once a check failed: no buffer otherwise)
+                create("scf.yield", [], [create("tensor.empty", [g.type], list(init.operands)).result])
+            with ir.InsertionPoint(other):
+                create("scf.yield", [], [op.operands[1 - k]])
+        op.operands[k], op.operands[1 - k], op.operands[2] = g, branch.results[0], empty
+        stood = old.operands[1]
+        old.erase()
+        _erase_unused(stood, out)
         return
-    operands, name = list(op.operands), op.name
-    op.erase()
-    if name in ("arith.select", "linalg.fill"):
-        for x in operands:
-            if isinstance(x.type, ir.RankedTensorType) or "tensor" in str(x.type):
-                _erase_if_unused(x)
+
+
+def _erase_unused(*values) -> None:
+    """Erase the ops of those of `values` nothing uses, and so on up through a stand-in and a
+    fill (one value may come twice, or be another's operand: each goes once)."""
+    gone: list = []
+
+    def visit(v):
+        op = defining_op(v)
+        if op is None or any(v == g for g in gone) or any(True for _ in v.uses):
+            return
+        operands, name = list(op.operands), op.name
+        gone.append(v)
+        op.erase()
+        if name in ("arith.select", "linalg.fill"):
+            for x in operands:
+                if "tensor" in str(x.type):
+                    visit(x)
+
+    for v in values:
+        visit(v)
