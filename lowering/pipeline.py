@@ -69,6 +69,7 @@ FUSE = "builtin.module(func.func(linalg-fuse-elementwise-ops))"
 BUFFERIZE = (
     "builtin.module("
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map "
+    "unknown-type-conversion=identity-layout-map "
     "buffer-alignment=0 allow-return-allocs-from-loops})"
 )
 # Deeper than MAX_ANALYZED_NESTING (see inlining), writes copy their buffer first: no analysis.

@@ -92,6 +92,11 @@ class ToLinalg:
         b.line(f"{lhs}scf.if {stop}" + (f" -> ({rt})" if rt else "") + " {")
         with b.nested():
             outs = [placeholder(b, parse_mlir_type(str(t))) for t in ftype.results]
+            donated = list(ir.DenseI64ArrayAttr(fop.attributes["dg.donated"])) if "dg.donated" in fop.attributes else []
+            if len(donated) == len(outs) and all(block.arguments[i].type == t for i, t in zip(donated, ftype.results)):
+                # (a gradient's shadows, given back as they came: a placeholder of sizes 1 would
+                # make the results' buffers of any layout, copied at every return)
+                outs = [self.name(block.arguments[i]) for i in donated]
             b.emit(f"scf.yield {', '.join(outs)} : {rt}" if outs else "scf.yield")
         b.line("} else {")
         with b.nested():

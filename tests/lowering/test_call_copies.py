@@ -285,3 +285,36 @@ def test_a_gradients_shadow_goes_down_a_recursion_uncopied():
     # the zeros of a fresh gradient of E per call, the sums, the row added, the copy for the
     # call; one before that, the copy MLIR's deallocation made of the shadow given back.
     assert len(table_sized) == 0, table_sized
+
+
+LOOPED = """
+func.func private @writes(%a: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %a[%c0] : memref<4xf32>
+  return
+}
+func.func @f(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  %b = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%z : f32) outs(%b : memref<4xf32>)
+  scf.for %i = %c0 to %n step %c1 {
+    %c = memref.alloc() : memref<4xf32>
+    memref.copy %b, %c : memref<4xf32> to memref<4xf32>
+    func.call @writes(%c) : (memref<4xf32>) -> ()
+  }
+  return
+}
+"""
+
+
+def test_a_copy_for_a_call_in_a_loop_over_a_buffer_made_before_it_stays():
+    """Each iteration's call gets a copy of the zeros made before the loop, which nothing reads
+    after it: handed over, the buffer would hold what the first call wrote when the second
+    reads it."""
+    m = parse(LOOPED)
+    with m.context:
+        assert call_copies.drop_call_copies(m) == 0
+    assert [op for op in operations_under(m.body) if op.name == "memref.copy"]
