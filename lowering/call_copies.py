@@ -25,6 +25,8 @@ so written in place at every depth, not copied at each call.
 """
 from __future__ import annotations
 
+import contextlib
+
 from dg.core.mlir import defining_op, downcast, function_bodies, ir, is_function_argument, is_private, operations_under, user
 
 from .deallocs import FRESH, VIEWS, base, returned_arguments
@@ -98,6 +100,11 @@ def _returns(returned, at: int) -> bool:
 
 def drop_call_copies(m) -> int:
     """Pass calls the buffers their copies were made from (see the module's doc); how many."""
+    with ordered():
+        return _drop_call_copies(m)
+
+
+def _drop_call_copies(m) -> int:
     returns = returned_arguments(m)
     written = written_arguments(m, returns)
     handed = handed_arguments(m, returns)
@@ -238,6 +245,32 @@ def _chain(op) -> list:
     return out
 
 
+_ORDER: dict | None = None  # while `ordered` holds: a block -> its ops' positions, found once
+
+
+@contextlib.contextmanager
+def ordered():
+    """While it holds, the ops' positions in their blocks are found once per block: for passes
+    that erase ops (which keeps the others' order) but insert none."""
+    global _ORDER
+    outer = _ORDER
+    _ORDER = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _ORDER = outer
+
+
+def _position(block, op) -> int:
+    table = None if _ORDER is None else _ORDER.get(block)
+    op = getattr(op, "operation", op)
+    if table is None or op not in table:  # (an op made since: the block is read again)
+        table = {o.operation: i for i, o in enumerate(block.operations)}
+        if _ORDER is not None:
+            _ORDER[block] = table
+    return table[op]
+
+
 def may_run_after(u, call) -> bool:
     """Whether op `u` may run after `call` (no loop holds both: see _hand_over)."""
     mine = _chain(call)
@@ -247,8 +280,7 @@ def may_run_after(u, call) -> bool:
             if y.block == x.block:
                 if y == x:  # u in another region of x than the call's: another branch of an scf.if
                     return x.name in _LOOPS or (x != call and x.name != "scf.if")
-                ops = [o.operation for o in x.block.operations]
-                return next(i for i, o in enumerate(ops) if o == y) > next(i for i, o in enumerate(ops) if o == x)
+                return _position(x.block, y) > _position(x.block, x)
     return False
 
 

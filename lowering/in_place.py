@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dg.core.mlir import defining_op, function_bodies, ir, is_function_argument, is_private, operations_under, user
 
-from .call_copies import dies_at, handed_arguments, may_run_after
+from .call_copies import dies_at, handed_arguments, may_run_after, ordered
 from .deallocs import returned_arguments
 
 _IDENTITY = ("affine_map<(d0) -> (d0)>", "affine_map<(d0, d1) -> (d0, d1)>", "affine_map<(d0, d1, d2) -> (d0, d1, d2)>",
@@ -32,6 +32,11 @@ _IDENTITY = ("affine_map<(d0) -> (d0)>", "affine_map<(d0, d1) -> (d0, d1)>", "af
 
 def outputs_in_place(m) -> int:
     """Write element-wise ops over their dying inputs (see the module's doc); how many."""
+    with ordered():
+        return _outputs_in_place(m)
+
+
+def _outputs_in_place(m) -> int:
     returns = returned_arguments(m)
     handed = handed_arguments(m, returns)
     done = 0
