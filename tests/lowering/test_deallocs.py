@@ -53,10 +53,12 @@ def test_buffers_no_call_returns_are_freed_without_comparisons(tree):
     allocs_before, compared_before = _counts(_bufferized(modules["compiled"].tree_grad, args, dealloc_split=False))
     # MLIR's simplification alone compares nearly every buffer (the branch that recurses holds
     # most of them); split, a buffer the recursive calls are passed, or that they return, is:
-    # fewer than half as many. (The gradients' shadows, which each recursive call is passed and
-    # gives back, are among those: about half the buffers; a quarter before shadows, 39 of 268.)
+    # well under two thirds as many (153 of 275). The gradients' shadows, which each recursive
+    # call is handed, writes in place and gives back with its ownership, are among those: about
+    # half the buffers; a quarter before shadows, 39 of 268; 143 of 303 before they were written
+    # in place, when each call added into a new buffer.
     assert compared_before > allocs_before / 2, (allocs_before, compared_before)
-    assert compared < compared_before / 2, (compared, compared_before)
+    assert compared < compared_before * 0.6, (compared, compared_before)
 
 
 def test_what_functions_return_is_found_through_recursion(tree):
