@@ -50,20 +50,19 @@ that works, with a comment saying why (see the comments in SRC).
 
     python benchmarks/dynamic.py [--quick] [--repeats 5] [--json benchmarks/dynamic_results.json]
 
-Measured (benchmarks/dynamic_results.json: `python benchmarks/dynamic.py`, 5 repeats, on a
-2-core machine shared with other work, load average about 7, so the absolute figures are
-several times an idle machine's; the ratios come from the same rounds). Trees/s: dg_rows 54,
-dg_table 5.2, dg_minibatch 44, dg_loop 121, dg_minibatch_loop 26, PyTorch eager 37, DyNet 191,
-DyNet autobatched 507: dg per example is 1.5x PyTorch (3.2x as a loop) and 0.28x DyNet (0.63x
-as a loop). Sentences/s: dg_rows 63, dg_minibatch 47, PyTorch eager 189, DyNet 231, DyNet
-autobatched 371: dg is 0.34x PyTorch and 0.27x DyNet. value_and_grad over forward: a tree
-node 7.2 (PyTorch 7.3), an LSTM direction 5.3 (PyTorch 3.2), the Tree-LSTM 39 (as a loop 29;
-PyTorch 6.9, DyNet 3.4), the tagger 4.4 (PyTorch 3.3, DyNet 3.0). dg's forward of a whole tree
-is ten times PyTorch's speed (804 us against 7.9 ms); its gradient is what costs: each
-recursive call's backward materializes dense gradients of all the weights (and, in dg_table, of
-the whole 8 MB table: 5 trees/s), and the loop form tapes its whole [M, H] buffers. The tagger
-loses in the forward already: nn.lstm's `x @ w.T` copies the transposed weight at every step
-inside the loop (a loop of `tanh(h @ w.T)` takes twice the time of one on a pre-transposed w).
+Measured (benchmarks/dynamic_results.json: `python benchmarks/dynamic.py --repeats 5`, 2-core
+machine, one run; ratios from the same rounds). Trees/s: dg_rows 485, dg_table 271,
+dg_minibatch 346, dg_loop 496, dg_minibatch_loop 71, PyTorch eager 108, DyNet 509, DyNet
+autobatched 1,513: dg per example is 4.5x PyTorch and 0.95x DyNet (0.53x DyNet with the whole
+table passed in). Sentences/s: dg_rows 1,685, dg_minibatch 1,469, PyTorch eager 730, DyNet 997,
+DyNet autobatched 1,861: dg per example is 2.3x PyTorch and 1.7x DyNet. value_and_grad over
+forward: a tree node 5.4 (PyTorch 7.2), an LSTM direction 4.8 (PyTorch 3.5), the Tree-LSTM 10.5
+(PyTorch 6.0, DyNet 2.9; its gradient takes as long as DyNet's, 1.70 ms, the forward is 3.6
+times DyNet's speed), the tagger 5.4 (PyTorch 3.8, DyNet 2.9). A recursion's gradient adds
+into one shadow per weight, handed down the calls and written in place; what it still pays is
+its subtrees' forward again at every level (a recursive call's VJP recomputes its children's
+results). The tagger's LSTM makes the inputs' share of the gates in one product before its
+steps. Before these (the same script, a loaded machine): trees 54/s, sentences 63/s.
 First calls (cold compiles) take 1 to 5 s per dg function, against milliseconds for the peers.
 """
 
@@ -96,10 +95,8 @@ from report import kept  # noqa: E402  (this folder's)
 LR = 0.01
 NODE_WEIGHTS = ("u_iou", "b_iou", "u_f1", "u_f2", "b_f")
 
-# The weights use PyTorch's layouts ([out, in]) and products `w @ v` on vectors: `v @ w` of a
-# vector and a matrix (rank 1 @ rank 2) is compiled as a loop that walks the matrix by columns,
-# about 30 times slower than the BLAS (140 to 190 us against 5 us for 256 @ [256, 384]), while
-# `w @ v` and 2-D products go to the BLAS.
+# The weights use PyTorch's layouts ([out, in]) and products `w @ v` on vectors, as the peers'
+# code does.
 SRC = """
 import nn
 
@@ -161,14 +158,9 @@ def tree_loss_grad_flat(p, x: f32[L, D], left: i64[M], right: i64[M], row: i64[M
     l, (g, gx) = value_and_grad(tree_loss, wrt=(0, 1))(p, x, left, right, row, label)
     return l, g["b_f"], g["b_iou"], g["u_f1"], g["u_f2"], g["u_iou"], g["w_iou"], g["w_out"], gx
 
-# The same model as one loop over the nodes, children first, h and c kept in [M, H] arrays: the
-# gradient of a recursive call materializes the gradient of each array argument it takes (all
-# the weights, the embedding rows or table) as a dense array of its own and adds it up, per call,
-# so the recursion's backward costs the calls times the weights' size (a 41-deep recursion that
-# reads one row of a 16,000 x 128 table: 180 ms for its gradient, 0.4 ms as a loop). A forest of
-# trees listed one after another is still children first, so the loop also takes a minibatch;
-# but the loop's tape keeps the whole carried hs and cs at every iteration (dg.saved_residuals:
-# 1.1 MiB for a tree of 33 nodes, 374 MiB for a forest of 618), quadratic in the nodes.
+# The same model as one loop over the nodes, children first, h and c kept in [M, H] arrays (the
+# form a user without recursion writes). A forest of trees listed one after another is still
+# children first, so the loop also takes a minibatch.
 def tree_loop_loss(p, x: f32[L, D], left: i64[M], right: i64[M], row: i64[M], label: i64[M]) -> f32:
     n = p["b_f"].shape[0]
     hs = zeros([left.shape[0], n])

@@ -144,15 +144,18 @@ def _copies_before(call) -> dict:
     return copies
 
 
-def _roots(v, returns: dict, own_args: bool) -> list | None:
+def _roots(v, returns: dict, own_args: bool, assumed: tuple = ()) -> list | None:
     """The buffers `v` may be, each the caller's to write (None if one may not be): made here
-    (memref.alloc), an argument of a private function (`own_args`), given back by a call
-    (fresh, or what it was passed at the positions it may return, in turn), or what either
-    branch of an scf.if yields."""
+    (memref.alloc), an argument of a private function (`own_args`), a value an `scf.for` carries
+    that is the loop's own in every iteration (_loop_owned; those in `assumed` taken to be), given
+    back by a call (fresh, or what it was passed at the positions it may return, in turn), or
+    what either branch of an scf.if yields."""
     v = base(v)
     op = defining_op(v)
     if op is None:
-        return [v] if own_args and is_function_argument(v) else None
+        if own_args and is_function_argument(v) or any(v == a for a in assumed):
+            return [v]
+        return [v] if _loop_owned(v, returns, own_args, assumed) else None
     if op.name == "memref.alloc":
         return [v]
     if op.name == "func.call":
@@ -163,7 +166,7 @@ def _roots(v, returns: dict, own_args: bool) -> list | None:
         mine = returns.of_result(callee, list(op.results).index(v))
         found = [v]
         for p in (() if returned == FRESH else returned if mine is None else mine):
-            more = _roots(op.operands[p], returns, own_args)
+            more = _roots(op.operands[p], returns, own_args, assumed)
             if more is None:
                 return None
             found += more
@@ -171,18 +174,27 @@ def _roots(v, returns: dict, own_args: bool) -> list | None:
     if op.name == "arith.select":  # (either of its buffers)
         found = [v]
         for x in list(op.operands)[1:]:
-            more = _roots(x, returns, own_args)
+            more = _roots(x, returns, own_args, assumed)
             if more is None:
                 return None
             found += more
         return found
+    if op.name == "scf.for":  # what it was given, or a buffer an iteration carried on
+        k = next(i for i, r in enumerate(op.results) if r == v)
+        body = op.regions[0].blocks[0]
+        carried = body.arguments[1 + k]
+        given = _roots(op.operands[3 + k], returns, own_args, assumed)
+        made = _roots(list(body.operations)[-1].operands[k], returns, own_args, assumed + (carried,))
+        if given is None or made is None:
+            return None
+        return [v] + given + [r for r in made if r != carried]
     if op.name == "scf.if":  # what either branch yields
         at = next(i for i, r in enumerate(op.results) if r == v)
         found = [v]
         for region in op.regions:
             block = region.blocks[0]
             ops = list(block.operations)
-            more = _roots(ops[-1].operands[at], returns, own_args) if ops else None
+            more = _roots(ops[-1].operands[at], returns, own_args, assumed) if ops else None
             if more is None:
                 return None
             found += more
@@ -190,9 +202,48 @@ def _roots(v, returns: dict, own_args: bool) -> list | None:
     return None
 
 
+def _loop_owned(x, returns: dict, own_args: bool, assumed: tuple) -> bool:
+    """Whether `x`, a value an scf.for carries, is the loop's own buffer in every iteration, which
+    an iteration may write once it no longer reads it: the loop is given a buffer that dies
+    there (dies_at) and that nothing in the loop reads but through x; and the loop carries on
+    what x became or a buffer made in the iteration, and nothing else carries that on."""
+    block = x.owner
+    loop = block.owner
+    loop = getattr(loop, "operation", loop)
+    if not isinstance(block, ir.Block) or loop.name != "scf.for" or any(x == a for a in assumed):
+        return False
+    k = ir.BlockArgument(x).arg_number - 1
+    if k < 0:
+        return False
+    found = dies_at(loop.operands[3 + k], loop, returns, own_args)
+    if found is None:
+        return False
+    inside = _chain  # (an op is inside the loop where the loop is in its chain)
+    for a in found[1]:
+        for u in a.uses:
+            o = user(u)
+            if o != loop and any(c == loop for c in inside(o)):
+                return False
+    yields = list(list(block.operations)[-1].operands)
+    y = yields[k]
+    if any(base(o) == base(y) for i, o in enumerate(yields) if i != k):
+        return False
+    roots = _roots(y, returns, own_args, assumed + (x,))
+    if roots is None:
+        return False
+    for r in roots:
+        if r == x:
+            continue
+        made = defining_op(r)
+        if made is None or not any(c == loop for c in _chain(made)):
+            return False  # (a buffer from outside the loop, or another carried one)
+    return True
+
+
 def _aliases(roots: list, call, returns: dict) -> list | None:
-    """Every value that may be one of `roots` (views, selects, what calls give back and branches
-    yield), not through `call`'s results; None where one may be carried by a loop."""
+    """Every value that may be one of `roots` (views, selects, what calls give back, branches
+    yield and `scf.for` loops carry), not through `call`'s results; None where one may be carried
+    by another loop."""
     seen, todo = [], list(roots)
     while todo:
         v = todo.pop()
@@ -216,10 +267,15 @@ def _aliases(roots: list, call, returns: dict) -> list | None:
             elif op.name in ("scf.yield", "scf.condition"):
                 parent = op.parent
                 parent = getattr(parent, "operation", parent)
+                if parent.name == "scf.for":  # (the next iteration's carried value, and the loop's)
+                    todo += [parent.results[at], parent.regions[0].blocks[0].arguments[1 + at]]
+                    continue
                 if parent.name != "scf.if":
                     return None
                 if not _on_the_other_branch(op, parent, call):  # (there the call does not run)
                     todo.append(parent.results[at])
+            elif op.name == "scf.for" and at >= 3:  # (the first iteration's carried value, and the loop's)
+                todo += [op.results[at - 3], op.regions[0].blocks[0].arguments[at - 2]]
             elif op.name in _LOOPS:
                 return None
     return seen
@@ -340,10 +396,14 @@ def _pass_instead(call, at: int, copy) -> int:
 
 def in_loop_below(call, root) -> bool:
     """Whether a loop holds `call` but not the making of `root` (a function's argument: made
-    before everything)."""
+    before everything; a value a loop carries: made at each of its iterations)."""
     op = defining_op(root)
-    home = op.block if op is not None else None
+    # (a value a loop carries is made at each of its iterations: its home is the loop's body)
+    home = op.block if op is not None else None if is_function_argument(root) else root.owner
+    owner = None if op is not None or home is None else getattr(home.owner, "operation", home.owner)
     for x in _chain(call)[1:]:
+        if owner is not None and x == owner:
+            return False
         if x.name in _LOOPS:
             return True
         if home is not None and any(o.operation == x for o in home.operations):

@@ -168,3 +168,38 @@ def test_a_recursions_weight_gradient_is_one_buffer_added_into_at_every_depth():
                 and not _failed_checks_stand_in(op)]
     copies = [str(op) for op in operations_under(reverse) if op.name == "memref.copy" and "?x?" in str(op.operands[0].type)]
     assert not matrices and not copies, (matrices, copies)
+
+
+CARRIED = """
+func.func @f(%n: index) -> (memref<4xf32>, f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %b = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%z : f32) outs(%b : memref<4xf32>)
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%x = %b) -> (memref<4xf32>) {
+    %y = memref.alloc() : memref<4xf32>
+    memref.copy %x, %y : memref<4xf32> to memref<4xf32>
+    memref.store %one, %y[%c1] : memref<4xf32>
+    scf.yield %y : memref<4xf32>
+  }
+  %v = memref.load %READ[%c0] : memref<4xf32>
+  return %r, %v : memref<4xf32>, f32
+}
+"""
+
+
+def test_a_loop_writes_the_buffer_it_carries_in_place():
+    """The copy of the carried buffer each iteration makes before writing a row of it goes: the
+    loop was given a buffer that dies there, and carries on only what it wrote."""
+    m, ctx = _module(CARRIED.replace("%READ", "%r"))
+    with ctx:
+        assert in_place.outputs_in_place(m) == 1
+    assert not [op for op in operations_under(m.body) if op.name == "memref.copy"]
+
+
+def test_not_where_the_buffer_the_loop_was_given_is_read_after_it():
+    m, ctx = _module(CARRIED.replace("%READ", "%b"))
+    with ctx:
+        assert in_place.outputs_in_place(m) == 0
