@@ -39,6 +39,13 @@ _BETWEEN = {"memref.alloc", "memref.copy", "memref.dim", "arith.constant", "arit
             "arith.addi", "arith.subi", "arith.maxsi", "arith.minsi", "arith.select", "arith.cmpi"}
 
 
+def _buffer(v) -> bool:
+    """Whether v is a buffer: a memref, ranked or not (a view cast to `memref<*x...>`, as a host
+    call takes it, is the buffer still)."""
+    t = downcast(v.type)
+    return isinstance(t, (ir.MemRefType, ir.UnrankedMemRefType))
+
+
 def written_arguments(m, returns: dict | None = None) -> dict:
     """Each function's name (those with a body) -> the positions of the memref arguments it may
     write (or pass to a call that may write them, or return: what the caller does with a
@@ -67,7 +74,7 @@ def _may_write(value, written: dict, returns: dict) -> bool:
         if name in _READS or name == "func.return":
             continue
         if name in VIEWS or name == "arith.select" and at > 0:  # (a view's buffer, or what a select may be)
-            if any(_may_write(r, written, returns) for r in op.results if isinstance(downcast(r.type), ir.MemRefType)):
+            if any(_may_write(r, written, returns) for r in op.results if _buffer(r)):
                 return True
             continue
         parent = op.parent.operation if name == "scf.yield" else None
@@ -255,14 +262,14 @@ def _aliases(roots: list, call, returns: dict) -> list | None:
             if op == call:
                 continue
             if op.name in VIEWS or op.name == "arith.select":
-                todo += [r for r in op.results if isinstance(downcast(r.type), ir.MemRefType)]
+                todo += [r for r in op.results if _buffer(r)]
             elif op.name == "func.call":
                 callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
                 returned = returns.get(callee)
                 if returned is None or returned != FRESH and at in returned:
                     for k, r in enumerate(op.results):
                         mine = returns.of_result(callee, k) if returned is not None else None
-                        if isinstance(downcast(r.type), ir.MemRefType) and (mine is None or at in mine):
+                        if _buffer(r) and (mine is None or at in mine):
                             todo.append(r)
             elif op.name in ("scf.yield", "scf.condition"):
                 parent = op.parent

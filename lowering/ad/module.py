@@ -245,7 +245,7 @@ class Derivatives:
     def prune(self) -> None:
         """The dead code of the functions in `pruned` removed (prune.py), each once every function
         it reaches is written."""
-        funcs = {f.sym: f for f in read_module(parse(module_text(list(self.texts.values()))))}
+        funcs = {f.sym: f for f in read_module(parse(self._assembled()))}
         pure = prune.pure_functions(list(funcs.values()))
         for sym in sorted(self.pruned):
             reached, todo = set(), [sym]
@@ -253,9 +253,9 @@ class Derivatives:
                 s = todo.pop()
                 if s not in reached:
                     reached.add(s)
-                    todo += [prune.callee(op) for op in walk_ops(funcs[s].body)
-                             if op.name == "func.call"] if s in funcs else []
-            if all(s in funcs for s in reached):
+                    written = s in funcs and funcs[s].body is not None
+                    todo += [prune.callee(op) for op in walk_ops(funcs[s].body) if op.name == "func.call"] if written else []
+            if all(s in funcs and funcs[s].body is not None for s in reached):
                 prune.prune(funcs[sym].body, pure)
                 self.copy_function(funcs[sym])
                 self.pruned.discard(sym)
@@ -274,6 +274,10 @@ class Derivatives:
                 self.copy_function(self.funcs[sym])
         if self.pruned:
             self.prune()
+        return self._assembled()
+
+    def _assembled(self) -> str:
+        """The declarations not written yet and the functions written, as one module's text."""
         decls = [self.declaration(self.funcs[s]) for s in self.order
                  if self.funcs[s].body is None and s not in self.texts]
         return module_text(decls + list(self.texts.values()))
