@@ -108,13 +108,15 @@ def test_a_recursive_function_that_reads_its_argument_is_passed_it(modules):
     assert _copies_into_calls(modules["compiled"].grad_loss, (x, np.int64(3))) == 0
 
 
-CALLS = """
+WRITES_ONE = """
 func.func private @writes(%a: memref<4xf32>) {
   %c0 = arith.constant 0 : index
   %f = arith.constant 1.0 : f32
   memref.store %f, %a[%c0] : memref<4xf32>
   return
 }
+"""
+CALLS = WRITES_ONE + """
 func.func private @reads(%a: memref<4xf32>) -> f32 {
   %c0 = arith.constant 0 : index
   %v = memref.load %a[%c0] : memref<4xf32>
@@ -287,13 +289,7 @@ def test_a_gradients_shadow_goes_down_a_recursion_uncopied():
     assert len(table_sized) == 0, table_sized
 
 
-LOOPED = """
-func.func private @writes(%a: memref<4xf32>) {
-  %c0 = arith.constant 0 : index
-  %f = arith.constant 1.0 : f32
-  memref.store %f, %a[%c0] : memref<4xf32>
-  return
-}
+LOOPED = WRITES_ONE + """
 func.func @f(%n: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

@@ -78,22 +78,14 @@ func.func @f(%d: memref<4xf32>, %n: index) -> (memref<4xf32>, f32) {
   return %t, %v : memref<4xf32>, f32
 }
 """
-ADD_OP = """%t = memref.alloc() : memref<4xf32>
-  linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%x, %d : memref<4xf32>, memref<4xf32>) outs(%t : memref<4xf32>) {
+SUM = """linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%x, %d : memref<4xf32>, memref<4xf32>) outs(%t : memref<4xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %r = arith.addf %a, %b : f32
     linalg.yield %r : f32
-  }
-  %v = memref.load %READ[%c0] : memref<4xf32>"""
-LOOP_OP = """%t = memref.alloc() : memref<4xf32>
-  scf.for %i = %c0 to %n step %c1 {
-    linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%x, %d : memref<4xf32>, memref<4xf32>) outs(%t : memref<4xf32>) {
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      %r = arith.addf %a, %b : f32
-      linalg.yield %r : f32
-    }
-  }
-  %v = memref.load %t[%c0] : memref<4xf32>"""
+  }"""
+ADD_OP = "%t = memref.alloc() : memref<4xf32>\n  " + SUM + "\n  %v = memref.load %READ[%c0] : memref<4xf32>"
+LOOP_OP = ("%t = memref.alloc() : memref<4xf32>\n  scf.for %i = %c0 to %n step %c1 {\n  " + SUM + "\n  }\n"
+           "  %v = memref.load %t[%c0] : memref<4xf32>")
 COPY_OP = """%t = memref.alloc() : memref<4xf32>
   memref.copy %x, %t : memref<4xf32> to memref<4xf32>
   memref.store %z, %t[%c1] : memref<4xf32>
