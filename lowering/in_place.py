@@ -1,16 +1,19 @@
-"""Element-wise ops written over an input that dies there, where bufferization made a new buffer.
+"""Element-wise ops and whole copies written over a buffer that dies there, where bufferization made a new one.
 
 Expects: a module just bufferized by One-Shot Bufferize (function boundaries included), before
 call_copies and the deallocations. Guarantees: `outputs_in_place(module)` gives an element-wise
 `linalg.generic` whose output is a buffer allocated for it (`memref.alloc`, its values never
-read by the body, used only from the op on) one of its inputs instead, where that input:
+read by the body, used only from the op on) one of its inputs instead, and drops a
+`memref.copy` of a whole buffer into one allocated for it (not for a call: call_copies decides
+those) where what uses the copy may use the buffer copied from, where that input (or source):
 - has the output's type and is read through the output's (identity) map;
 - is a buffer the function may write (call_copies.dies_at): its own allocation, a call's result,
-  or an argument that every caller hands over (`dg.donated`, with each call passed a buffer
-  that nothing reads after it, or a copy made for it);
+  a value a loop carries that is the loop's own (call_copies._loop_owned), or an argument that
+  every caller hands over (`dg.donated`, with each call passed a buffer that nothing reads
+  after it, or a copy made for it);
 - is not used once the op has run (nor anything that may be it), with no loop between.
 The output buffer goes, and what used it uses the input. The values are the same: each element
-is read, then written, by the same iteration.
+is read, then written, by the same iteration (and a copy's source held what the copy would).
 
 Why: One-Shot Bufferize joins the alias sets of everything a call of a function it has not
 analyzed is passed and gives back, and a recursive function's call of itself is one. In the
