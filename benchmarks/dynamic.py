@@ -51,18 +51,19 @@ that works, with a comment saying why (see the comments in SRC).
     python benchmarks/dynamic.py [--quick] [--repeats 5] [--json benchmarks/dynamic_results.json]
 
 Measured (benchmarks/dynamic_results.json: `python benchmarks/dynamic.py --repeats 5`, 2-core
-machine, one run; ratios from the same rounds). Trees/s: dg_rows 485, dg_table 271,
-dg_minibatch 346, dg_loop 496, dg_minibatch_loop 71, PyTorch eager 108, DyNet 509, DyNet
-autobatched 1,513: dg per example is 4.5x PyTorch and 0.95x DyNet (0.53x DyNet with the whole
-table passed in). Sentences/s: dg_rows 1,685, dg_minibatch 1,469, PyTorch eager 730, DyNet 997,
-DyNet autobatched 1,861: dg per example is 2.3x PyTorch and 1.7x DyNet. value_and_grad over
-forward: a tree node 5.4 (PyTorch 7.2), an LSTM direction 4.8 (PyTorch 3.5), the Tree-LSTM 10.5
-(PyTorch 6.0, DyNet 2.9; its gradient takes as long as DyNet's, 1.70 ms, the forward is 3.6
-times DyNet's speed), the tagger 5.4 (PyTorch 3.8, DyNet 2.9). A recursion's gradient adds
-into one shadow per weight, handed down the calls and written in place; what it still pays is
-its subtrees' forward again at every level (a recursive call's VJP recomputes its children's
-results). The tagger's LSTM makes the inputs' share of the gates in one product before its
-steps. Before these (the same script, a loaded machine): trees 54/s, sentences 63/s.
+machine, one run; ratios from the same rounds). Trees/s: dg_rows 464, dg_table 267,
+dg_minibatch 332, dg_loop 640, dg_minibatch_loop 71, PyTorch eager 110, DyNet 508, DyNet
+autobatched 1,500: dg per example is 4.2x PyTorch and 0.91x DyNet (1.26x DyNet as a loop; 0.52x
+with the whole table passed in). Sentences/s: dg_rows 1,720, dg_minibatch 1,482, PyTorch eager
+708, DyNet 976, DyNet autobatched 1,863: dg per example is 2.4x PyTorch and 1.8x DyNet.
+value_and_grad over forward: a tree node 5.1 (PyTorch 7.3), an LSTM direction 4.6 (PyTorch
+3.4), the Tree-LSTM 10.6 (as a loop 7.4; PyTorch 5.9, DyNet 2.9; its gradient takes 1.65 ms,
+as long as DyNet's, the forward running at 3.7 times DyNet's speed), the tagger 5.5 (PyTorch
+3.7, DyNet 2.9). A recursion's gradient adds into one shadow per weight, handed down the calls
+and written in place; what it still pays is its subtrees' forward again at every level (a
+recursive call's VJP recomputes its children's results). A loop writes the rows of what it
+carries in place. The tagger's LSTM makes the inputs' share of the gates in one product before
+its steps. Before these (the same script, a loaded machine): trees 54/s, sentences 63/s.
 First calls (cold compiles) take 1 to 5 s per dg function, against milliseconds for the peers.
 """
 
