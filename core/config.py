@@ -145,6 +145,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              "the BLAS compiled matrix products call: 1 the first found of " + ", ".join(BLAS_FAMILIES)
              + "; a name that one only; 0 none (products stay loops)",
              _blas, BLAS_FAMILIES),
+    _on_off("DG_PERF_MAP", False,
+            "1: compiled code's functions are written to /tmp/perf-<pid>.map, so that Linux perf names them"),
     _on_off("DG_KEEP_MEMORY", True,
             "0: leave glibc's malloc as it is (by default it keeps what compiled code frees for the next call)"),
     _on_off("DG_CUBLAS", True,

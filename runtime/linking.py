@@ -26,7 +26,7 @@ from dg.core.types import MLIR_TO_DG, np_dtype
 from dg.lowering import blas
 from dg.lowering.codegen.object_room import refuse_unplaceable
 
-from . import collectives, interrupt, threads
+from . import collectives, interrupt, perf_map, threads
 from .descriptors import array
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -189,6 +189,8 @@ class Loaded:
         for piece in pieces:
             self.jit.add_object_file(llvm.ObjectFileRef.from_data(piece))
         self.jit.finalize_object()
+        if config.perf_map:
+            perf_map.write(self.jit, pieces)
         at = self.jit.get_global_value_address(STATE)
         self.state = (ctypes.c_int64 * STATE_WORDS).from_address(at) if at else None
 

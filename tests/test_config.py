@@ -26,7 +26,7 @@ def clean(monkeypatch):
 
 def test_the_kinds_cover_every_variable():
     assert set(SWITCHES) | set(PATHS) | {"DG_MODE", "DG_DEVICE", "DG_BLAS", "DG_NUM_THREADS"} == set(VARIABLES)
-    assert len(VARIABLES) == 18
+    assert len(VARIABLES) == 19
 
 
 def test_each_variable_has_its_property():
@@ -40,7 +40,7 @@ def test_defaults(clean):
         "DG_MODE": "compiled", "DG_DEVICE": "cpu", "DG_CHECK_NUMERICS": False, "DG_AUTOBATCH": True, "DG_PATH": (),
         "DG_CACHE": True, "DG_CACHE_DIR": None, "DG_QUICK_START": True, "DG_TIERED": False,
         "DG_LOG_COMPILES": False, "DG_TRACEBACK_FILTERING": True, "DG_VERIFY_PASSES": False,
-        "DG_NUM_THREADS": None, "DG_BLAS": ("mkl", "openblas", "cblas"), "DG_KEEP_MEMORY": True,
+        "DG_NUM_THREADS": None, "DG_BLAS": ("mkl", "openblas", "cblas"), "DG_PERF_MAP": False, "DG_KEEP_MEMORY": True,
         "DG_CUBLAS": True, "DG_LIBDEVICE": None, "DG_DIST": True}
     for name, v in VARIABLES.items():  # the documented default is the value of an unset variable
         if name in SWITCHES:
