@@ -140,6 +140,20 @@ def function_bodies(m):
             yield op.regions[0].blocks[0]
 
 
+def functions(m):
+    """(name, the func.func op, its entry block) of each of the module's functions with a body."""
+    for body in function_bodies(m):
+        op = body.owner
+        op = getattr(op, "operation", op)
+        yield ir.StringAttr(op.attributes["sym_name"]).value, op, body
+
+
+def identity_map(rank: int) -> str:
+    """The text of the identity affine map of `rank` dims: `affine_map<(d0, d1) -> (d0, d1)>`."""
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    return f"affine_map<({dims}) -> ({dims})>"
+
+
 def walk_in_scope(block, visit, scope) -> None:
     """visit(op, scope) on each op of a block, in order; where it returns false, the blocks of the
     op's regions are walked the same way with a copy of the scope: what is added to the scope in

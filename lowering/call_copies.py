@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 
-from dg.core.mlir import defining_op, downcast, function_bodies, ir, is_function_argument, is_private, operations_under, user
+from dg.core.mlir import defining_op, downcast, function_bodies, functions, ir, is_function_argument, is_private, operations_under, user
 
 from .deallocs import FRESH, VIEWS, base, returned_arguments
 
@@ -116,17 +116,13 @@ def _drop_call_copies(m) -> int:
     written = written_arguments(m, returns)
     handed = handed_arguments(m, returns)
     dropped = 0
-    for body in function_bodies(m):
-        f = body.owner.operation if hasattr(body.owner, "operation") else body.owner
-        own = is_private(f)
-        mine = handed.get(ir.StringAttr(f.attributes["sym_name"]).value, frozenset())
+    for name, f, body in functions(m):
+        own, mine = is_private(f), handed.get(name, frozenset())
         for call in [op for op in operations_under(body) if op.name == "func.call"]:
             callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
             if callee in written:
                 dropped += _drop(call, written[callee], returns, mine)
-                returned = returns.get(callee)
-                given = frozenset(range(len(call.operands))) if returned is None else \
-                    frozenset() if returned == FRESH else returned
+                given = frozenset(i for i in range(len(call.operands)) if _returns(returns.get(callee), i))
                 dropped += _hand_over(call, written[callee] | given, returns, own)
     return dropped
 
@@ -225,11 +221,10 @@ def _loop_owned(x, returns: dict, own_args: bool, assumed: tuple) -> bool:
     found = dies_at(loop.operands[3 + k], loop, returns, own_args)
     if found is None:
         return False
-    inside = _chain  # (an op is inside the loop where the loop is in its chain)
     for a in found[1]:
         for u in a.uses:
             o = user(u)
-            if o != loop and any(c == loop for c in inside(o)):
+            if o != loop and any(c == loop for c in _chain(o)):  # (used inside the loop)
                 return False
     yields = list(list(block.operations)[-1].operands)
     y = yields[k]
@@ -363,13 +358,23 @@ def _hand_over(call, written: frozenset, returns: dict, own_args: bool) -> int:
         if src.type != v.type or len(list(v.uses)) != 2:
             continue
         found = dies_at(src, call, returns, own_args, spare=(copy,))
-        if found is None:
-            continue
-        others = [o for i, o in enumerate(call.operands) if i != at]
-        if any(any(o == a for a in found[1]) or base(o) == base(src) for o in others):
+        if found is None or not _apart(call, at, src, found[1]):
             continue
         dropped += _pass_instead(call, at, copy)
     return dropped
+
+
+def _apart(call, at: int, v, aliases: list) -> bool:
+    """Whether none of `call`'s operands but the one at `at` may be `v`'s buffer (`aliases`:
+    every value that may be it)."""
+    others = [o for i, o in enumerate(call.operands) if i != at]
+    return not any(any(o == a for a in aliases) or base(o) == base(v) for o in others)
+
+
+def handed_only(roots: list, handed: frozenset) -> bool:
+    """Whether each of `roots` that is an argument of its function is one of the arguments its
+    callers hand over (`handed`, handed_arguments'): the function's to write."""
+    return all(not is_function_argument(r) or ir.BlockArgument(r).arg_number in handed for r in roots)
 
 
 def dies_at(v, op, returns: dict, own_args: bool, spare=()) -> tuple | None:
@@ -438,7 +443,7 @@ def _drop(call, written: frozenset, returns: dict, handed: frozenset) -> int:
         if getattr(defining_op(w), "name", None) == "memref.alloc":
             continue  # (made here: base(src) is compared with it)
         roots = _roots(w, returns, True)
-        if roots is None or any(is_function_argument(r) and ir.BlockArgument(r).arg_number not in handed for r in roots):
+        if roots is None or not handed_only(roots, handed):
             return 0
         written_roots += roots
     for at, v in enumerate(operands):
@@ -466,9 +471,7 @@ def handed_arguments(m, returns: dict) -> dict:
     counts only where it is handed over in turn: found again until nothing changes, from all
     the donated positions."""
     funcs, calls = {}, {}
-    for body in function_bodies(m):
-        f = body.owner.operation if hasattr(body.owner, "operation") else body.owner
-        name = ir.StringAttr(f.attributes["sym_name"]).value
+    for name, f, body in functions(m):
         funcs[name] = f
         for op in operations_under(body):
             if op.name == "func.call":
@@ -492,11 +495,5 @@ def _hands_over(call, at: int, returns: dict, handed: frozenset) -> bool:
     the call's other operands may be."""
     v = call.operands[at]
     found = dies_at(v, call, returns, True)
-    if found is None:
-        return False
-    roots, aliases = found
-    if any(is_function_argument(r) and ir.BlockArgument(r).arg_number not in handed for r in roots):
-        return False
-    others = [o for i, o in enumerate(call.operands) if i != at]
-    return not any(any(o == a for a in aliases) or base(o) == base(v) for o in others)
+    return found is not None and handed_only(found[0], handed) and _apart(call, at, v, found[1])
 

@@ -24,14 +24,10 @@ for the whole recursion, and call_copies drops the copies made at the calls.
 """
 from __future__ import annotations
 
-from dg.core.mlir import defining_op, function_bodies, ir, is_function_argument, is_private, operations_under, user
+from dg.core.mlir import defining_op, functions, identity_map, ir, is_private, operations_under, user
 
-from .call_copies import dies_at, handed_arguments, may_run_after, ordered
+from .call_copies import dies_at, handed_arguments, handed_only, may_run_after, ordered
 from .deallocs import returned_arguments
-
-_IDENTITY = ("affine_map<(d0) -> (d0)>", "affine_map<(d0, d1) -> (d0, d1)>", "affine_map<(d0, d1, d2) -> (d0, d1, d2)>",
-             "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>")
-
 
 def outputs_in_place(m) -> int:
     """Write element-wise ops over their dying inputs (see the module's doc); how many."""
@@ -43,10 +39,8 @@ def _outputs_in_place(m) -> int:
     returns = returned_arguments(m)
     handed = handed_arguments(m, returns)
     done = 0
-    for body in function_bodies(m):
-        f = body.owner.operation if hasattr(body.owner, "operation") else body.owner
-        mine = handed.get(ir.StringAttr(f.attributes["sym_name"]).value, frozenset())
-        own = is_private(f)
+    for name, f, body in functions(m):
+        own, mine = is_private(f), handed.get(name, frozenset())
         for op in operations_under(body):
             if op.name == "linalg.generic":
                 done += _in_place(op, returns, own, mine)
@@ -61,14 +55,12 @@ def _in_place(op, returns: dict, own: bool, handed: set) -> int:
     if outs != 1 or op.results or any("parallel" not in str(t) for t in op.attributes["iterator_types"]):
         return 0
     out = op.operands[ins]
-    alloc = defining_op(out)
-    if getattr(alloc, "name", None) != "memref.alloc" or len(list(op.regions[0].blocks[0].arguments[ins].uses)):
+    alloc = _made_for(out, op)
+    if alloc is None or len(list(op.regions[0].blocks[0].arguments[ins].uses)):
         return 0
     maps = [str(a) for a in op.attributes["indexing_maps"]]
-    if maps[ins] not in _IDENTITY:
+    if maps[ins] != identity_map(len(list(op.attributes["iterator_types"]))):
         return 0
-    if any(user(u) != op and user(u).name != "memref.dim" and not may_run_after(user(u), op) for u in out.uses):
-        return 0  # (the buffer is used before the op)
     for i in range(ins):
         x = op.operands[i]
         if x.type != out.type or maps[i] != maps[ins] or not _dies_here(x, op, returns, own, handed):
@@ -83,13 +75,11 @@ def _copy_not_needed(copy, returns: dict, own: bool, handed: set) -> int:
     """A whole buffer copied into one allocated for it, where the buffer copied from dies at the
     copy: what used the copy uses that buffer, and the copy and its allocation go. 1 or 0."""
     x, out = copy.operands
-    alloc = defining_op(out)
-    if getattr(alloc, "name", None) != "memref.alloc" or x.type != out.type:
+    alloc = _made_for(out, copy)
+    if alloc is None or x.type != out.type:
         return 0
     if any(user(u).name == "func.call" for u in out.uses):
         return 0  # (a copy made for a call: call_copies decides, knowing what the callee does)
-    if any(user(u) != copy and user(u).name != "memref.dim" and not may_run_after(user(u), copy) for u in out.uses):
-        return 0
     if not _dies_here(x, copy, returns, own, handed):
         return 0
     out.replace_all_uses_with(x)
@@ -98,10 +88,18 @@ def _copy_not_needed(copy, returns: dict, own: bool, handed: set) -> int:
     return 1
 
 
+def _made_for(out, op):
+    """The `memref.alloc` that made `out` where nothing uses out before `op` (its sizes
+    excepted): a buffer made for op, which may be another; else None."""
+    alloc = defining_op(out)
+    if getattr(alloc, "name", None) != "memref.alloc":
+        return None
+    if any(user(u) != op and user(u).name != "memref.dim" and not may_run_after(user(u), op) for u in out.uses):
+        return None
+    return alloc
+
+
 def _dies_here(x, op, returns: dict, own: bool, handed: set) -> bool:
     """Whether the op may write `x`'s buffer: see the module's doc."""
     found = dies_at(x, op, returns, own, spare=(op,))
-    if found is None:
-        return False
-    roots, _ = found
-    return all(not is_function_argument(r) or ir.BlockArgument(r).arg_number in handed for r in roots)
+    return found is not None and handed_only(found[0], handed)

@@ -20,7 +20,7 @@ the weight's memory where the BLAS, told to add into the gradient (beta = 1), ma
 """
 from __future__ import annotations
 
-from dg.core.mlir import create, defining_op, function_bodies, ir, one_use, operations_under
+from dg.core.mlir import create, defining_op, function_bodies, identity_map, ir, one_use, operations_under
 
 
 def simplify_sums(m) -> int:
@@ -71,9 +71,7 @@ def _adds_two(op) -> bool:
     if any("parallel" not in str(t) for t in op.attributes["iterator_types"]):
         return False
     maps = [str(a) for a in op.attributes["indexing_maps"]]
-    rank = len(list(op.attributes["iterator_types"]))
-    dims = ", ".join(f"d{i}" for i in range(rank))
-    if len(set(maps)) != 1 or maps[0] != f"affine_map<({dims}) -> ({dims})>":
+    if len(set(maps)) != 1 or maps[0] != identity_map(len(list(op.attributes["iterator_types"]))):
         return False
     block = op.regions[0].blocks[0]
     ops = [o.operation for o in block.operations]
@@ -127,8 +125,9 @@ def _rewrite(op) -> int:
 def _stand_in_on_the_sum(op) -> None:
     """Where a sum's operand made by a linalg op just for it (`g`, its output a `tensor.empty`)
     has a stand-in and the other (`w`) has none, stand in for w instead, with an uninitialised
-    tensor of g's sizes (made under an `scf.if` on the failure), which the op iterates over then: MLIR's fusion then makes g's loop and the sum one (a stand-in between
-    them kept them two), and a product accumulates into w."""
+    tensor of g's sizes (made under an `scf.if` on the failure), which the op iterates over then:
+    MLIR's fusion then makes g's loop and the sum one (a stand-in between them kept them two),
+    and a product accumulates into w."""
     for k in (0, 1):
         g, bad = _stand_in(op.operands[k])
         made = defining_op(g)

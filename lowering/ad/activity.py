@@ -29,6 +29,11 @@ def is_float(v: Value) -> bool:
     return v.tt.dtype not in ("index", "i1") and _float_dtype(v.tt.dtype)
 
 
+def callee(call: Op) -> str:
+    """The name of the function a `func.call` calls."""
+    return call.attrs["callee"].strip().strip('"').lstrip("@")
+
+
 def walk_ops(block: Block):
     for op in block.ops:
         yield op
@@ -173,7 +178,7 @@ def activity(body: Block, seeds: set, messages=lambda callee: False) -> set:
         if op.dg in INACTIVE:
             return False
         if op.dg in ALWAYS_ACTIVE or any(o in active for o in op.operands) or (
-                op.name == "func.call" and messages(op.attrs["callee"].strip().strip('"').lstrip("@"))):
+                op.name == "func.call" and messages(callee(op))):
             changed |= mark(op.results, [True] * len(op.results))
         return changed
 

@@ -37,8 +37,8 @@ from dg.dialects.registry import OPS
 from dg.dialects.rules import RuleBuilder
 
 from ..irmodel import Block, Op
-from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, free_values, is_float
-from .module import Derivatives, copy_op, unquoted
+from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, callee, free_values, is_float
+from .module import Derivatives, copy_op
 from .sweep import Sweep, op_view
 
 
@@ -115,10 +115,10 @@ def push_dg(s: Sweep, op: Op, env: dict, tan: dict, w: RuleBuilder) -> None:
 
 def push_call(s: Sweep, op: Op, env: dict, tan: dict, w: RuleBuilder) -> None:
     mask = tuple(i for i, o in enumerate(op.operands) if o in s.active)
-    callee = unquoted(op.attrs["callee"]).lstrip("@")
-    if not mask and not s.mod.messages(callee):
+    name = callee(op)
+    if not mask and not s.mod.messages(name):
         return copy_op(op, env, w, effects=True)
-    core = jvp_function(s.mod, callee, mask)
+    core = jvp_function(s.mod, name, mask)
     floats = [r for r in op.results if is_float(r)]
     w.loc = op.loc
     outs = w.op("func.call", [env[o] for o in op.operands] + [tangent_of(w, op.operands[i], env, tan) for i in mask],

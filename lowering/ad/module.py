@@ -24,7 +24,7 @@ from dg.dialects.dialect import parse
 
 from ..irmodel import Block, Func, Op, read_module
 from . import prune
-from .activity import ALWAYS_ACTIVE, TERMINATORS, is_float, slot_appends, slot_passed_on, walk_ops
+from .activity import ALWAYS_ACTIVE, TERMINATORS, callee, is_float, slot_appends, slot_passed_on, walk_ops
 
 EFFECTS = ("print", "breakpoint", "assert", "check")  # not repeated when a forward is recomputed
 
@@ -127,7 +127,7 @@ class Derivatives:
         f = self.funcs.get(sym)
         if f is None or f.body is None:
             return [unquoted(f.attrs["dg.of"]).lstrip("@")] if f is not None and "dg.of" in f.attrs else []
-        return [unquoted(op.attrs["callee"]).lstrip("@") for op in walk_ops(f.body) if op.name == "func.call"]
+        return [callee(op) for op in walk_ops(f.body) if op.name == "func.call"]
 
     def messages(self, sym: str) -> bool:
         """Whether function `sym` sends or receives a message between processes (an op of
@@ -143,7 +143,7 @@ class Derivatives:
 
     def messages_in(self, blocks: list) -> bool:
         """Whether ops in `blocks` send or receive messages (themselves, or through a call)."""
-        return any(op.dg in ALWAYS_ACTIVE or op.name == "func.call" and self.messages(unquoted(op.attrs["callee"]).lstrip("@"))
+        return any(op.dg in ALWAYS_ACTIVE or op.name == "func.call" and self.messages(callee(op))
                    for b in blocks for op in walk_ops(b))
 
     def checkpointed(self, sym: str):
@@ -254,7 +254,7 @@ class Derivatives:
                 if s not in reached:
                     reached.add(s)
                     written = s in funcs and funcs[s].body is not None
-                    todo += [prune.callee(op) for op in walk_ops(funcs[s].body) if op.name == "func.call"] if written else []
+                    todo += [callee(op) for op in walk_ops(funcs[s].body) if op.name == "func.call"] if written else []
             if all(s in funcs and funcs[s].body is not None for s in reached):
                 prune.prune(funcs[sym].body, pure)
                 self.copy_function(funcs[sym])

@@ -20,12 +20,7 @@ from __future__ import annotations
 from dg.dialects.registry import OPS
 
 from ..irmodel import Block, Func, Op
-from .activity import TERMINATORS, walk_ops
-
-
-def callee(call: Op) -> str:
-    """The name of the function a `func.call` calls."""
-    return call.attrs["callee"].strip().strip('"').lstrip("@")
+from .activity import TERMINATORS, callee, walk_ops
 
 
 def pure_functions(funcs: list[Func]) -> set:

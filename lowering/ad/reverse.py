@@ -66,8 +66,8 @@ from dg.dialects.rules import RuleBuilder
 
 from ..irmodel import Block, Op
 from . import checkpoint
-from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, free_values, is_float
-from .module import Derivatives, copy_block, copy_op, unquoted
+from .activity import ALWAYS_ACTIVE, TERMINATORS, activity, callee, free_values, is_float
+from .module import Derivatives, copy_block, copy_op
 from .sweep import Sweep, accumulate, arith, by_slot, countdown, index, op_view, read_tape, tape_value, trip_count
 
 
@@ -308,26 +308,27 @@ def reverse_dg(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
 def reverse_call(s: Sweep, op: Op, env: dict, adj: dict, w: RuleBuilder) -> None:
     mask = tuple(i for i, o in enumerate(op.operands) if o in s.active)
     douts = [adj.get(r) for r in op.results if is_float(r)]
-    callee = unquoted(op.attrs["callee"]).lstrip("@")
-    if (not mask or all(d is None for d in douts)) and not s.mod.messages(callee):
+    name = callee(op)
+    if (not mask or all(d is None for d in douts)) and not s.mod.messages(name):
         return
-    core = vjp_function(s.mod, callee, mask, s.slots, shadowed=s.mod.recursive(callee))
+    core = vjp_function(s.mod, name, mask, s.slots, shadowed=s.mod.recursive(name))
+    shadowed = core.endswith("_sh")
     fl = [r for r in op.results if is_float(r)]
     cts = [d if d is not None else w.zeros_like(env[r]) for d, r in zip(douts, fl)]
     w.loc = backward_loc(op.loc)
     handed = []  # the operands whose adjoint goes in as a shadow (an operand passed twice: once)
     shadows = []
-    for i in mask if core.endswith("_sh") else ():
+    for i in mask if shadowed else ():
         o = op.operands[i]
         shadows.append(adj[o] if o in adj and o not in handed else w.zeros_like(env[o]))
         handed.append(o)
-    given = [] if core.endswith("_sh") else [r.type for r in op.results]  # (one with shadows gives back only them)
+    given = [] if shadowed else [r.type for r in op.results]  # (one with shadows gives back only them)
     outs = w.op("func.call", [env[o] for o in op.operands] + cts + shadows,
                 given + [op.operands[i].type for i in mask], {"callee": f"@{core}"})
     taken = set()
     for i, g in zip(mask, outs[len(given):]):
         o = op.operands[i]
-        if o in taken or not core.endswith("_sh"):
+        if o in taken or not shadowed:
             accumulate(w, adj, o, g, env[o])
         else:  # the shadow given back holds what adj[o] held
             adj[o] = g
